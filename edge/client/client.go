@@ -1,0 +1,210 @@
+// Package client is the Go client of the tuna-edge control API. The operator
+// and the tuna-operator CLI use it; nothing else talks to the API.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls the control API with one API key.
+type Client struct {
+	baseURL string
+	apiKey  string
+	http    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient replaces the default HTTP client (for custom TLS roots).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// New returns a client of the API at baseURL (e.g. "https://edge.example:8443").
+func New(baseURL, apiKey string, opts ...Option) *Client {
+	c := &Client{
+		baseURL: strings.TrimRight(baseURL, "/"),
+		apiKey:  apiKey,
+		http:    &http.Client{Timeout: 30 * time.Second},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Edge returns the edge's public facts, including the SSH host key to pin.
+func (c *Client) Edge(ctx context.Context) (*EdgeInfo, error) {
+	var out EdgeInfo
+	return &out, c.do(ctx, http.MethodGet, "/v1/edge", nil, &out)
+}
+
+// WhoAmI describes the calling key.
+func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
+	var out WhoAmI
+	return &out, c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
+}
+
+// CreateAPIKey creates an API key; the response carries the secret once.
+func (c *Client) CreateAPIKey(ctx context.Context, in CreateAPIKey) (*APIKey, error) {
+	var out APIKey
+	return &out, c.do(ctx, http.MethodPost, "/v1/api-keys", in, &out)
+}
+
+// ListAPIKeys lists API keys (never their secrets).
+func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
+	var out List[APIKey]
+	return out.Items, c.do(ctx, http.MethodGet, "/v1/api-keys", nil, &out)
+}
+
+// DeleteAPIKey revokes an API key.
+func (c *Client) DeleteAPIKey(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/api-keys/"+url.PathEscape(id), nil, nil)
+}
+
+// CreateTunnelKey issues a tunnel key; the response carries the secret once.
+func (c *Client) CreateTunnelKey(ctx context.Context, in CreateTunnelKey) (*TunnelKey, error) {
+	var out TunnelKey
+	return &out, c.do(ctx, http.MethodPost, "/v1/tunnel-keys", in, &out)
+}
+
+// ListTunnelKeys lists tunnel keys whose labels include every given label.
+func (c *Client) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]TunnelKey, error) {
+	var out List[TunnelKey]
+	return out.Items, c.do(ctx, http.MethodGet, "/v1/tunnel-keys"+labelQuery(labels), nil, &out)
+}
+
+// GetTunnelKey returns one tunnel key.
+func (c *Client) GetTunnelKey(ctx context.Context, id string) (*TunnelKey, error) {
+	var out TunnelKey
+	return &out, c.do(ctx, http.MethodGet, "/v1/tunnel-keys/"+url.PathEscape(id), nil, &out)
+}
+
+// RevokeTunnelKey deletes a tunnel key and ends its live session at once.
+func (c *Client) RevokeTunnelKey(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/tunnel-keys/"+url.PathEscape(id), nil, nil)
+}
+
+// CreateDomain reserves a subdomain or a custom domain.
+func (c *Client) CreateDomain(ctx context.Context, in CreateDomain) (*Domain, error) {
+	var out Domain
+	return &out, c.do(ctx, http.MethodPost, "/v1/domains", in, &out)
+}
+
+// ListDomains lists reserved domains.
+func (c *Client) ListDomains(ctx context.Context) ([]Domain, error) {
+	var out List[Domain]
+	return out.Items, c.do(ctx, http.MethodGet, "/v1/domains", nil, &out)
+}
+
+// GetDomain returns a reserved domain by full host name.
+func (c *Client) GetDomain(ctx context.Context, name string) (*Domain, error) {
+	var out Domain
+	return &out, c.do(ctx, http.MethodGet, "/v1/domains/"+url.PathEscape(name), nil, &out)
+}
+
+// VerifyDomain re-runs the DNS check of a custom domain.
+func (c *Client) VerifyDomain(ctx context.Context, name string) (*Domain, error) {
+	var out Domain
+	return &out, c.do(ctx, http.MethodPost, "/v1/domains/"+url.PathEscape(name)+"/verify", nil, &out)
+}
+
+// DeleteDomain releases a reserved domain.
+func (c *Client) DeleteDomain(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/domains/"+url.PathEscape(name), nil, nil)
+}
+
+// CreateTCPEndpoint reserves a port for an alias.
+func (c *Client) CreateTCPEndpoint(ctx context.Context, in CreateTCPEndpoint) (*TCPEndpoint, error) {
+	var out TCPEndpoint
+	return &out, c.do(ctx, http.MethodPost, "/v1/tcp-endpoints", in, &out)
+}
+
+// ListTCPEndpoints lists reserved TCP endpoints.
+func (c *Client) ListTCPEndpoints(ctx context.Context) ([]TCPEndpoint, error) {
+	var out List[TCPEndpoint]
+	return out.Items, c.do(ctx, http.MethodGet, "/v1/tcp-endpoints", nil, &out)
+}
+
+// GetTCPEndpoint returns a reserved TCP endpoint by alias.
+func (c *Client) GetTCPEndpoint(ctx context.Context, alias string) (*TCPEndpoint, error) {
+	var out TCPEndpoint
+	return &out, c.do(ctx, http.MethodGet, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, &out)
+}
+
+// DeleteTCPEndpoint releases a reserved TCP endpoint.
+func (c *Client) DeleteTCPEndpoint(ctx context.Context, alias string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, nil)
+}
+
+func labelQuery(labels map[string]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	q := url.Values{}
+	for _, k := range keys {
+		q.Add("label", k+"="+labels[k])
+	}
+	return "?" + q.Encode()
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	if err != nil {
+		return fmt.Errorf("building %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("edge API %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("edge API %s %s: reading response: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		ae := &APIError{Status: resp.StatusCode}
+		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
+			ae.Code = CodeInternal
+			ae.Message = strings.TrimSpace(string(data))
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			ae.RetryAfter = time.Duration(s) * time.Second
+		}
+		return ae
+	}
+	if out == nil || len(data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("edge API %s %s: decoding response: %w", method, path, err)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Stable error codes of the control API ({"code","error","request_id"}).
+const (
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeInvalidRequest = "invalid_request"
+	CodeUnknownField   = "unknown_field"
+	CodeNotFound       = "not_found"
+	CodeNameTaken      = "name_taken"
+	CodePortsExhausted = "ports_exhausted"
+	CodeInvalidDomain  = "invalid_domain"
+	CodeRateLimited    = "rate_limited"
+	CodeInternal       = "internal"
+)
+
+// APIError is a non-2xx answer of the control API.
+type APIError struct {
+	Status    int    `json:"-"`
+	Code      string `json:"code"`
+	Message   string `json:"error"`
+	RequestID string `json:"request_id"`
+	// RetryAfter is the server's Retry-After, zero when absent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("edge API: %s (%d %s, request %s)", e.Message, e.Status, e.Code, e.RequestID)
+}
+
+// Retryable reports whether the call may succeed later without any change:
+// 5xx and 429. Other 4xx need a change of input.
+func (e *APIError) Retryable() bool {
+	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
+}
+
+// CodeOf returns the API error code of err, or "" when err is not an APIError.
+func CodeOf(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// IsNotFound reports whether err is the API's not_found.
+func IsNotFound(err error) bool { return CodeOf(err) == CodeNotFound }
+
+// IsNameTaken reports whether err is the API's name_taken.
+func IsNameTaken(err error) bool { return CodeOf(err) == CodeNameTaken }

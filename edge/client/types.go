@@ -1,0 +1,136 @@
+package client
+
+import "time"
+
+// Scopes an API key can hold.
+const (
+	// ScopeWrite reserves domains and ports and issues and revokes tunnel keys.
+	ScopeWrite = "tunnels:write"
+	// ScopeConnect only starts tunnels; it cannot call the API.
+	ScopeConnect = "tunnels:connect"
+	// ScopeFull is full access, including API key management.
+	ScopeFull = "full"
+)
+
+// EdgeInfo is what GET /v1/edge returns: what a client needs to reach and
+// pin the edge.
+type EdgeInfo struct {
+	// BaseDomain is the domain under which subdomains are published.
+	BaseDomain string `json:"base_domain"`
+	// SSHAddr is the host:port agents dial for the tunnel transport.
+	SSHAddr string `json:"ssh_addr"`
+	// SSHHostKey is the edge's SSH host public key in authorized_keys form;
+	// agents pin it instead of trusting on first use.
+	SSHHostKey string `json:"ssh_host_key"`
+	// HTTPURL is the public HTTP listener's base, e.g. "http://localhost:8080";
+	// a subdomain is published as scheme://sub.base_domain[:port].
+	HTTPURL string `json:"http_url"`
+	// HTTPSURL is the public HTTPS listener's base, empty when TLS is off.
+	HTTPSURL string `json:"https_url,omitempty"`
+	// TCPHost is the host name published in tcp:// addresses.
+	TCPHost string `json:"tcp_host"`
+	Version string `json:"version"`
+}
+
+// WhoAmI describes the calling key (GET /v1/whoami).
+type WhoAmI struct {
+	KeyID  string   `json:"key_id"`
+	Name   string   `json:"name,omitempty"`
+	Scopes []string `json:"scopes"`
+}
+
+// APIKey is an API key record. Key is set only in the create response.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Scopes    []string  `json:"scopes"`
+	Key       string    `json:"key,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateAPIKey is the body of POST /v1/api-keys.
+type CreateAPIKey struct {
+	Name   string   `json:"name,omitempty"`
+	Scopes []string `json:"scopes"`
+}
+
+// TunnelKey is an ephemeral per-tunnel key: one protocol, optionally one
+// address, at most one live session, no API access. Key (the secret) is set
+// only in the create response; the edge stores a hash.
+type TunnelKey struct {
+	ID string `json:"id"`
+	// Protocol is "http" or "tcp".
+	Protocol string `json:"protocol"`
+	// Address, when set, is the only address the key may bind: a full host
+	// name for http, an alias for tcp.
+	Address   string            `json:"address,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Key       string            `json:"key,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	// Session is the live session, if any.
+	Session *Session `json:"session,omitempty"`
+}
+
+// Session is a live tunnel session on the edge.
+type Session struct {
+	ID          string    `json:"id"`
+	URL         string    `json:"url"`
+	RemoteAddr  string    `json:"remote_addr"`
+	ConnectedAt time.Time `json:"connected_at"`
+}
+
+// CreateTunnelKey is the body of POST /v1/tunnel-keys.
+type CreateTunnelKey struct {
+	Protocol string `json:"protocol"`
+	// Address: a subdomain label or a full host name for http (a bare label
+	// is expanded under the base domain), an alias for tcp. Empty: any.
+	Address string            `json:"address,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// Domain is a reserved host name: a subdomain of the base domain or a custom
+// domain proven by DNS.
+type Domain struct {
+	// Name is the full host name.
+	Name      string `json:"name"`
+	Subdomain string `json:"subdomain,omitempty"`
+	Custom    bool   `json:"custom"`
+	// Verified is true for subdomains, and for custom domains once their DNS
+	// records check out.
+	Verified   bool        `json:"verified"`
+	DNSRecords []DNSRecord `json:"dns_records,omitempty"`
+	// VerifyError says why the last DNS check failed.
+	VerifyError string    `json:"verify_error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// DNSRecord is a record a custom domain's owner must create.
+type DNSRecord struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// CreateDomain is the body of POST /v1/domains: exactly one of the fields.
+type CreateDomain struct {
+	Subdomain string `json:"subdomain,omitempty"`
+	Domain    string `json:"domain,omitempty"`
+}
+
+// TCPEndpoint is a reserved public TCP port with an alias.
+type TCPEndpoint struct {
+	Alias     string    `json:"alias"`
+	Port      int       `json:"port"`
+	Address   string    `json:"address"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateTCPEndpoint is the body of POST /v1/tcp-endpoints.
+type CreateTCPEndpoint struct {
+	Alias string `json:"alias"`
+}
+
+// List wraps every list response.
+type List[T any] struct {
+	Items []T `json:"items"`
+}

@@ -1,0 +1,106 @@
+// Package protocol defines the wire messages that flow over the SSH tunnel
+// transport between tuna-edge and an agent. Both sides import it, so a change
+// here is a change of the protocol: keep it backwards compatible.
+//
+// The flow:
+//  1. The agent authenticates with SSH "password" auth, user "tuna", password
+//     = a tunnel key (or a tunnels:connect API key).
+//  2. The agent sends the global request BindRequestType with a JSON
+//     BindRequest and wants a reply; the edge answers with a JSON BindReply
+//     (success) or a JSON ErrorReply (failure).
+//  3. For every public connection the edge opens a channel of type
+//     ForwardChannelType whose extra data is a JSON ForwardInfo. For HTTP the
+//     channel carries HTTP/1.1 from the edge; for TCP, the raw client bytes.
+//  4. Either side sends KeepaliveRequestType (want-reply) periodically and
+//     closes the connection when replies stop.
+//  5. Before the edge ends a session (key revoked, edge shutting down) it
+//     sends TerminateRequestType with a JSON Terminate, then closes.
+package protocol
+
+import "encoding/json"
+
+const (
+	// SSHUser is the user name agents present; the password is the key.
+	SSHUser = "tuna"
+
+	BindRequestType      = "tuna-bind@tuna.am"
+	KeepaliveRequestType = "keepalive@tuna.am"
+	TerminateRequestType = "tuna-terminate@tuna.am"
+	ForwardChannelType   = "tuna-forward@tuna.am"
+)
+
+// Protocols a tunnel can carry.
+const (
+	ProtocolHTTP = "http"
+	ProtocolTCP  = "tcp"
+)
+
+// BindRequest asks the edge to route a public address to this session.
+type BindRequest struct {
+	// Protocol is "http" or "tcp".
+	Protocol string `json:"protocol"`
+	// Subdomain is the label under the edge's base domain (http).
+	Subdomain string `json:"subdomain,omitempty"`
+	// Domain is a full host name reserved on the edge (http).
+	Domain string `json:"domain,omitempty"`
+	// Alias names a reserved TCP endpoint, or is a port number (tcp).
+	Alias string `json:"alias,omitempty"`
+	// AllowCIDRs, if not empty, admits only clients from these networks.
+	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+	// DenyCIDRs refuses clients from these networks; deny wins over allow.
+	DenyCIDRs []string `json:"deny_cidrs,omitempty"`
+	// ProxyProtocol is "", "v1" or "v2" (tcp only): the edge prepends a PROXY
+	// protocol header to each forwarded connection.
+	ProxyProtocol string `json:"proxy_protocol,omitempty"`
+}
+
+// BindReply tells the agent where it is published.
+type BindReply struct {
+	// URL is the public address: http(s)://host[:port] or tcp://host:port.
+	URL string `json:"url"`
+	// SessionID identifies this session on the edge (stable for its life).
+	SessionID string `json:"session_id"`
+}
+
+// ErrorReply is the payload of a refused request.
+type ErrorReply struct {
+	// Code is a stable machine-readable reason, one of the Code* constants.
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// Stable refusal codes carried by ErrorReply and Terminate.
+const (
+	CodeAddressTaken     = "address_taken"
+	CodeAddressNotFound  = "address_not_found"
+	CodeForbidden        = "forbidden"
+	CodeInvalidRequest   = "invalid_request"
+	CodeKeyRevoked       = "key_revoked"
+	CodeEdgeShuttingDown = "edge_shutting_down"
+	CodeSessionReplaced  = "session_replaced"
+)
+
+// ForwardInfo describes the public connection a channel carries.
+type ForwardInfo struct {
+	// RemoteAddr is the public client's address, host:port.
+	RemoteAddr string `json:"remote_addr"`
+	// Host is the public host the client asked for (http).
+	Host string `json:"host,omitempty"`
+	// Scheme is "http" or "https": what the public client spoke (http).
+	Scheme string `json:"scheme,omitempty"`
+}
+
+// Terminate tells the agent why the edge ends its session.
+type Terminate struct {
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// Marshal encodes a protocol message; these types cannot fail to encode.
+func Marshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("protocol: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,7 @@
+//go:build tools
+
+// Package tools pins the kube-apiserver the test harness builds; etcd is
+// pinned by cmd/etcd.
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
