@@ -1,0 +1,245 @@
+// Package api is the edge's control API: JSON over HTTP, Bearer API keys,
+// errors as {"code","error","request_id"}. Its wire types are those of
+// edge/client, so the server and the client cannot drift apart.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// maxBody bounds request bodies; every valid body is tiny.
+const maxBody = 1 << 20
+
+// Config is what the API needs to know about the edge.
+type Config struct {
+	BaseDomain string
+	// CNAMETarget is what custom domains must CNAME to (default BaseDomain).
+	CNAMETarget               string
+	TCPPortFirst, TCPPortLast int
+	PublicTCPHost             string
+	// EdgeInfo renders GET /v1/edge (addresses are known only after listen).
+	EdgeInfo func() client.EdgeInfo
+	Verifier *dnsverify.Verifier
+	Logger   *slog.Logger
+	// Now is the clock (tests may pin it).
+	Now func() time.Time
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	cfg Config
+	st  *store.Store
+	reg *registry.Registry
+	m   *metrics.Metrics
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// access is what a route demands of the caller.
+type access int
+
+const (
+	// anyAPIKey: any API key, whatever its scopes (edge facts, whoami).
+	anyAPIKey access = iota
+	// writeAccess: tunnels:write or full.
+	writeAccess
+	// fullAccess: full only (API key management).
+	fullAccess
+	// public: no key (the OpenAPI document).
+	public
+)
+
+// apiError is a handler's refusal.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func fail(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// handlerFunc returns the status and body to write, or an error; a non-API
+// error is logged and answered as internal without leaking its text.
+type handlerFunc func(r *http.Request, p *auth.Principal) (int, any, error)
+
+// New builds the API handler.
+func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if cfg.CNAMETarget == "" {
+		cfg.CNAMETarget = cfg.BaseDomain
+	}
+	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.handle("GET /v1/openapi.json", public, s.openAPI)
+	s.handle("GET /v1/edge", anyAPIKey, s.getEdge)
+	s.handle("GET /v1/whoami", anyAPIKey, s.whoAmI)
+
+	s.handle("POST /v1/api-keys", fullAccess, s.createAPIKey)
+	s.handle("GET /v1/api-keys", fullAccess, s.listAPIKeys)
+	s.handle("DELETE /v1/api-keys/{id}", fullAccess, s.deleteAPIKey)
+
+	s.handle("POST /v1/tunnel-keys", writeAccess, s.createTunnelKey)
+	s.handle("GET /v1/tunnel-keys", writeAccess, s.listTunnelKeys)
+	s.handle("GET /v1/tunnel-keys/{id}", writeAccess, s.getTunnelKey)
+	s.handle("DELETE /v1/tunnel-keys/{id}", writeAccess, s.deleteTunnelKey)
+
+	s.handle("POST /v1/domains", writeAccess, s.createDomain)
+	s.handle("GET /v1/domains", writeAccess, s.listDomains)
+	s.handle("GET /v1/domains/{name}", writeAccess, s.getDomain)
+	s.handle("DELETE /v1/domains/{name}", writeAccess, s.deleteDomain)
+	s.handle("POST /v1/domains/{name}/verify", writeAccess, s.verifyDomain)
+
+	s.handle("POST /v1/tcp-endpoints", writeAccess, s.createTCPEndpoint)
+	s.handle("GET /v1/tcp-endpoints", writeAccess, s.listTCPEndpoints)
+	s.handle("GET /v1/tcp-endpoints/{alias}", writeAccess, s.getTCPEndpoint)
+	s.handle("DELETE /v1/tcp-endpoints/{alias}", writeAccess, s.deleteTCPEndpoint)
+
+	// Everything else gets a JSON not_found rather than the mux's text.
+	s.handle("/", public, func(r *http.Request, _ *auth.Principal) (int, any, error) {
+		return 0, nil, fail(http.StatusNotFound, client.CodeNotFound, "no API route %s %s", r.Method, r.URL.Path)
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) handle(pattern string, need access, h handlerFunc) {
+	route := pattern
+	if pattern == "/" {
+		route = "unmatched"
+	}
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		reqID := "req_" + keys.RandomToken(8)
+		w.Header().Set("X-Request-Id", reqID)
+		status, body, err := s.call(r, need, h)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				s.log.Error("API request failed", "route", route, "request_id", reqID, "err", err)
+				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
+			}
+			status = ae.status
+			body = map[string]string{"code": ae.code, "error": ae.msg, "request_id": reqID}
+		}
+		s.m.APIRequest(route, status)
+		writeJSON(w, status, body)
+	})
+}
+
+func (s *Server) call(r *http.Request, need access, h handlerFunc) (int, any, error) {
+	if need == public {
+		return h(r, nil)
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := authorize(p, need); err != nil {
+		return 0, nil, err
+	}
+	return h(r, p)
+}
+
+func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(secret) == "" {
+		return nil, fail(http.StatusUnauthorized, client.CodeUnauthorized, "missing API key: send 'Authorization: Bearer <key>'")
+	}
+	p, err := auth.Authenticate(s.st, strings.TrimSpace(secret))
+	if errors.Is(err, auth.ErrInvalidKey) {
+		return nil, fail(http.StatusUnauthorized, client.CodeUnauthorized, "invalid or revoked API key")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticating: %w", err)
+	}
+	return p, nil
+}
+
+func authorize(p *auth.Principal, need access) error {
+	if p.Kind == keys.KindTunnel {
+		return fail(http.StatusForbidden, client.CodeForbidden,
+			"this is a tunnel key: it can only open one SSH tunnel and has no API access; call the API with an API key")
+	}
+	switch need {
+	case anyAPIKey:
+		return nil
+	case writeAccess:
+		if p.Has(keys.ScopeWrite) {
+			return nil
+		}
+		return fail(http.StatusForbidden, client.CodeForbidden,
+			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, keys.ScopeWrite, keys.ScopeFull)
+	case fullAccess:
+		if p.Has(keys.ScopeFull) {
+			return nil
+		}
+		return fail(http.StatusForbidden, client.CodeForbidden,
+			"API key %s has scopes %v; managing API keys needs %q", p.ID, p.Scopes, keys.ScopeFull)
+	}
+	return fail(http.StatusForbidden, client.CodeForbidden, "forbidden")
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	if body == nil {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(body)
+}
+
+// decode reads exactly one JSON object, refusing unknown fields by name so
+// that a typo in a field is an error rather than a silently ignored value.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return fail(http.StatusBadRequest, client.CodeUnknownField, "unknown field %s in request body", f)
+		}
+		if errors.Is(err, io.EOF) {
+			return fail(http.StatusBadRequest, client.CodeInvalidRequest, "request body is empty; expected a JSON object")
+		}
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "malformed JSON request body: %v", err)
+	}
+	if dec.More() {
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func notFound(kind, name string) error {
+	return fail(http.StatusNotFound, client.CodeNotFound, "%s %q not found", kind, name)
+}

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+func (s *Server) domainOut(d store.Domain) client.Domain {
+	out := client.Domain{
+		Name: d.Name, Subdomain: d.Subdomain, Custom: d.Custom, Verified: d.Verified,
+		VerifyError: d.VerifyError, CreatedAt: d.CreatedAt,
+	}
+	if d.Custom {
+		out.DNSRecords = []client.DNSRecord{
+			{Type: "CNAME", Name: d.Name, Value: s.cfg.CNAMETarget},
+			{Type: "TXT", Name: dnsverify.ChallengePrefix + d.Name, Value: d.Token},
+		}
+	}
+	return out
+}
+
+// newDomain validates a create request and returns the record to store.
+func (s *Server) newDomain(in client.CreateDomain) (store.Domain, error) {
+	base := s.cfg.BaseDomain
+	now := s.cfg.Now()
+	switch {
+	case (in.Subdomain == "") == (in.Domain == ""):
+		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "give exactly one of subdomain or domain")
+	case in.Subdomain != "":
+		if err := names.CheckLabel(in.Subdomain); err != nil {
+			return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain, "subdomain: %v", err)
+		}
+		return store.Domain{Name: in.Subdomain + "." + base, Subdomain: in.Subdomain, Verified: true, CreatedAt: now}, nil
+	}
+	name := names.Normalize(in.Domain)
+	if err := names.CheckDomain(name); err != nil {
+		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain, "domain: %v", err)
+	}
+	// A name under the base domain needs no DNS proof: it is a subdomain.
+	if l, ok := names.SubdomainOf(name, base); ok {
+		return store.Domain{Name: name, Subdomain: l, Verified: true, CreatedAt: now}, nil
+	}
+	if name == base || len(name) > len(base) && name[len(name)-len(base)-1:] == "."+base {
+		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain,
+			"domain %s is the edge's base domain or nested under it: reserve a single-label subdomain instead", name)
+	}
+	return store.Domain{Name: name, Custom: true, Token: keys.RandomToken(16), CreatedAt: now}, nil
+}
+
+func (s *Server) createDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+	var in client.CreateDomain
+	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	d, err := s.newDomain(in)
+	if err != nil {
+		return 0, nil, err
+	}
+	if d.Custom {
+		// Check at once: the records may already be in place (re-created
+		// reservation), which saves the user a verify call.
+		s.check(r, &d)
+	}
+	if err := s.st.CreateDomain(d); errors.Is(err, store.ErrExists) {
+		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "domain %s is already reserved", d.Name)
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("storing domain: %w", err)
+	}
+	return http.StatusCreated, s.domainOut(d), nil
+}
+
+// check runs the DNS verification and records the outcome on d.
+func (s *Server) check(r *http.Request, d *store.Domain) {
+	err := s.cfg.Verifier.Check(r.Context(), d.Name, s.cfg.CNAMETarget, d.Token)
+	d.Verified = err == nil
+	d.VerifyError = ""
+	if err != nil {
+		d.VerifyError = err.Error()
+	}
+}
+
+func (s *Server) listDomains(*http.Request, *auth.Principal) (int, any, error) {
+	recs, err := s.st.ListDomains()
+	if err != nil {
+		return 0, nil, fmt.Errorf("listing domains: %w", err)
+	}
+	out := client.List[client.Domain]{Items: make([]client.Domain, 0, len(recs))}
+	for _, d := range recs {
+		out.Items = append(out.Items, s.domainOut(d))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) lookupDomain(r *http.Request) (store.Domain, error) {
+	name := names.Normalize(r.PathValue("name"))
+	d, err := s.st.GetDomain(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return d, notFound("domain", name)
+	} else if err != nil {
+		return d, fmt.Errorf("reading domain: %w", err)
+	}
+	return d, nil
+}
+
+func (s *Server) getDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+	d, err := s.lookupDomain(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s.domainOut(d), nil
+}
+
+func (s *Server) verifyDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+	d, err := s.lookupDomain(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if d.Custom {
+		s.check(r, &d)
+		if err := s.st.UpdateDomain(d); err != nil {
+			return 0, nil, fmt.Errorf("saving verification of %s: %w", d.Name, err)
+		}
+	}
+	return http.StatusOK, s.domainOut(d), nil
+}
+
+func (s *Server) deleteDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+	name := names.Normalize(r.PathValue("name"))
+	if err := s.st.DeleteDomain(name); errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("domain", name)
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("deleting domain: %w", err)
+	}
+	return http.StatusNoContent, nil, nil
+}

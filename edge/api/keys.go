@@ -1,0 +1,252 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// Label limits keep a tunnel key record small; the operator uses a few
+// labels (cluster id, resource UID, kind, namespace/name).
+const (
+	maxLabels       = 32
+	maxLabelKeyLen  = 253
+	maxLabelValLen  = 253
+	maxAPIKeyName   = 200
+	revokedReasonFm = "tunnel key %s was revoked"
+)
+
+func (s *Server) getEdge(*http.Request, *auth.Principal) (int, any, error) {
+	return http.StatusOK, s.cfg.EdgeInfo(), nil
+}
+
+func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
+	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes}, nil
+}
+
+// CreateAPIKey makes an API key and returns its secret; the API handler and
+// the edge's bootstrap share it.
+func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (client.APIKey, error) {
+	if len(scopes) == 0 {
+		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"scopes is required: one or more of %q, %q, %q", keys.ScopeWrite, keys.ScopeConnect, keys.ScopeFull)
+	}
+	for _, sc := range scopes {
+		if !keys.ValidScope(sc) {
+			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+				"unknown scope %q: use %q, %q or %q", sc, keys.ScopeWrite, keys.ScopeConnect, keys.ScopeFull)
+		}
+	}
+	if len(name) > maxAPIKeyName {
+		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "name is longer than %d characters", maxAPIKeyName)
+	}
+	k, err := keys.New(keys.KindAPI)
+	if err != nil {
+		return client.APIKey{}, err
+	}
+	r := rec()
+	r.ID, r.Name, r.Scopes, r.Hash = k.ID, name, slices.Compact(slices.Sorted(slices.Values(scopes))), k.Hash()
+	if err := st.CreateAPIKey(r); err != nil {
+		return client.APIKey{}, fmt.Errorf("storing API key: %w", err)
+	}
+	out := apiKeyOut(r)
+	out.Key = k.String()
+	return out, nil
+}
+
+func apiKeyOut(r store.APIKey) client.APIKey {
+	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, CreatedAt: r.CreatedAt}
+}
+
+func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	var in client.CreateAPIKey
+	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	out, err := CreateAPIKey(s.st, in.Name, in.Scopes, func() store.APIKey { return store.APIKey{CreatedAt: s.cfg.Now()} })
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, out, nil
+}
+
+func (s *Server) listAPIKeys(*http.Request, *auth.Principal) (int, any, error) {
+	recs, err := s.st.ListAPIKeys()
+	if err != nil {
+		return 0, nil, fmt.Errorf("listing API keys: %w", err)
+	}
+	out := client.List[client.APIKey]{Items: make([]client.APIKey, 0, len(recs))}
+	for _, r := range recs {
+		out.Items = append(out.Items, apiKeyOut(r))
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) deleteAPIKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	id := r.PathValue("id")
+	if err := s.st.DeleteAPIKey(id); errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("API key", id)
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("deleting API key: %w", err)
+	}
+	// A tunnels:connect key may carry live tunnels: revoking it ends them.
+	s.reg.TerminateKey(id, protocol.CodeKeyRevoked, fmt.Sprintf("API key %s was revoked", id))
+	return http.StatusNoContent, nil, nil
+}
+
+// tunnelAddress validates and normalises the address a tunnel key is
+// limited to.
+func (s *Server) tunnelAddress(proto, addr string) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	if proto == protocol.ProtocolTCP {
+		if port, err := strconv.Atoi(addr); err == nil {
+			if port < s.cfg.TCPPortFirst || port > s.cfg.TCPPortLast {
+				return "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+					"port %d is outside the edge's TCP range %d-%d", port, s.cfg.TCPPortFirst, s.cfg.TCPPortLast)
+			}
+			return addr, nil
+		}
+		if err := names.CheckAlias(addr); err != nil {
+			return "", fail(http.StatusBadRequest, client.CodeInvalidRequest, "address: %v", err)
+		}
+		return addr, nil
+	}
+	if !strings.Contains(addr, ".") {
+		if err := names.CheckLabel(addr); err != nil {
+			return "", fail(http.StatusBadRequest, client.CodeInvalidDomain, "address: %v", err)
+		}
+		return addr + "." + s.cfg.BaseDomain, nil
+	}
+	host := names.Normalize(addr)
+	if err := names.CheckDomain(host); err != nil {
+		return "", fail(http.StatusBadRequest, client.CodeInvalidDomain, "address: %v", err)
+	}
+	if _, ok := names.SubdomainOf(host, s.cfg.BaseDomain); ok {
+		return host, nil
+	}
+	d, err := s.st.GetDomain(host)
+	if err != nil || !d.Custom {
+		return "", fail(http.StatusBadRequest, client.CodeInvalidDomain,
+			"address %s is neither a subdomain of %s nor a reserved custom domain: reserve it with POST /v1/domains first",
+			host, s.cfg.BaseDomain)
+	}
+	return host, nil
+}
+
+func checkLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "at most %d labels", maxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > maxLabelKeyLen || len(v) > maxLabelValLen || strings.Contains(k, "=") {
+			return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+				"label %q: keys must be 1-%d characters without '=', values at most %d", k, maxLabelKeyLen, maxLabelValLen)
+		}
+	}
+	return nil
+}
+
+func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
+	out := client.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, CreatedAt: r.CreatedAt}
+	if live := s.reg.ByKey(r.ID); len(live) > 0 {
+		in := live[0]
+		out.Session = &client.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt}
+	}
+	return out
+}
+
+func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	var in client.CreateTunnelKey
+	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if in.Protocol != protocol.ProtocolHTTP && in.Protocol != protocol.ProtocolTCP {
+		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"protocol is required: %q or %q", protocol.ProtocolHTTP, protocol.ProtocolTCP)
+	}
+	addr, err := s.tunnelAddress(in.Protocol, in.Address)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := checkLabels(in.Labels); err != nil {
+		return 0, nil, err
+	}
+	k, err := keys.New(keys.KindTunnel)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec := store.TunnelKey{ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Hash: k.Hash(), CreatedAt: s.cfg.Now()}
+	if err := s.st.CreateTunnelKey(rec); err != nil {
+		return 0, nil, fmt.Errorf("storing tunnel key: %w", err)
+	}
+	out := s.tunnelKeyOut(rec)
+	out.Key = k.String()
+	return http.StatusCreated, out, nil
+}
+
+func (s *Server) listTunnelKeys(r *http.Request, _ *auth.Principal) (int, any, error) {
+	want := map[string]string{}
+	for _, l := range r.URL.Query()["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "label filter %q must be key=value", l)
+		}
+		want[k] = v
+	}
+	recs, err := s.st.ListTunnelKeys()
+	if err != nil {
+		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
+	}
+	out := client.List[client.TunnelKey]{Items: []client.TunnelKey{}}
+	for _, rec := range recs {
+		if matches(rec.Labels, want) {
+			out.Items = append(out.Items, s.tunnelKeyOut(rec))
+		}
+	}
+	return http.StatusOK, out, nil
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) getTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	id := r.PathValue("id")
+	rec, err := s.st.GetTunnelKey(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("tunnel key", id)
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("reading tunnel key: %w", err)
+	}
+	return http.StatusOK, s.tunnelKeyOut(rec), nil
+}
+
+// deleteTunnelKey revokes the key and ends its live session before
+// answering, so the caller knows the tunnel is down when the call returns.
+func (s *Server) deleteTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	id := r.PathValue("id")
+	if err := s.st.DeleteTunnelKey(id); errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("tunnel key", id)
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("deleting tunnel key: %w", err)
+	}
+	s.reg.TerminateKey(id, protocol.CodeKeyRevoked, fmt.Sprintf(revokedReasonFm, id))
+	return http.StatusNoContent, nil, nil
+}

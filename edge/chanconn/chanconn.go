@@ -1,0 +1,214 @@
+// Package chanconn makes an SSH channel a full net.Conn, with working read
+// deadlines. Deadlines matter: net/http's server interrupts its background
+// read with SetReadDeadline(past) after every request and would hang on a
+// connection that ignores it.
+package chanconn
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// bufMax bounds how far the background reader runs ahead of Read; the SSH
+// window already bounds what the peer may send.
+const bufMax = 64 << 10
+
+// Conn is a net.Conn over an ssh.Channel.
+type Conn struct {
+	ch            ssh.Channel
+	local, remote net.Addr
+
+	mu      sync.Mutex
+	buf     []byte
+	rerr    error
+	data    chan struct{} // signalled when buf grows or rerr is set
+	space   chan struct{} // signalled when buf shrinks
+	closed  chan struct{}
+	once    sync.Once
+	rd      *deadline
+	wd      *deadline
+	started sync.Once
+}
+
+// New wraps ch; local and remote are what LocalAddr/RemoteAddr report.
+func New(ch ssh.Channel, local, remote net.Addr) *Conn {
+	return &Conn{
+		ch: ch, local: local, remote: remote,
+		data:   make(chan struct{}, 1),
+		space:  make(chan struct{}, 1),
+		closed: make(chan struct{}),
+		rd:     newDeadline(),
+		wd:     newDeadline(),
+	}
+}
+
+// Channel returns the underlying SSH channel.
+func (c *Conn) Channel() ssh.Channel { return c.ch }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// pump reads the channel in the background so that Read can give up at a
+// deadline without losing data: whatever arrives stays in buf.
+func (c *Conn) pump() {
+	tmp := make([]byte, 32<<10)
+	for {
+		n, err := c.ch.Read(tmp)
+		c.mu.Lock()
+		c.buf = append(c.buf, tmp[:n]...)
+		if err != nil {
+			c.rerr = err
+		}
+		full := len(c.buf) >= bufMax
+		c.mu.Unlock()
+		signal(c.data)
+		if err != nil {
+			return
+		}
+		for full {
+			select {
+			case <-c.space:
+			case <-c.closed:
+				return
+			}
+			c.mu.Lock()
+			full = len(c.buf) >= bufMax
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	c.started.Do(func() { go c.pump() })
+	for {
+		select {
+		case <-c.closed:
+			return 0, net.ErrClosed
+		default:
+		}
+		c.mu.Lock()
+		if len(c.buf) > 0 {
+			n := copy(p, c.buf)
+			c.buf = c.buf[n:]
+			if len(c.buf) == 0 {
+				c.buf = nil
+			}
+			c.mu.Unlock()
+			signal(c.space)
+			return n, nil
+		}
+		if c.rerr != nil {
+			err := c.rerr
+			c.mu.Unlock()
+			return 0, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.data:
+		case <-c.rd.wait():
+			return 0, os.ErrDeadlineExceeded
+		case <-c.closed:
+			return 0, net.ErrClosed
+		}
+	}
+}
+
+// Write blocks while the peer's window is full; a write deadline only
+// refuses writes started after it passed (SSH writes cannot be interrupted
+// short of closing the channel).
+func (c *Conn) Write(p []byte) (int, error) {
+	select {
+	case <-c.wd.wait():
+		return 0, os.ErrDeadlineExceeded
+	case <-c.closed:
+		return 0, net.ErrClosed
+	default:
+	}
+	return c.ch.Write(p)
+}
+
+// CloseWrite sends EOF to the peer, keeping the read side open.
+func (c *Conn) CloseWrite() error { return c.ch.CloseWrite() }
+
+// Close closes the channel.
+func (c *Conn) Close() error {
+	err := net.ErrClosed
+	c.once.Do(func() {
+		close(c.closed)
+		err = c.ch.Close()
+		if err == io.EOF {
+			err = nil
+		}
+	})
+	return err
+}
+
+func (c *Conn) LocalAddr() net.Addr  { return c.local }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rd.set(t)
+	c.wd.set(t)
+	return nil
+}
+func (c *Conn) SetReadDeadline(t time.Time) error  { c.rd.set(t); return nil }
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
+
+// deadline is a channel that is closed when the deadline passes; setting a
+// new deadline replaces it.
+type deadline struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	ch    chan struct{}
+}
+
+func newDeadline() *deadline { return &deadline{ch: make(chan struct{})} }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	select {
+	case <-d.ch: // expired earlier: the new deadline needs a fresh channel
+		d.ch = make(chan struct{})
+	default:
+	}
+	if t.IsZero() {
+		return
+	}
+	dur := time.Until(t)
+	if dur <= 0 {
+		close(d.ch)
+		return
+	}
+	ch := d.ch
+	d.timer = time.AfterFunc(dur, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.ch == ch {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	})
+}
+
+func (d *deadline) wait() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ch
+}

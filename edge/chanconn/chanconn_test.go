@@ -1,0 +1,125 @@
+package chanconn
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// channelPair returns the two ends of one SSH channel over a loopback TCP
+// connection.
+func channelPair(t *testing.T) (ssh.Channel, ssh.Channel) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	scfg := &ssh.ServerConfig{NoClientAuth: true}
+	scfg.AddHostKey(signer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	srvCh := make(chan ssh.Channel, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		sc, chans, reqs, err := ssh.NewServerConn(c, scfg)
+		if err != nil {
+			return
+		}
+		t.Cleanup(func() { _ = sc.Close() })
+		go ssh.DiscardRequests(reqs)
+		nc := <-chans
+		ch, creqs, _ := nc.Accept()
+		go ssh.DiscardRequests(creqs)
+		srvCh <- ch
+	}()
+	cc, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: "u", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	ch, reqs, err := cc.OpenChannel("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	return ch, <-srvCh
+}
+
+func TestReadDeadlineKeepsData(t *testing.T) {
+	a, b := channelPair(t)
+	c := New(a, &net.TCPAddr{}, &net.TCPAddr{Port: 7})
+	defer c.Close()
+	if c.RemoteAddr().(*net.TCPAddr).Port != 7 {
+		t.Fatal("RemoteAddr not kept")
+	}
+
+	// A pending read is interrupted by a deadline in the past, as net/http
+	// does after each request.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 8))
+		errc <- err
+	}()
+	_ = c.SetReadDeadline(time.Unix(1, 0))
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read error %v, want deadline exceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("deadline did not interrupt the read")
+	}
+
+	// Data sent meanwhile is not lost once the deadline is cleared.
+	if _, err := b.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("read %q %v", buf, err)
+	}
+
+	// A future deadline fires by itself.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read error %v, want deadline exceeded", err)
+	}
+}
+
+func TestCloseWriteAndClose(t *testing.T) {
+	a, b := channelPair(t)
+	c := New(a, &net.TCPAddr{}, &net.TCPAddr{})
+	if _, err := c.Write([]byte("req")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "req" {
+		t.Fatalf("peer read %q %v", got, err)
+	}
+	// The read side still works after CloseWrite.
+	_, _ = b.Write([]byte("resp"))
+	_ = b.Close()
+	got, err = io.ReadAll(c)
+	if err != nil || string(got) != "resp" {
+		t.Fatalf("read after CloseWrite %q %v", got, err)
+	}
+	_ = c.Close()
+	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after Close: %v", err)
+	}
+}

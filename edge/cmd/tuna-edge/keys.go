@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// The keys commands work offline on the data directory. bbolt allows one
+// process at a time, so they fail (after a few seconds) while the edge runs;
+// use the API (POST /v1/api-keys with a full key) then.
+func newKeys() *cobra.Command {
+	var dataDir, output string
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage API keys offline (the edge must be stopped)",
+	}
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "/var/lib/tuna-edge", "the edge's data directory")
+	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "text or json")
+
+	var name string
+	var scopes []string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create an API key and print its secret (shown only once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(dataDir, func(st *store.Store) error {
+				k, err := api.CreateAPIKey(st, name, scopes, func() store.APIKey { return store.APIKey{CreatedAt: time.Now().UTC()} })
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(k)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), k.Key)
+				fmt.Fprintf(cmd.ErrOrStderr(), "created API key %s with scopes %s; the secret above is not stored and cannot be shown again\n",
+					k.ID, strings.Join(k.Scopes, ","))
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "a name to recognise the key by")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "tunnels:write, tunnels:connect or full (repeat or comma-separate)")
+	_ = create.MarkFlagRequired("scope")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(dataDir, func(st *store.Store) error {
+				recs, err := st.ListAPIKeys()
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					type item struct {
+						ID        string    `json:"id"`
+						Name      string    `json:"name,omitempty"`
+						Scopes    []string  `json:"scopes"`
+						CreatedAt time.Time `json:"created_at"`
+					}
+					items := make([]item, 0, len(recs))
+					for _, r := range recs {
+						items = append(items, item{r.ID, r.Name, r.Scopes, r.CreatedAt})
+					}
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"items": items})
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tNAME\tSCOPES\tCREATED")
+				for _, r := range recs {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Name, strings.Join(r.Scopes, ","), r.CreatedAt.Format(time.RFC3339))
+				}
+				return w.Flush()
+			})
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(dataDir, func(st *store.Store) error {
+				if err := st.DeleteAPIKey(args[0]); err != nil {
+					return fmt.Errorf("revoking API key %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "revoked API key %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func withStore(dir string, fn func(*store.Store) error) error {
+	if _, err := os.Stat(dir); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return fmt.Errorf("%w (is tuna-edge running on this data dir? stop it, or use the API)", err)
+	}
+	defer st.Close()
+	return fn(st)
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// The test binary doubles as tuna-edge: with this variable set it runs main.
+func TestMain(m *testing.M) {
+	if os.Getenv("TUNA_EDGE_TEST_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "TUNA_EDGE_TEST_RUN_MAIN=1"), env...)
+	return cmd
+}
+
+func run(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := command(env, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("tuna-edge %v: %v\n%s", args, err, errb.String())
+	}
+	return out.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestKeysAndServe(t *testing.T) {
+	dir := t.TempDir()
+	secret := strings.TrimSpace(run(t, nil, "keys", "create", "--scope", "full", "--name", "admin", "--data-dir", dir))
+	if !strings.HasPrefix(secret, "tuna_") {
+		t.Fatalf("keys create printed %q", secret)
+	}
+	var list struct {
+		Items []struct {
+			ID     string   `json:"id"`
+			Scopes []string `json:"scopes"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(run(t, nil, "keys", "list", "-o", "json", "--data-dir", dir)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || !strings.HasPrefix(secret, "tuna_"+list.Items[0].ID+"_") || list.Items[0].Scopes[0] != "full" {
+		t.Fatalf("keys list = %+v", list)
+	}
+
+	// serve, configured through the environment only.
+	apiAddr := freeAddr(t)
+	srv := command([]string{
+		"TUNA_EDGE_DATA_DIR=" + dir,
+		"TUNA_EDGE_BASE_DOMAIN=tuna.localhost",
+		"TUNA_EDGE_API_LISTEN=" + apiAddr,
+		"TUNA_EDGE_SSH_LISTEN=127.0.0.1:0",
+		"TUNA_EDGE_HTTP_LISTEN=127.0.0.1:0",
+		"TUNA_EDGE_TCP_LISTEN_HOST=127.0.0.1",
+		"TUNA_EDGE_DNS_RESOLVER=",
+	}, "serve")
+	var logs bytes.Buffer
+	srv.Stderr = &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	defer func() { _ = srv.Process.Kill() }()
+
+	c := client.New("http://"+apiAddr, secret)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		who, err := c.WhoAmI(context.Background())
+		if err == nil {
+			if who.KeyID != list.Items[0].ID {
+				t.Fatalf("whoami = %+v", who)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge never answered: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	info, err := c.Edge(context.Background())
+	if err != nil || info.BaseDomain != "tuna.localhost" || !strings.HasPrefix(info.SSHHostKey, "ssh-ed25519 ") {
+		t.Fatalf("edge info %+v %v", info, err)
+	}
+
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+
+	run(t, nil, "keys", "revoke", list.Items[0].ID, "--data-dir", dir)
+	if out := run(t, nil, "keys", "list", "--data-dir", dir); strings.Contains(out, list.Items[0].ID) {
+		t.Fatalf("revoked key still listed:\n%s", out)
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	if got := envName("tcp-port-range"); got != "TUNA_EDGE_TCP_PORT_RANGE" {
+		t.Fatal(got)
+	}
+	if _, err := parseRange("10-x"); err == nil {
+		t.Fatal("bad range accepted")
+	}
+}

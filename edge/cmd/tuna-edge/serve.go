@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"code.tuna.am/tuna/k8s-operator/edge/server"
+)
+
+func newServe() *cobra.Command {
+	var (
+		cfg       server.Config
+		portRange string
+		logLevel  string
+		logFormat string
+		bootstrap string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the edge (SIGTERM/SIGINT stop it gracefully)",
+		Long: "Run the edge. Every flag can also be set by environment variable: " +
+			"--base-domain is TUNA_EDGE_BASE_DOMAIN, and so on.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.TCPPortRange, err = parseRange(portRange); err != nil {
+				return err
+			}
+			if cfg.Logger, err = newLogger(logLevel, logFormat); err != nil {
+				return err
+			}
+			e, err := server.New(cfg)
+			if err != nil {
+				return err
+			}
+			if bootstrap != "" {
+				if err := bootstrapKey(e, bootstrap); err != nil {
+					_ = e.Close()
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if err := e.Start(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			cfg.Logger.Info("shutting down: terminating sessions")
+			return e.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/tuna-edge", "directory of the state database (keys, reservations, SSH host key)")
+	f.StringVar(&cfg.BaseDomain, "base-domain", "", "domain under which subdomains are published (required), e.g. tunnels.example.com")
+	f.StringVar(&cfg.APIListen, "api-listen", ":8443", "control API listen address")
+	f.StringVar(&cfg.APITLSCert, "api-tls-cert", "", "certificate file for the API (plain HTTP when empty, for use behind a TLS proxy)")
+	f.StringVar(&cfg.APITLSKey, "api-tls-key", "", "private key file for the API")
+	f.StringVar(&cfg.SSHListen, "ssh-listen", ":2222", "SSH tunnel transport listen address")
+	f.StringVar(&cfg.SSHAdvertiseAddr, "ssh-advertise-addr", "", "host:port agents dial (default: the listen address)")
+	f.StringVar(&cfg.HTTPListen, "http-listen", ":80", "public HTTP listen address (empty disables)")
+	f.StringVar(&cfg.HTTPSListen, "https-listen", "", "public HTTPS listen address (needs --tls-cert-file or --acme-directory)")
+	f.StringVar(&cfg.HTTPAdvertiseURL, "http-advertise-url", "", "public HTTP base URL (default http://<base-domain>[:port])")
+	f.StringVar(&cfg.HTTPSAdvertiseURL, "https-advertise-url", "", "public HTTPS base URL (default https://<base-domain>[:port])")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "public TLS certificate (a wildcard for *.<base-domain>)")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "public TLS private key")
+	f.StringVar(&cfg.ACMEDirectory, "acme-directory", "", "ACME directory URL, e.g. https://acme-v02.api.letsencrypt.org/directory")
+	f.StringVar(&cfg.ACMEEmail, "acme-email", "", "contact e-mail for the ACME account")
+	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
+	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
+	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
+	f.StringVar(&cfg.DNSResolver, "dns-resolver", "system", `DNS server (host:port) for custom-domain checks; "system" for the OS resolver, empty disables`)
+	f.StringVar(&cfg.CNAMETarget, "cname-target", "", "what custom domains must CNAME to (default: the base domain)")
+	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", 15*time.Second, "SSH keepalive interval")
+	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "drop a session whose keepalive is unanswered this long")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "extra listen address for /metrics (it is also on the API listener)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.StringVar(&bootstrap, "bootstrap-key-file", "", "on first start, create a full-access API key and write it to this file (0600); skipped when the file exists")
+	return cmd
+}
+
+func parseRange(s string) ([2]int, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil {
+		return [2]int{}, fmt.Errorf("--tcp-port-range %q: want first-last, e.g. 20000-20999", s)
+	}
+	return [2]int{first, last}, nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// bootstrapKey gives a fresh install its first admin key without a separate
+// offline step (useful in containers).
+func bootstrapKey(e *server.Edge, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	secret, err := e.CreateAPIKey("bootstrap", []string{"full"})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("bootstrap key: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("bootstrap key: writing %s: %w", path, err)
+	}
+	return nil
+}

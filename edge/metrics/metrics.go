@@ -1,0 +1,112 @@
+// Package metrics declares every Prometheus metric of tuna-edge in one place.
+// Each Edge has its own registry, so several edges can live in one process
+// (tests) without colliding on the global one. Labels are bounded: protocol,
+// result code, HTTP status, direction and API route pattern — never hosts,
+// client addresses or paths.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the edge's collectors. A nil *Metrics is valid and records
+// nothing, which keeps packages usable without wiring metrics.
+type Metrics struct {
+	reg               *prometheus.Registry
+	sessions          prometheus.Gauge
+	binds             *prometheus.CounterVec
+	publicConnections *prometheus.CounterVec
+	httpRequests      *prometheus.CounterVec
+	bytes             *prometheus.CounterVec
+	apiRequests       *prometheus.CounterVec
+}
+
+// New creates and registers the edge's metrics.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tuna_edge_sessions", Help: "Live tunnel (SSH) sessions.",
+		}),
+		binds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_binds_total", Help: "Bind requests by protocol and result (ok or refusal code).",
+		}, []string{"protocol", "result"}),
+		publicConnections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_public_connections_total", Help: "Public connections forwarded into tunnels, by protocol.",
+		}, []string{"protocol"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_http_requests_total", Help: "Public HTTP requests by response status code.",
+		}, []string{"code"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_bytes_total", Help: "Bytes carried through tunnels; in = from public clients, out = to them.",
+		}, []string{"direction"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_api_requests_total", Help: "Control API requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+	}
+	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry exposes the registry (for tests and embedding).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SessionOpened and SessionClosed move the sessions gauge.
+func (m *Metrics) SessionOpened() {
+	if m != nil {
+		m.sessions.Inc()
+	}
+}
+
+// SessionClosed is the counterpart of SessionOpened.
+func (m *Metrics) SessionClosed() {
+	if m != nil {
+		m.sessions.Dec()
+	}
+}
+
+// Bind counts a bind request; result is "ok" or a protocol error code.
+func (m *Metrics) Bind(protocol, result string) {
+	if m != nil {
+		m.binds.WithLabelValues(protocol, result).Inc()
+	}
+}
+
+// PublicConnection counts a public connection forwarded into a tunnel.
+func (m *Metrics) PublicConnection(protocol string) {
+	if m != nil {
+		m.publicConnections.WithLabelValues(protocol).Inc()
+	}
+}
+
+// HTTPRequest counts a public HTTP request by status.
+func (m *Metrics) HTTPRequest(code int) {
+	if m != nil {
+		m.httpRequests.WithLabelValues(strconv.Itoa(code)).Inc()
+	}
+}
+
+// Bytes counts bytes through tunnels; direction is "in" or "out".
+func (m *Metrics) Bytes(direction string, n int) {
+	if m != nil && n > 0 {
+		m.bytes.WithLabelValues(direction).Add(float64(n))
+	}
+}
+
+// APIRequest counts a control API call.
+func (m *Metrics) APIRequest(route string, code int) {
+	if m != nil {
+		m.apiRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	}
+}

@@ -1,0 +1,245 @@
+// Package public is the edge's public HTTP(S) side: it routes each request
+// by Host to the tunnel session bound to that host and reverse-proxies it
+// over an SSH channel. HTTP/1.1 runs inside the channel; WebSocket upgrades
+// pass through; clients may speak HTTP/2 to the edge over TLS.
+package public
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
+)
+
+// KnownHost reports whether a host that has no live route is nevertheless
+// ours (reserved, or named by an unrevoked tunnel key): it decides between
+// "no such tunnel" (404) and "tunnel not connected" (502).
+type KnownHost func(host string) bool
+
+// Handler is the public HTTP handler.
+type Handler struct {
+	reg   *registry.Registry
+	known KnownHost
+	m     *metrics.Metrics
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
+}
+
+// openTimeout bounds the wait for the agent to accept a channel.
+const openTimeout = 30 * time.Second
+
+type ctxKey int
+
+const (
+	keyConn ctxKey = iota
+	keyRoute
+)
+
+// connState is per public connection: its own http.Transport, so every
+// channel it opens carries this client's address, and the channels it pools
+// are reused only by this client (one channel per public connection).
+type connState struct {
+	remote string
+	scheme string
+	once   sync.Once
+	tr     *http.Transport
+}
+
+// New returns the handler.
+func New(reg *registry.Registry, known KnownHost, m *metrics.Metrics, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{reg: reg, known: known, m: m, log: log.With("component", "public")}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite:      h.rewrite,
+		Transport:    roundTripper{h},
+		ErrorHandler: h.proxyError,
+		// Flush at once: streaming responses (SSE, long polls) must not
+		// wait for a buffer to fill.
+		FlushInterval: -1,
+	}
+	return h
+}
+
+// Server builds an http.Server for a public listener of the given scheme.
+func (h *Handler) Server(scheme string) *http.Server {
+	var mu sync.Mutex
+	states := map[net.Conn]*connState{}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			cs := &connState{remote: c.RemoteAddr().String(), scheme: scheme}
+			mu.Lock()
+			states[c] = cs
+			mu.Unlock()
+			return context.WithValue(ctx, keyConn, cs)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st != http.StateClosed && st != http.StateHijacked {
+				return
+			}
+			mu.Lock()
+			cs := states[c]
+			delete(states, c)
+			mu.Unlock()
+			if cs != nil && cs.tr != nil {
+				cs.tr.CloseIdleConnections()
+			}
+		},
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
+	}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rw := &statusWriter{ResponseWriter: w}
+	h.serve(rw, r)
+	h.m.HTTPRequest(rw.status())
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	host := names.Normalize(r.Host)
+	rt := h.reg.Lookup(host)
+	if rt == nil {
+		if h.known != nil && h.known(host) {
+			http.Error(w, fmt.Sprintf("tuna-edge: the tunnel for %s is not connected", host), http.StatusBadGateway)
+			return
+		}
+		http.Error(w, fmt.Sprintf("tuna-edge: no tunnel is bound to host %q", host), http.StatusNotFound)
+		return
+	}
+	cs, _ := r.Context().Value(keyConn).(*connState)
+	if cs == nil { // handler used outside Server(): one channel per request
+		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
+		if r.TLS != nil {
+			cs.scheme = "https"
+		}
+	}
+	if !rt.ACL.AllowedAddr(cs.remote) {
+		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
+		return
+	}
+	h.m.PublicConnection(protocol.ProtocolHTTP)
+	ctx := context.WithValue(r.Context(), keyRoute, rt)
+	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// rewrite sets the forwarding headers. ReverseProxy's Rewrite mode has
+// already removed any client-supplied X-Forwarded-* headers, so a client
+// cannot spoof its address: we write the values, we never append.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	cs, _ := pr.In.Context().Value(keyConn).(*connState)
+	remote, scheme := pr.In.RemoteAddr, "http"
+	if cs != nil {
+		remote, scheme = cs.remote, cs.scheme
+	}
+	ip, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		ip = remote
+	}
+	host := names.Normalize(pr.In.Host)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = host
+	pr.Out.Host = pr.In.Host
+	// A client-supplied RFC 7239 header would contradict ours.
+	pr.Out.Header.Del("Forwarded")
+	pr.Out.Header.Set("X-Forwarded-For", ip)
+	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	pr.Out.Header.Set("X-Forwarded-Proto", scheme)
+}
+
+func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Debug("proxying through tunnel failed", "err", err)
+	http.Error(w, "tuna-edge: the tunnel did not answer: "+err.Error(), http.StatusBadGateway)
+}
+
+// roundTripper picks the per-connection transport; it exists because
+// ReverseProxy takes one Transport for all requests.
+type roundTripper struct{ h *Handler }
+
+func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	route, _ := r.Context().Value(keyRoute).(*registry.Route)
+	if route == nil {
+		return nil, fmt.Errorf("no route in request context")
+	}
+	cs, _ := r.Context().Value(keyConn).(*connState)
+	if cs == nil {
+		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
+	}
+	cs.once.Do(func() { cs.tr = rt.h.newTransport(cs) })
+	return cs.tr.RoundTrip(r)
+}
+
+// newTransport dials by opening a forward channel on whichever session is
+// bound to the host at dial time. Pooled channels belong to one session;
+// when it ends they close and the transport dials afresh.
+func (h *Handler) newTransport(cs *connState) *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			// An agent that stops accepting must not hold the client forever.
+			ctx, cancel := context.WithTimeout(ctx, openTimeout)
+			defer cancel()
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			rt := h.reg.Lookup(host)
+			if rt == nil {
+				return nil, fmt.Errorf("the tunnel for %s is not connected", host)
+			}
+			c, err := rt.Session.OpenForward(ctx, protocol.ForwardInfo{
+				RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return metrics.TunnelConn{Conn: c, M: h.m}, nil
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// statusWriter records the status for metrics and keeps the interfaces
+// ReverseProxy needs (Flush, Hijack for upgrades) via Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}

@@ -1,0 +1,118 @@
+// Package server wires the edge together: store, SSH transport, public
+// HTTP(S) listeners, control API and metrics. It is what cmd/tuna-edge runs
+// and what tests embed.
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+)
+
+// Version is reported by GET /v1/edge; set at build time with -ldflags.
+var Version = "dev"
+
+// Config configures an Edge. Listen addresses may use port 0; the chosen
+// addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
+type Config struct {
+	// DataDir holds edge.db (keys, reservations, host key) and the ACME cache.
+	DataDir string
+	// BaseDomain publishes subdomains: <sub>.<BaseDomain>.
+	BaseDomain string
+
+	// APIListen is the control API's address. It serves HTTPS when
+	// APITLSCert/APITLSKey are set, plain HTTP otherwise (behind a TLS proxy).
+	APIListen             string
+	APITLSCert, APITLSKey string
+
+	// SSHListen is the tunnel transport's address; SSHAdvertiseAddr is what
+	// GET /v1/edge tells agents to dial (default: the listen address).
+	SSHListen, SSHAdvertiseAddr string
+
+	// HTTPListen and HTTPSListen are the public listeners; empty disables one.
+	HTTPListen, HTTPSListen string
+	// HTTPAdvertiseURL / HTTPSAdvertiseURL override the public bases
+	// published in GET /v1/edge and in tunnel URLs (e.g. "https://example.com"
+	// behind a load balancer). Default: scheme://BaseDomain:port.
+	HTTPAdvertiseURL, HTTPSAdvertiseURL string
+	// TLSCertFile/TLSKeyFile: certificate for the HTTPS listener (a wildcard
+	// for *.BaseDomain covers every subdomain).
+	TLSCertFile, TLSKeyFile string
+	// ACMEDirectory enables ACME (HTTP-01 on the HTTP listener, TLS-ALPN-01 on
+	// HTTPS) with this directory URL when no certificate file is given.
+	ACMEDirectory, ACMEEmail string
+
+	// TCPPortRange is the first and last port reserved TCP endpoints get.
+	TCPPortRange [2]int
+	// TCPListenHost is where TCP endpoints listen (default 127.0.0.1);
+	// PublicTCPHost is the host in tcp:// URLs (default BaseDomain).
+	TCPListenHost, PublicTCPHost string
+
+	// DNSResolver verifies custom domains: host:port of a DNS server,
+	// "system" for the OS resolver, empty to disable verification.
+	DNSResolver string
+	// CNAMETarget is what custom domains must CNAME to (default BaseDomain).
+	CNAMETarget string
+
+	// KeepaliveInterval and KeepaliveTimeout tune the SSH keepalives
+	// (default 15s and 3 intervals).
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+
+	// MetricsListen optionally serves /metrics on its own address; /metrics
+	// is always served on the API listener too, without auth.
+	MetricsListen string
+
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("config: DataDir is required")
+	}
+	c.BaseDomain = names.Normalize(c.BaseDomain)
+	if err := names.CheckDomain(c.BaseDomain); err != nil {
+		return fmt.Errorf("config: BaseDomain: %w", err)
+	}
+	if c.APIListen == "" || c.SSHListen == "" {
+		return fmt.Errorf("config: APIListen and SSHListen are required")
+	}
+	if c.HTTPListen == "" && c.HTTPSListen == "" {
+		return fmt.Errorf("config: set HTTPListen, HTTPSListen or both")
+	}
+	if (c.APITLSCert == "") != (c.APITLSKey == "") {
+		return fmt.Errorf("config: set both APITLSCert and APITLSKey, or neither")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("config: set both TLSCertFile and TLSKeyFile, or neither")
+	}
+	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
+		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
+	}
+	if c.TCPPortRange == [2]int{} {
+		c.TCPPortRange = [2]int{20000, 20999}
+	}
+	if f, l := c.TCPPortRange[0], c.TCPPortRange[1]; f < 1 || l > 65535 || f > l {
+		return fmt.Errorf("config: TCPPortRange %d-%d is not a valid port range", f, l)
+	}
+	if c.TCPListenHost == "" {
+		c.TCPListenHost = "127.0.0.1"
+	}
+	if c.PublicTCPHost == "" {
+		c.PublicTCPHost = c.BaseDomain
+	}
+	if c.CNAMETarget == "" {
+		c.CNAMETarget = c.BaseDomain
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = 15 * time.Second
+	}
+	if c.KeepaliveTimeout <= 0 {
+		c.KeepaliveTimeout = 3 * c.KeepaliveInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

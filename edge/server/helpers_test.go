@@ -1,0 +1,202 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+)
+
+const baseDomain = "tuna.localhost"
+
+type testEdge struct {
+	*server.Edge
+	cfg      server.Config
+	writeKey string
+	fullKey  string
+}
+
+// startEdge runs an edge on loopback with its state in dir.
+func startEdge(t *testing.T, dir string, mutate ...func(*server.Config)) *testEdge {
+	t.Helper()
+	cfg := server.Config{
+		DataDir:           dir,
+		BaseDomain:        baseDomain,
+		APIListen:         "127.0.0.1:0",
+		SSHListen:         "127.0.0.1:0",
+		HTTPListen:        "127.0.0.1:0",
+		TCPListenHost:     "127.0.0.1",
+		PublicTCPHost:     "127.0.0.1",
+		TCPPortRange:      freeRange(t, 3),
+		KeepaliveInterval: 500 * time.Millisecond,
+		KeepaliveTimeout:  2 * time.Second,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	e, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	te := &testEdge{Edge: e, cfg: cfg}
+	t.Cleanup(func() { _ = e.Close() })
+	if te.writeKey, err = e.CreateAPIKey("operator", []string{client.ScopeWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if te.fullKey, err = e.CreateAPIKey("admin", []string{client.ScopeFull}); err != nil {
+		t.Fatal(err)
+	}
+	return te
+}
+
+// freeRange finds n consecutive ports that are free right now.
+func freeRange(t *testing.T, n int) [2]int {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if first+n > 65535 {
+			continue
+		}
+		ok := true
+		for p := first; p < first+n; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = l.Close()
+		}
+		if ok {
+			return [2]int{first, first + n - 1}
+		}
+	}
+	t.Fatal("no free port range")
+	return [2]int{}
+}
+
+func (e *testEdge) client(key string) *client.Client { return client.New(e.APIURL(), key) }
+
+func (e *testEdge) info(t *testing.T) *client.EdgeInfo {
+	t.Helper()
+	info, err := e.client(e.writeKey).Edge(context.Background())
+	if err != nil {
+		t.Fatalf("GET /v1/edge: %v", err)
+	}
+	return info
+}
+
+// dial connects an agent with key.
+func (e *testEdge) dial(t *testing.T, key string) (*tunnelclient.Session, error) {
+	t.Helper()
+	info := e.info(t)
+	return tunnelclient.Dial(context.Background(), tunnelclient.Config{
+		Addr: info.SSHAddr, Key: key, HostKey: info.SSHHostKey,
+		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
+	})
+}
+
+func (e *testEdge) mustDial(t *testing.T, key string) *tunnelclient.Session {
+	t.Helper()
+	s, err := e.dial(t, key)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func (e *testEdge) tunnelKey(t *testing.T, in client.CreateTunnelKey) *client.TunnelKey {
+	t.Helper()
+	k, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), in)
+	if err != nil {
+		t.Fatalf("creating tunnel key: %v", err)
+	}
+	return k
+}
+
+func bind(t *testing.T, s *tunnelclient.Session, req protocol.BindRequest) protocol.BindReply {
+	t.Helper()
+	r, err := s.Bind(context.Background(), req)
+	if err != nil {
+		t.Fatalf("bind %+v: %v", req, err)
+	}
+	return r
+}
+
+// serveHTTP serves h over the tunnel until the test ends.
+func serveHTTP(t *testing.T, s *tunnelclient.Session, h http.Handler) {
+	t.Helper()
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(s.Listener()) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// get sends a request for host to the edge's public HTTP listener.
+func (e *testEdge) get(t *testing.T, host, path string, hdr http.Header) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+e.HTTPAddr()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s%s: %v", host, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitDone(t *testing.T, s *tunnelclient.Session) error {
+	t.Helper()
+	select {
+	case <-s.Done():
+		return s.Err()
+	case <-time.After(10 * time.Second):
+		t.Fatal("session did not end")
+		return nil
+	}
+}
+
+func apiCode(err error) string { return client.CodeOf(err) }
+
+func asTerminated(err error) *tunnelclient.TerminatedError {
+	var te *tunnelclient.TerminatedError
+	if errors.As(err, &te) {
+		return te
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+)
+
+func TestMetrics(t *testing.T) {
+	e := startEdge(t, t.TempDir())
+	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	s := e.mustDial(t, tk.Key)
+	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "m"})
+	_, _ = s.Bind(t.Context(), protocol.BindRequest{Protocol: "tcp", Alias: "x"}) // refused: forbidden
+	serveHTTP(t, s, http.HandlerFunc(hello))
+	if code, _, _ := e.get(t, "m."+baseDomain, "/", nil); code != 200 {
+		t.Fatal(code)
+	}
+	e.get(t, "nope."+baseDomain, "/", nil)
+
+	resp, err := http.Get(e.APIURL() + "/metrics") // no auth needed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	text := string(b)
+	for _, want := range []string{
+		"tuna_edge_sessions 1",
+		`tuna_edge_binds_total{protocol="http",result="ok"} 1`,
+		`tuna_edge_binds_total{protocol="tcp",result="forbidden"} 1`,
+		`tuna_edge_http_requests_total{code="200"} 1`,
+		`tuna_edge_http_requests_total{code="404"} 1`,
+		`tuna_edge_public_connections_total{protocol="http"} 1`,
+		`tuna_edge_api_requests_total{code="201",route="POST /v1/tunnel-keys"} 1`,
+		`tuna_edge_bytes_total{direction="out"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(text, "m."+baseDomain) || strings.Contains(text, "127.0.0.1") {
+		t.Error("metrics carry hosts or client addresses as labels")
+	}
+}

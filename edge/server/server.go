@@ -1,0 +1,363 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/public"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/sshd"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// Edge is a running (or ready to run) tuna-edge.
+type Edge struct {
+	cfg     Config
+	log     *slog.Logger
+	st      *store.Store
+	reg     *registry.Registry
+	m       *metrics.Metrics
+	hostKey ssh.Signer
+	ssh     *sshd.Server
+	api     *api.Server
+	public  *public.Handler
+	acme    *autocert.Manager
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	servers   []*http.Server
+	apiURL    string
+	sshAddr   string
+	httpAddr  string
+	httpsAddr string
+	wg        sync.WaitGroup
+}
+
+// New opens the store (creating the host key on first run) and builds the
+// edge's parts. Nothing listens until Start.
+func New(cfg Config) (*Edge, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := loadHostKey(st)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer}
+	e.ssh = sshd.New(sshd.Config{
+		HostKey:           signer,
+		BaseDomain:        cfg.BaseDomain,
+		PublicURL:         e.publicURL,
+		TCPListenHost:     cfg.TCPListenHost,
+		PublicTCPHost:     cfg.PublicTCPHost,
+		TCPPortFirst:      cfg.TCPPortRange[0],
+		TCPPortLast:       cfg.TCPPortRange[1],
+		KeepaliveInterval: cfg.KeepaliveInterval,
+		KeepaliveTimeout:  cfg.KeepaliveTimeout,
+		Logger:            cfg.Logger,
+	}, st, e.reg, e.m)
+	e.api = api.New(api.Config{
+		BaseDomain:    cfg.BaseDomain,
+		CNAMETarget:   cfg.CNAMETarget,
+		TCPPortFirst:  cfg.TCPPortRange[0],
+		TCPPortLast:   cfg.TCPPortRange[1],
+		PublicTCPHost: cfg.PublicTCPHost,
+		EdgeInfo:      e.Info,
+		Verifier:      dnsverify.New(cfg.DNSResolver),
+		Logger:        cfg.Logger,
+	}, st, e.reg, e.m)
+	e.public = public.New(e.reg, e.knownHost, e.m, cfg.Logger)
+	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
+		e.acme = &autocert.Manager{
+			Prompt:     autocert.AcceptTOS,
+			Cache:      autocert.DirCache(filepath.Join(cfg.DataDir, "acme")),
+			HostPolicy: e.acmeHostPolicy,
+			Client:     &acme.Client{DirectoryURL: cfg.ACMEDirectory},
+			Email:      cfg.ACMEEmail,
+		}
+	}
+	return e, nil
+}
+
+// Start opens every listener and serves in the background. ctx bounds
+// start-up only; call Close to stop the edge.
+func (e *Edge) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.closed {
+		return errors.New("edge: Start called twice or after Close")
+	}
+	e.started = true
+	if err := e.start(ctx); err != nil {
+		e.mu.Unlock()
+		_ = e.Close()
+		e.mu.Lock()
+		return err
+	}
+	return nil
+}
+
+func (e *Edge) start(ctx context.Context) error {
+	var lc net.ListenConfig
+	listen := func(what, addr string) (net.Listener, error) {
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("edge: %s listener on %s: %w", what, addr, err)
+		}
+		return ln, nil
+	}
+
+	sshLn, err := listen("SSH", e.cfg.SSHListen)
+	if err != nil {
+		return err
+	}
+	e.sshAddr = sshLn.Addr().String()
+	e.goServe("ssh", func() error { return e.ssh.Serve(sshLn) })
+
+	if e.cfg.HTTPListen != "" {
+		ln, err := listen("public HTTP", e.cfg.HTTPListen)
+		if err != nil {
+			return err
+		}
+		e.httpAddr = ln.Addr().String()
+		srv := e.public.Server("http")
+		if e.acme != nil {
+			// HTTP-01 challenges arrive here; everything else is routed.
+			srv.Handler = e.acme.HTTPHandler(e.public)
+		}
+		e.serveHTTP("public HTTP", srv, ln, false)
+	}
+
+	if e.cfg.HTTPSListen != "" {
+		tlsCfg, err := e.publicTLS()
+		if err != nil {
+			return err
+		}
+		ln, err := listen("public HTTPS", e.cfg.HTTPSListen)
+		if err != nil {
+			return err
+		}
+		e.httpsAddr = ln.Addr().String()
+		srv := e.public.Server("https")
+		srv.TLSConfig = tlsCfg
+		e.serveHTTP("public HTTPS", srv, ln, true)
+	}
+
+	apiLn, err := listen("API", e.cfg.APIListen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", e.m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("/", e.api)
+	apiSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	scheme := "http"
+	if e.cfg.APITLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(e.cfg.APITLSCert, e.cfg.APITLSKey)
+		if err != nil {
+			return fmt.Errorf("edge: loading API certificate: %w", err)
+		}
+		apiSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		scheme = "https"
+	}
+	e.apiURL = scheme + "://" + dialable(apiLn.Addr().String())
+	e.serveHTTP("API", apiSrv, apiLn, scheme == "https")
+
+	if e.cfg.MetricsListen != "" {
+		ln, err := listen("metrics", e.cfg.MetricsListen)
+		if err != nil {
+			return err
+		}
+		m := http.NewServeMux()
+		m.Handle("GET /metrics", e.m.Handler())
+		e.serveHTTP("metrics", &http.Server{Handler: m, ReadHeaderTimeout: 30 * time.Second}, ln, false)
+	}
+	e.log.Info("tuna-edge started", "api", e.apiURL, "ssh", e.sshAddr, "http", e.httpAddr, "https", e.httpsAddr)
+	return nil
+}
+
+func (e *Edge) publicTLS() (*tls.Config, error) {
+	if e.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(e.cfg.TLSCertFile, e.cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("edge: loading public TLS certificate: %w", err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	return e.acme.TLSConfig(), nil
+}
+
+func (e *Edge) goServe(what string, serve func() error) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("listener failed", "listener", what, "err", err)
+		}
+	}()
+}
+
+// serveHTTP serves srv on ln; with TLS, ServeTLS adds "h2" to the ALPN
+// protocols so TLS clients get HTTP/2.
+func (e *Edge) serveHTTP(what string, srv *http.Server, ln net.Listener, useTLS bool) {
+	e.servers = append(e.servers, srv)
+	e.goServe(what, func() error {
+		if useTLS {
+			return srv.ServeTLS(ln, "", "")
+		}
+		return srv.Serve(ln)
+	})
+}
+
+// Close terminates every session with edge_shutting_down, stops the
+// listeners and closes the store.
+func (e *Edge) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	servers := e.servers
+	e.mu.Unlock()
+
+	var errs []error
+	if err := e.ssh.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	}
+	e.wg.Wait()
+	if err := e.st.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// APIURL is the control API's base URL, e.g. "http://127.0.0.1:41234".
+func (e *Edge) APIURL() string { e.mu.Lock(); defer e.mu.Unlock(); return e.apiURL }
+
+// SSHAddr is the address the SSH listener got.
+func (e *Edge) SSHAddr() string { e.mu.Lock(); defer e.mu.Unlock(); return e.sshAddr }
+
+// HTTPAddr is the address the public HTTP listener got ("" when off).
+func (e *Edge) HTTPAddr() string { e.mu.Lock(); defer e.mu.Unlock(); return e.httpAddr }
+
+// HTTPSAddr is the address the public HTTPS listener got ("" when off).
+func (e *Edge) HTTPSAddr() string { e.mu.Lock(); defer e.mu.Unlock(); return e.httpsAddr }
+
+// HostKey is the SSH host public key in authorized_keys form.
+func (e *Edge) HostKey() string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(e.hostKey.PublicKey())))
+}
+
+// Metrics exposes the edge's metrics (registry and handler).
+func (e *Edge) Metrics() *metrics.Metrics { return e.m }
+
+// ActiveSessions lists the live tunnel sessions.
+func (e *Edge) ActiveSessions() []registry.Info { return e.reg.List() }
+
+// CreateAPIKey makes an API key directly in the store (bootstrap, tests)
+// and returns its secret.
+func (e *Edge) CreateAPIKey(name string, scopes []string) (string, error) {
+	k, err := api.CreateAPIKey(e.st, name, scopes, func() store.APIKey { return store.APIKey{CreatedAt: time.Now().UTC()} })
+	if err != nil {
+		return "", fmt.Errorf("creating API key %q: %w", name, err)
+	}
+	return k.Key, nil
+}
+
+// Info is what GET /v1/edge returns.
+func (e *Edge) Info() client.EdgeInfo {
+	e.mu.Lock()
+	sshAddr, httpAddr, httpsAddr := e.sshAddr, e.httpAddr, e.httpsAddr
+	e.mu.Unlock()
+	info := client.EdgeInfo{
+		BaseDomain: e.cfg.BaseDomain,
+		SSHAddr:    e.cfg.SSHAdvertiseAddr,
+		SSHHostKey: e.HostKey(),
+		TCPHost:    e.cfg.PublicTCPHost,
+		Version:    Version,
+	}
+	if info.SSHAddr == "" {
+		info.SSHAddr = dialable(sshAddr)
+	}
+	if httpAddr != "" {
+		info.HTTPURL = baseURL(e.cfg.HTTPAdvertiseURL, "http", e.cfg.BaseDomain, httpAddr)
+	}
+	if httpsAddr != "" {
+		info.HTTPSURL = baseURL(e.cfg.HTTPSAdvertiseURL, "https", e.cfg.BaseDomain, httpsAddr)
+	}
+	return info
+}
+
+// publicURL is the URL a bound host is published at: HTTPS when the edge
+// serves it, HTTP otherwise.
+func (e *Edge) publicURL(host string) string {
+	info := e.Info()
+	base := info.HTTPSURL
+	if base == "" {
+		base = info.HTTPURL
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "http://" + host
+	}
+	if p := u.Port(); p != "" {
+		return u.Scheme + "://" + net.JoinHostPort(host, p)
+	}
+	return u.Scheme + "://" + host
+}
+
+func baseURL(advertised, scheme, baseDomain, listenAddr string) string {
+	if advertised != "" {
+		return strings.TrimRight(advertised, "/")
+	}
+	_, port, _ := net.SplitHostPort(listenAddr)
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		return scheme + "://" + baseDomain
+	}
+	return scheme + "://" + net.JoinHostPort(baseDomain, port)
+}
+
+// dialable turns a wildcard listen address into one a local client can dial.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,229 @@
+package sshd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"code.tuna.am/tuna/k8s-operator/edge/acl"
+	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// refusal is a bind failure as sent to the agent.
+func refusal(code, format string, args ...any) *protocol.ErrorReply {
+	return &protocol.ErrorReply{Code: code, Error: fmt.Sprintf(format, args...)}
+}
+
+// bind handles one BindRequest and records the outcome in metrics.
+func (ss *session) bind(payload []byte) (protocol.BindReply, *protocol.ErrorReply) {
+	var req protocol.BindRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		ss.srv.m.Bind("unknown", protocol.CodeInvalidRequest)
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "bind request is not valid JSON: %v", err)
+	}
+	reply, rerr := ss.bindParsed(req)
+	result := "ok"
+	if rerr != nil {
+		result = rerr.Code
+	}
+	proto := req.Protocol
+	if proto != protocol.ProtocolHTTP && proto != protocol.ProtocolTCP {
+		proto = "unknown"
+	}
+	ss.srv.m.Bind(proto, result)
+	if rerr != nil {
+		ss.srv.log.Info("bind refused", "session", ss.id, "code", rerr.Code, "reason", rerr.Error)
+	} else {
+		ss.srv.log.Info("bound", "session", ss.id, "url", reply.URL)
+	}
+	return reply, rerr
+}
+
+func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *protocol.ErrorReply) {
+	if req.Protocol != protocol.ProtocolHTTP && req.Protocol != protocol.ProtocolTCP {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "protocol must be %q or %q, got %q",
+			protocol.ProtocolHTTP, protocol.ProtocolTCP, req.Protocol)
+	}
+	tk := ss.p.Tunnel
+	if tk != nil && tk.Protocol != req.Protocol {
+		return protocol.BindReply{}, refusal(protocol.CodeForbidden, "this tunnel key is for %s tunnels, not %s", tk.Protocol, req.Protocol)
+	}
+	list, err := acl.Parse(req.AllowCIDRs, req.DenyCIDRs)
+	if err != nil {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "%v", err)
+	}
+	switch req.ProxyProtocol {
+	case "", "v1", "v2":
+	default:
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "proxy_protocol must be \"\", \"v1\" or \"v2\", got %q", req.ProxyProtocol)
+	}
+	if req.ProxyProtocol != "" && req.Protocol != protocol.ProtocolTCP {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "proxy_protocol applies to tcp tunnels only")
+	}
+	if req.Protocol == protocol.ProtocolHTTP {
+		return ss.bindHTTP(req, list)
+	}
+	return ss.bindTCP(req, list)
+}
+
+// checkOneBind keeps a tunnel key to one address per session; binding the
+// same address again answers with the existing reply, so an agent may retry.
+func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protocol.ErrorReply) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if r, ok := ss.binds[addr]; ok {
+		return r, true, nil
+	}
+	if ss.p.Kind == keys.KindTunnel && len(ss.binds) > 0 {
+		return protocol.BindReply{}, false, refusal(protocol.CodeForbidden, "a tunnel key carries one tunnel and this session is already bound")
+	}
+	return protocol.BindReply{}, false, nil
+}
+
+func (ss *session) remember(addr string, r protocol.BindReply) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.binds[addr] = r
+}
+
+// resolveHost turns an http bind into the host it publishes.
+func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.ErrorReply) {
+	base := ss.srv.cfg.BaseDomain
+	tk := ss.p.Tunnel
+	if req.Subdomain == "" && req.Domain == "" && tk != nil && tk.Address != "" {
+		// The key's address goes through the same checks as an explicit
+		// domain: it may name a custom domain that is unverified or gone.
+		req.Domain = tk.Address
+	}
+	switch {
+	case req.Subdomain != "" && req.Domain != "":
+		return "", refusal(protocol.CodeInvalidRequest, "give either subdomain or domain, not both")
+	case req.Subdomain != "":
+		if err := names.CheckLabel(req.Subdomain); err != nil {
+			return "", refusal(protocol.CodeInvalidRequest, "subdomain: %v", err)
+		}
+		return req.Subdomain + "." + base, nil
+	case req.Domain != "":
+		host := names.Normalize(req.Domain)
+		if err := names.CheckDomain(host); err != nil {
+			return "", refusal(protocol.CodeInvalidRequest, "domain: %v", err)
+		}
+		if _, ok := names.SubdomainOf(host, base); ok {
+			return host, nil
+		}
+		d, err := ss.srv.st.GetDomain(host)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", refusal(protocol.CodeAddressNotFound, "domain %s is not reserved on this edge", host)
+		}
+		if err != nil {
+			return "", refusal(protocol.CodeInvalidRequest, "looking up domain %s: %v", host, err)
+		}
+		if d.Custom && !d.Verified {
+			return "", refusal(protocol.CodeForbidden, "custom domain %s is not verified yet: create its DNS records and verify it", host)
+		}
+		return host, nil
+	}
+	// No address asked for: a random subdomain, as a quick tunnel would get.
+	return "t" + keys.RandomToken(5) + "." + base, nil
+}
+
+func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.BindReply, *protocol.ErrorReply) {
+	host, rerr := ss.resolveHost(req)
+	if rerr != nil {
+		return protocol.BindReply{}, rerr
+	}
+	if tk := ss.p.Tunnel; tk != nil && tk.Address != "" && tk.Address != host {
+		return protocol.BindReply{}, refusal(protocol.CodeForbidden, "this tunnel key may only bind %s, not %s", tk.Address, host)
+	}
+	if r, ok, rerr := ss.checkOneBind("http:" + host); ok || rerr != nil {
+		return r, rerr
+	}
+	url := ss.srv.cfg.PublicURL(host)
+	err := ss.srv.reg.BindHTTP(&registry.Route{Host: host, URL: url, Session: ss, ACL: list})
+	if errors.Is(err, registry.ErrAddressTaken) {
+		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "%s is already served by another live tunnel", host)
+	}
+	if err != nil {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", host, err)
+	}
+	reply := protocol.BindReply{URL: url, SessionID: ss.id}
+	ss.remember("http:"+host, reply)
+	return reply, nil
+}
+
+// resolveEndpoint finds the reserved TCP endpoint an alias or port names.
+func (ss *session) resolveEndpoint(alias string) (store.TCPEndpoint, *protocol.ErrorReply) {
+	cfg := ss.srv.cfg
+	if port, err := strconv.Atoi(alias); err == nil {
+		if port < cfg.TCPPortFirst || port > cfg.TCPPortLast {
+			return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "port %d is outside the edge's TCP range %d-%d", port, cfg.TCPPortFirst, cfg.TCPPortLast)
+		}
+		ep, err := ss.srv.st.TCPEndpointByPort(port)
+		if err != nil {
+			return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "port %d is not reserved: create a TCP endpoint first", port)
+		}
+		return ep, nil
+	}
+	ep, err := ss.srv.st.GetTCPEndpoint(alias)
+	if err != nil {
+		return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "TCP endpoint %q is not reserved on this edge", alias)
+	}
+	return ep, nil
+}
+
+func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.BindReply, *protocol.ErrorReply) {
+	tk := ss.p.Tunnel
+	alias := req.Alias
+	if alias == "" && tk != nil {
+		alias = tk.Address
+	}
+	if alias == "" {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "tcp bind needs an alias or a reserved port")
+	}
+	ep, rerr := ss.resolveEndpoint(alias)
+	if rerr != nil {
+		return protocol.BindReply{}, rerr
+	}
+	if tk != nil && tk.Address != "" && tk.Address != ep.Alias && tk.Address != strconv.Itoa(ep.Port) {
+		return protocol.BindReply{}, refusal(protocol.CodeForbidden, "this tunnel key may only bind %s, not %s", tk.Address, alias)
+	}
+	if r, ok, rerr := ss.checkOneBind("tcp:" + ep.Alias); ok || rerr != nil {
+		return r, rerr
+	}
+	cfg := ss.srv.cfg
+	url := "tcp://" + net.JoinHostPort(cfg.PublicTCPHost, strconv.Itoa(ep.Port))
+	err := ss.srv.reg.BindTCP(ss.id, ep.Port, url)
+	if errors.Is(err, registry.ErrAddressTaken) {
+		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "TCP endpoint %s (port %d) is already served by another live tunnel", ep.Alias, ep.Port)
+	}
+	if err != nil {
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", ep.Alias, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.TCPListenHost, strconv.Itoa(ep.Port)))
+	if err != nil {
+		ss.srv.reg.UnbindTCP(ss.id, ep.Port)
+		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "the edge cannot listen on port %d: %v", ep.Port, err)
+	}
+	ss.mu.Lock()
+	select {
+	case <-ss.done:
+		// The session ended while we were listening: run() has already
+		// closed the listeners it knew about.
+		ss.mu.Unlock()
+		_ = ln.Close()
+		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "%v", errBindGone)
+	default:
+	}
+	ss.lns = append(ss.lns, ln)
+	ss.mu.Unlock()
+	go ss.serveTCP(ln, list, req.ProxyProtocol)
+	reply := protocol.BindReply{URL: url, SessionID: ss.id}
+	ss.remember("tcp:"+ep.Alias, reply)
+	return reply, nil
+}

@@ -1,0 +1,210 @@
+// Package sshd is the edge's side of the tunnel transport: an SSH server on
+// which agents authenticate with a key, bind public addresses and receive
+// one channel per public connection. The protocol is in edge/protocol.
+package sshd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// handshakeTimeout bounds a connection that never finishes the SSH
+// handshake, so idle sockets cannot pile up.
+const handshakeTimeout = 20 * time.Second
+
+// Config is what the SSH server needs to know about the edge.
+type Config struct {
+	HostKey    ssh.Signer
+	BaseDomain string
+	// PublicURL renders the public URL of an HTTP host.
+	PublicURL func(host string) string
+	// TCPListenHost is where TCP endpoints listen; PublicTCPHost is the host
+	// name published in tcp:// URLs.
+	TCPListenHost, PublicTCPHost string
+	TCPPortFirst, TCPPortLast    int
+	KeepaliveInterval            time.Duration
+	KeepaliveTimeout             time.Duration
+	Logger                       *slog.Logger
+}
+
+// Server accepts agent connections.
+type Server struct {
+	cfg     Config
+	st      *store.Store
+	reg     *registry.Registry
+	m       *metrics.Metrics
+	log     *slog.Logger
+	sshCfg  *ssh.ServerConfig
+	pending sync.Map // remote addr -> *pendingAuth, between password check and session start
+	closing atomic.Bool
+	mu      sync.Mutex
+	lns     []net.Listener
+	wg      sync.WaitGroup
+}
+
+type pendingAuth struct {
+	p   *auth.Principal
+	sid string
+}
+
+// New builds a server; call Serve to accept connections.
+func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.KeepaliveInterval <= 0 {
+		cfg.KeepaliveInterval = 15 * time.Second
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = 3 * cfg.KeepaliveInterval
+	}
+	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "sshd")}
+	s.sshCfg = &ssh.ServerConfig{
+		PasswordCallback: s.password,
+		ServerVersion:    "SSH-2.0-tuna-edge",
+		MaxAuthTries:     3,
+	}
+	s.sshCfg.AddHostKey(cfg.HostKey)
+	return s
+}
+
+// sessionID derives the public session id from the SSH exchange hash, which
+// is unique per connection and known to both the auth callback and the
+// established connection.
+func sessionID(meta ssh.ConnMetadata) string {
+	return fmt.Sprintf("ses_%x", meta.SessionID()[:8])
+}
+
+// refuse makes an auth failure whose reason reaches the client as an SSH
+// banner: without it the client would only learn "unable to authenticate".
+func refuse(format string, args ...any) error {
+	reason := fmt.Sprintf(format, args...)
+	return &ssh.BannerError{Err: errors.New(reason), Message: "tuna-edge: " + reason + "\n"}
+}
+
+func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, error) {
+	if s.closing.Load() {
+		return nil, refuse("edge is shutting down; retry shortly")
+	}
+	if meta.User() != protocol.SSHUser {
+		return nil, refuse("unknown user %q: agents log in as %q", meta.User(), protocol.SSHUser)
+	}
+	p, err := auth.Authenticate(s.st, string(pw))
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidKey) {
+			return nil, refuse("invalid or revoked key")
+		}
+		s.log.Error("authenticating agent", "err", err)
+		return nil, refuse("internal error while checking the key")
+	}
+	if err := auth.MayConnect(p); err != nil {
+		return nil, refuse("%v", err)
+	}
+	sid := sessionID(meta)
+	if p.Kind == keys.KindTunnel {
+		if err := s.reg.ClaimKey(p.ID, sid); err != nil {
+			return nil, refuse("tunnel key %s already has a live session: a tunnel key carries one session at a time", p.ID)
+		}
+	}
+	s.pending.Store(meta.RemoteAddr().String(), &pendingAuth{p: p, sid: sid})
+	return &ssh.Permissions{}, nil
+}
+
+// Serve accepts connections on ln until it is closed.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return nil
+			}
+			return fmt.Errorf("ssh accept: %w", err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(c)
+		}()
+	}
+}
+
+func (s *Server) handle(raw net.Conn) {
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	sc, chans, reqs, err := ssh.NewServerConn(raw, s.sshCfg)
+	pa, _ := s.pending.LoadAndDelete(raw.RemoteAddr().String())
+	if err != nil {
+		_ = raw.Close()
+		if pa != nil {
+			pend := pa.(*pendingAuth)
+			s.reg.ReleaseClaim(pend.p.ID, pend.sid)
+		}
+		s.log.Debug("ssh handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	if pa == nil { // cannot happen: password auth is the only method
+		_ = sc.Close()
+		return
+	}
+	pend := pa.(*pendingAuth)
+	ss := newSession(s, sc, pend.p, pend.sid)
+	s.reg.Add(ss)
+	s.m.SessionOpened()
+	s.log.Info("session started", "session", ss.id, "key", pend.p.ID, "remote", ss.remote)
+	if s.closing.Load() {
+		// Close raced with this handshake: do not leave a session behind.
+		go ss.Terminate(protocol.CodeEdgeShuttingDown, "edge is shutting down")
+	} else if !s.keyExists(pend.p) {
+		// The key was revoked between the password check and Add, when
+		// the revocation could not yet see this session.
+		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
+	}
+	ss.run(chans, reqs)
+	s.reg.Remove(ss.id)
+	s.m.SessionClosed()
+	s.log.Info("session ended", "session", ss.id, "key", pend.p.ID)
+}
+
+func (s *Server) keyExists(p *auth.Principal) bool {
+	var err error
+	if p.Kind == keys.KindTunnel {
+		_, err = s.st.GetTunnelKey(p.ID)
+	} else {
+		_, err = s.st.GetAPIKey(p.ID)
+	}
+	return !errors.Is(err, store.ErrNotFound)
+}
+
+// Close stops accepting, tells every agent the edge is shutting down and
+// waits for the sessions to end.
+func (s *Server) Close() error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	var errs []error
+	for _, ln := range s.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	s.mu.Unlock()
+	s.reg.TerminateAll(protocol.CodeEdgeShuttingDown, "edge is shutting down")
+	s.wg.Wait()
+	return errors.Join(errs...)
+}

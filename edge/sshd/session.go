@@ -1,0 +1,190 @@
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+)
+
+// terminateAckTimeout bounds how long Terminate waits for the agent to
+// acknowledge the reason before the connection is closed anyway. Waiting at
+// all matters: closing right after writing can reset the TCP connection and
+// lose the message.
+const terminateAckTimeout = 2 * time.Second
+
+// session is one authenticated agent connection.
+type session struct {
+	srv       *Server
+	conn      *ssh.ServerConn
+	p         *auth.Principal
+	id        string
+	remote    string
+	connected time.Time
+	done      chan struct{}
+	termOnce  sync.Once
+
+	mu    sync.Mutex
+	binds map[string]protocol.BindReply // resolved address -> reply
+	lns   []net.Listener
+}
+
+func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *session {
+	return &session{
+		srv: s, conn: sc, p: p, id: id,
+		remote:    sc.RemoteAddr().String(),
+		connected: time.Now().UTC(),
+		done:      make(chan struct{}),
+		binds:     map[string]protocol.BindReply{},
+	}
+}
+
+func (ss *session) ID() string             { return ss.id }
+func (ss *session) KeyID() string          { return ss.p.ID }
+func (ss *session) RemoteAddr() string     { return ss.remote }
+func (ss *session) ConnectedAt() time.Time { return ss.connected }
+
+// run serves the session until the connection ends.
+func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	go func() {
+		for nc := range chans {
+			_ = nc.Reject(ssh.Prohibited, "tuna-edge opens channels; agents do not")
+		}
+	}()
+	go ss.keepalive()
+	for req := range reqs {
+		switch req.Type {
+		case protocol.KeepaliveRequestType:
+			_ = req.Reply(true, nil)
+		case protocol.BindRequestType:
+			reply, err := ss.bind(req.Payload)
+			if err != nil {
+				_ = req.Reply(false, protocol.Marshal(err))
+				continue
+			}
+			_ = req.Reply(true, protocol.Marshal(reply))
+		default:
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		}
+	}
+	// reqs closes when the connection is gone.
+	_ = ss.conn.Close()
+	ss.mu.Lock()
+	for _, ln := range ss.lns {
+		_ = ln.Close()
+	}
+	ss.mu.Unlock()
+	close(ss.done)
+}
+
+// keepalive pings the agent and drops the connection when it stops
+// answering, so a vanished agent frees its key and addresses promptly.
+func (ss *session) keepalive() {
+	t := time.NewTicker(ss.srv.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.done:
+			return
+		case <-t.C:
+		}
+		if err := ss.ping(); err != nil {
+			ss.srv.log.Info("closing unresponsive session", "session", ss.id, "err", err)
+			_ = ss.conn.Close()
+			return
+		}
+	}
+}
+
+func (ss *session) ping() error {
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := ss.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
+		res <- err
+	}()
+	timer := time.NewTimer(ss.srv.cfg.KeepaliveTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("no keepalive reply within %s", ss.srv.cfg.KeepaliveTimeout)
+	case <-ss.done:
+		return nil
+	}
+}
+
+// Terminate tells the agent why the session ends, closes it and waits until
+// it is unregistered, so that when a revocation call returns the key's
+// session is gone.
+func (ss *session) Terminate(code, reason string) {
+	ss.termOnce.Do(func() {
+		payload := protocol.Marshal(protocol.Terminate{Code: code, Reason: reason})
+		acked := make(chan struct{})
+		go func() {
+			_, _, _ = ss.conn.SendRequest(protocol.TerminateRequestType, true, payload)
+			close(acked)
+		}()
+		t := time.NewTimer(terminateAckTimeout)
+		select {
+		case <-acked:
+		case <-t.C:
+		case <-ss.done:
+		}
+		t.Stop()
+		_ = ss.conn.Close()
+		ss.srv.log.Info("session terminated", "session", ss.id, "code", code, "reason", reason)
+	})
+	<-ss.done
+}
+
+// OpenForward opens one channel for one public connection.
+func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
+	type result struct {
+		ch   ssh.Channel
+		reqs <-chan *ssh.Request
+		err  error
+	}
+	r := make(chan result, 1)
+	go func() {
+		ch, reqs, err := ss.conn.OpenChannel(protocol.ForwardChannelType, protocol.Marshal(info))
+		r <- result{ch, reqs, err}
+	}()
+	select {
+	case res := <-r:
+		if res.err != nil {
+			return nil, fmt.Errorf("opening tunnel channel on session %s: %w", ss.id, res.err)
+		}
+		go ssh.DiscardRequests(res.reqs)
+		return chanconn.New(res.ch, ss.conn.LocalAddr(), remoteAddr(info.RemoteAddr)), nil
+	case <-ctx.Done():
+		// The agent may still accept later: close that channel then.
+		go func() {
+			if res := <-r; res.err == nil {
+				go ssh.DiscardRequests(res.reqs)
+				_ = res.ch.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func remoteAddr(s string) net.Addr {
+	ra, err := net.ResolveTCPAddr("tcp", s)
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return ra
+}
+
+var errBindGone = errors.New("session ended")

@@ -1,0 +1,310 @@
+// Package store persists the edge's state in one bbolt file: API keys and
+// tunnel keys (hashes only), reserved domains, TCP endpoints and the SSH host
+// key. Values are JSON so the file stays readable with bbolt's tools and
+// fields can be added without a migration.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	// ErrNotFound is returned when a record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is returned when creating a record whose name is taken.
+	ErrExists = errors.New("already exists")
+	// ErrExhausted is returned when no TCP port of the range is free.
+	ErrExhausted = errors.New("port range exhausted")
+)
+
+var (
+	bucketAPIKeys    = []byte("api_keys")
+	bucketTunnelKeys = []byte("tunnel_keys")
+	bucketDomains    = []byte("domains")
+	bucketTCP        = []byte("tcp_endpoints")
+	bucketMeta       = []byte("meta")
+	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta}
+
+	metaHostKey = []byte("ssh_host_key")
+)
+
+// APIKey is a stored API key. Hash is SHA-256 of the whole key string.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Scopes    []string  `json:"scopes"`
+	Hash      []byte    `json:"hash"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// TunnelKey is a stored tunnel key.
+type TunnelKey struct {
+	ID       string `json:"id"`
+	Protocol string `json:"protocol"`
+	// Address is a full host name (http) or an alias or port (tcp); empty
+	// means any address.
+	Address   string            `json:"address,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Hash      []byte            `json:"hash"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// Domain is a reserved host name.
+type Domain struct {
+	Name      string `json:"name"`
+	Subdomain string `json:"subdomain,omitempty"`
+	Custom    bool   `json:"custom"`
+	Verified  bool   `json:"verified"`
+	// Token is the value expected in the _tuna-challenge TXT record.
+	Token       string    `json:"token,omitempty"`
+	VerifyError string    `json:"verify_error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// TCPEndpoint is a reserved public TCP port.
+type TCPEndpoint struct {
+	Alias     string    `json:"alias"`
+	Port      int       `json:"port"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Store is a handle on the database file; safe for concurrent use.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) edge.db in dir.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "edge.db")
+	// The timeout turns "another tuna-edge holds the file" into an error
+	// instead of a hang.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("creating bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initialising store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// put stores v under key; with create set it fails with ErrExists when the
+// key is present, which makes "reserve a name" a single atomic step.
+func put(tx *bolt.Tx, bucket []byte, key string, v any, create bool) error {
+	b := tx.Bucket(bucket)
+	if create && b.Get([]byte(key)) != nil {
+		return ErrExists
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding %s/%s: %w", bucket, key, err)
+	}
+	return b.Put([]byte(key), data)
+}
+
+func get[T any](tx *bolt.Tx, bucket []byte, key string) (T, error) {
+	var out T
+	data := tx.Bucket(bucket).Get([]byte(key))
+	if data == nil {
+		return out, ErrNotFound
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return out, fmt.Errorf("decoding %s/%s: %w", bucket, key, err)
+	}
+	return out, nil
+}
+
+func list[T any](tx *bolt.Tx, bucket []byte) ([]T, error) {
+	out := []T{}
+	err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+		var item T
+		if err := json.Unmarshal(v, &item); err != nil {
+			return fmt.Errorf("decoding %s/%s: %w", bucket, k, err)
+		}
+		out = append(out, item)
+		return nil
+	})
+	return out, err
+}
+
+func del(tx *bolt.Tx, bucket []byte, key string) error {
+	b := tx.Bucket(bucket)
+	if b.Get([]byte(key)) == nil {
+		return ErrNotFound
+	}
+	return b.Delete([]byte(key))
+}
+
+func getOne[T any](s *Store, bucket []byte, key string) (T, error) {
+	var out T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = get[T](tx, bucket, key)
+		return err
+	})
+	return out, err
+}
+
+func listAll[T any](s *Store, bucket []byte) ([]T, error) {
+	var out []T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = list[T](tx, bucket)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) create(bucket []byte, key string, v any) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucket, key, v, true) })
+}
+
+func (s *Store) remove(bucket []byte, key string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return del(tx, bucket, key) })
+}
+
+// CreateAPIKey stores a new API key record.
+func (s *Store) CreateAPIKey(k APIKey) error { return s.create(bucketAPIKeys, k.ID, k) }
+
+// GetAPIKey returns an API key by id.
+func (s *Store) GetAPIKey(id string) (APIKey, error) { return getOne[APIKey](s, bucketAPIKeys, id) }
+
+// ListAPIKeys returns all API keys, ordered by id.
+func (s *Store) ListAPIKeys() ([]APIKey, error) { return listAll[APIKey](s, bucketAPIKeys) }
+
+// DeleteAPIKey removes an API key.
+func (s *Store) DeleteAPIKey(id string) error { return s.remove(bucketAPIKeys, id) }
+
+// CreateTunnelKey stores a new tunnel key record.
+func (s *Store) CreateTunnelKey(k TunnelKey) error { return s.create(bucketTunnelKeys, k.ID, k) }
+
+// GetTunnelKey returns a tunnel key by id.
+func (s *Store) GetTunnelKey(id string) (TunnelKey, error) {
+	return getOne[TunnelKey](s, bucketTunnelKeys, id)
+}
+
+// ListTunnelKeys returns all tunnel keys, ordered by id.
+func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
+	return listAll[TunnelKey](s, bucketTunnelKeys)
+}
+
+// DeleteTunnelKey removes a tunnel key.
+func (s *Store) DeleteTunnelKey(id string) error { return s.remove(bucketTunnelKeys, id) }
+
+// CreateDomain reserves a domain; ErrExists when the name is taken.
+func (s *Store) CreateDomain(d Domain) error { return s.create(bucketDomains, d.Name, d) }
+
+// UpdateDomain overwrites an existing domain (verification results).
+func (s *Store) UpdateDomain(d Domain) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketDomains).Get([]byte(d.Name)) == nil {
+			return ErrNotFound
+		}
+		return put(tx, bucketDomains, d.Name, d, false)
+	})
+}
+
+// GetDomain returns a domain by full name.
+func (s *Store) GetDomain(name string) (Domain, error) { return getOne[Domain](s, bucketDomains, name) }
+
+// ListDomains returns all domains, ordered by name.
+func (s *Store) ListDomains() ([]Domain, error) { return listAll[Domain](s, bucketDomains) }
+
+// DeleteDomain releases a domain.
+func (s *Store) DeleteDomain(name string) error { return s.remove(bucketDomains, name) }
+
+// GetTCPEndpoint returns an endpoint by alias.
+func (s *Store) GetTCPEndpoint(alias string) (TCPEndpoint, error) {
+	return getOne[TCPEndpoint](s, bucketTCP, alias)
+}
+
+// ListTCPEndpoints returns all endpoints, ordered by alias.
+func (s *Store) ListTCPEndpoints() ([]TCPEndpoint, error) { return listAll[TCPEndpoint](s, bucketTCP) }
+
+// DeleteTCPEndpoint releases an endpoint and its port.
+func (s *Store) DeleteTCPEndpoint(alias string) error { return s.remove(bucketTCP, alias) }
+
+// TCPEndpointByPort finds the endpoint holding port.
+func (s *Store) TCPEndpointByPort(port int) (TCPEndpoint, error) {
+	eps, err := s.ListTCPEndpoints()
+	if err != nil {
+		return TCPEndpoint{}, err
+	}
+	for _, e := range eps {
+		if e.Port == port {
+			return e, nil
+		}
+	}
+	return TCPEndpoint{}, ErrNotFound
+}
+
+// CreateTCPEndpoint reserves the lowest free port in [first,last] for alias.
+// Lookup and insert happen in one transaction, so two concurrent requests
+// can never receive the same port.
+func (s *Store) CreateTCPEndpoint(alias string, first, last int, now time.Time) (TCPEndpoint, error) {
+	var out TCPEndpoint
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketTCP).Get([]byte(alias)) != nil {
+			return ErrExists
+		}
+		eps, err := list[TCPEndpoint](tx, bucketTCP)
+		if err != nil {
+			return err
+		}
+		used := make(map[int]bool, len(eps))
+		for _, e := range eps {
+			used[e.Port] = true
+		}
+		for p := first; p <= last; p++ {
+			if !used[p] {
+				out = TCPEndpoint{Alias: alias, Port: p, CreatedAt: now}
+				return put(tx, bucketTCP, alias, out, false)
+			}
+		}
+		return ErrExhausted
+	})
+	return out, err
+}
+
+// HostKey returns the stored SSH host key (PEM), or ErrNotFound.
+func (s *Store) HostKey() ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(metaHostKey)
+		if v == nil {
+			return ErrNotFound
+		}
+		out = append([]byte(nil), v...)
+		return nil
+	})
+	return out, err
+}
+
+// SetHostKey stores the SSH host key (PEM).
+func (s *Store) SetHostKey(pemBytes []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaHostKey, pemBytes)
+	})
+}

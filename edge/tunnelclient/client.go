@@ -1,0 +1,338 @@
+// Package tunnelclient is the agent's side of the tunnel transport: it dials
+// tuna-edge over SSH with a key, pins the edge's host key, binds a public
+// address and hands out one net.Conn per public connection.
+package tunnelclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+)
+
+// acceptQueue bounds public connections waiting for Accept; beyond it the
+// edge is told to try later (its client sees a 502 or a closed socket).
+const acceptQueue = 256
+
+// Config says where and how to connect.
+type Config struct {
+	// Addr is the edge's SSH address, host:port (EdgeInfo.SSHAddr).
+	Addr string
+	// Key is a tunnel key or a tunnels:connect API key.
+	Key string
+	// HostKey is the edge's host key in authorized_keys form
+	// (EdgeInfo.SSHHostKey). Required: the edge is never trusted on first use.
+	HostKey string
+	// DialTimeout bounds TCP connect plus SSH handshake (default 15s).
+	DialTimeout time.Duration
+	// KeepaliveInterval and KeepaliveTimeout tune our keepalives (default
+	// 15s and 3 intervals); the session ends when the edge stops answering.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+}
+
+// Session is one connection to the edge.
+type Session struct {
+	cfg    Config
+	conn   ssh.Conn
+	queue  chan ssh.NewChannel
+	done   chan struct{}
+	closed chan struct{}
+
+	mu        sync.Mutex
+	err       error
+	term      *TerminatedError
+	closeOnce sync.Once
+}
+
+// Dial connects and authenticates. A refused login returns *AuthError whose
+// message carries the edge's reason.
+func Dial(ctx context.Context, cfg Config) (*Session, error) {
+	if cfg.HostKey == "" {
+		return nil, errors.New("tunnelclient: HostKey is required (take it from the edge API's ssh_host_key)")
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(cfg.HostKey))
+	if err != nil {
+		return nil, fmt.Errorf("tunnelclient: parsing HostKey: %w", err)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 15 * time.Second
+	}
+	if cfg.KeepaliveInterval <= 0 {
+		cfg.KeepaliveInterval = 15 * time.Second
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = 3 * cfg.KeepaliveInterval
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("tunnelclient: dialing edge %s: %w", cfg.Addr, err)
+	}
+	// The handshake has no context of its own: a deadline on the socket
+	// and closing it on cancel stand in for one.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	var banner strings.Builder
+	sc, chans, reqs, err := ssh.NewClientConn(raw, cfg.Addr, &ssh.ClientConfig{
+		User:            protocol.SSHUser,
+		Auth:            []ssh.AuthMethod{ssh.Password(cfg.Key)},
+		HostKeyCallback: ssh.FixedHostKey(pk),
+		BannerCallback: func(msg string) error {
+			banner.WriteString(msg)
+			return nil
+		},
+		ClientVersion: "SSH-2.0-tuna-agent",
+	})
+	if !stop() || err != nil {
+		_ = raw.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		if reason := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(banner.String()), "tuna-edge:")); reason != "" {
+			return nil, &AuthError{Reason: reason, Err: err}
+		}
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			return nil, &AuthError{Err: err}
+		}
+		return nil, fmt.Errorf("tunnelclient: SSH handshake with %s: %w", cfg.Addr, err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	s := &Session{
+		cfg: cfg, conn: sc,
+		queue:  make(chan ssh.NewChannel, acceptQueue),
+		done:   make(chan struct{}),
+		closed: make(chan struct{}),
+	}
+	go s.channels(chans)
+	go s.requests(reqs)
+	go s.keepalive()
+	go func() {
+		err := sc.Wait()
+		s.setErr(fmt.Errorf("tunnel connection to %s ended: %w", cfg.Addr, err))
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// setErr records the first cause of the session's end.
+func (s *Session) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *Session) channels(chans <-chan ssh.NewChannel) {
+	for nc := range chans {
+		if nc.ChannelType() != protocol.ForwardChannelType {
+			_ = nc.Reject(ssh.UnknownChannelType, "agents accept only "+protocol.ForwardChannelType)
+			continue
+		}
+		select {
+		case s.queue <- nc:
+		default:
+			_ = nc.Reject(ssh.ResourceShortage, "agent is not accepting connections fast enough")
+		}
+	}
+}
+
+func (s *Session) requests(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		switch req.Type {
+		case protocol.KeepaliveRequestType:
+			_ = req.Reply(true, nil)
+		case protocol.TerminateRequestType:
+			var t protocol.Terminate
+			_ = json.Unmarshal(req.Payload, &t)
+			s.mu.Lock()
+			if s.term == nil {
+				s.term = &TerminatedError{Code: t.Code, Reason: t.Reason}
+			}
+			s.mu.Unlock()
+			_ = req.Reply(true, nil)
+		default:
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		}
+	}
+}
+
+// keepalive ends the session when the edge stops answering, so a dead path
+// is noticed even when no traffic flows.
+func (s *Session) keepalive() {
+	t := time.NewTicker(s.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		res := make(chan error, 1)
+		go func() {
+			_, _, err := s.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
+			res <- err
+		}()
+		timer := time.NewTimer(s.cfg.KeepaliveTimeout)
+		select {
+		case <-res:
+		case <-s.done:
+		case <-timer.C:
+			s.setErr(fmt.Errorf("keepalive timeout: edge %s did not answer within %s", s.cfg.Addr, s.cfg.KeepaliveTimeout))
+			_ = s.conn.Close()
+		}
+		timer.Stop()
+	}
+}
+
+// Bind asks the edge to publish an address; a refusal is *BindError.
+func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.BindReply, error) {
+	type result struct {
+		ok      bool
+		payload []byte
+		err     error
+	}
+	r := make(chan result, 1)
+	go func() {
+		ok, payload, err := s.conn.SendRequest(protocol.BindRequestType, true, protocol.Marshal(req))
+		r <- result{ok, payload, err}
+	}()
+	var res result
+	select {
+	case res = <-r:
+	case <-ctx.Done():
+		return protocol.BindReply{}, ctx.Err()
+	}
+	if res.err != nil {
+		return protocol.BindReply{}, fmt.Errorf("tunnelclient: bind: %w", res.err)
+	}
+	if !res.ok {
+		var er protocol.ErrorReply
+		if err := json.Unmarshal(res.payload, &er); err != nil || er.Code == "" {
+			return protocol.BindReply{}, &BindError{Code: protocol.CodeInvalidRequest, Message: "bind refused without a reason"}
+		}
+		return protocol.BindReply{}, &BindError{Code: er.Code, Message: er.Error}
+	}
+	var reply protocol.BindReply
+	if err := json.Unmarshal(res.payload, &reply); err != nil {
+		return protocol.BindReply{}, fmt.Errorf("tunnelclient: decoding bind reply: %w", err)
+	}
+	return reply, nil
+}
+
+// Accept returns the next public connection.
+func (s *Session) Accept() (*Conn, error) { return s.accept(nil) }
+
+// accept waits for a connection until the session ends or stop closes.
+func (s *Session) accept(stop <-chan struct{}) (*Conn, error) {
+	for {
+		select {
+		case nc := <-s.queue:
+			var info protocol.ForwardInfo
+			_ = json.Unmarshal(nc.ExtraData(), &info)
+			ch, reqs, err := nc.Accept()
+			if err != nil {
+				continue // the edge gave up on this one
+			}
+			go ssh.DiscardRequests(reqs)
+			return &Conn{Conn: chanconn.New(ch, s.conn.LocalAddr(), remoteAddr(info.RemoteAddr)), info: info}, nil
+		case <-stop:
+			return nil, net.ErrClosed
+		case <-s.closed:
+			return nil, net.ErrClosed
+		case <-s.done:
+			return nil, s.Err()
+		}
+	}
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why the session ended: *TerminatedError when the edge said why,
+// otherwise the transport error. It is nil while the session is live.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term != nil {
+		return s.term
+	}
+	return s.err
+}
+
+// Close ends the session.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.setErr(errors.New("session closed by the agent"))
+		close(s.closed)
+	})
+	err := s.conn.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Listener adapts Accept to net.Listener, so an http.Server can serve the
+// tunnel. Closing it stops Accept, not the session.
+func (s *Session) Listener() net.Listener {
+	return &listener{s: s, closed: make(chan struct{})}
+}
+
+// Conn is one public connection.
+type Conn struct {
+	*chanconn.Conn
+	info protocol.ForwardInfo
+}
+
+// Info describes the public connection (client address, host, scheme).
+func (c *Conn) Info() protocol.ForwardInfo { return c.info }
+
+type listener struct {
+	s      *Session
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.s.accept(l.closed)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (l *listener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *listener) Addr() net.Addr { return l.s.conn.LocalAddr() }
+
+func remoteAddr(s string) net.Addr {
+	ra, err := net.ResolveTCPAddr("tcp", s)
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return ra
+}

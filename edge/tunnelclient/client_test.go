@@ -1,0 +1,116 @@
+package tunnelclient
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// silentEdge is a real SSH server on loopback that accepts any password and
+// then never answers a request: a hung edge.
+func silentEdge(t *testing.T) (addr, hostKey string) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PasswordCallback: func(ssh.ConnMetadata, []byte) (*ssh.Permissions, error) { return nil, nil }}
+	cfg.AddHostKey(signer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				sc, chans, _, err := ssh.NewServerConn(c, cfg)
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { _ = sc.Close() })
+				// Global requests are never read, so never answered.
+				for range chans {
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+}
+
+func TestKeepaliveTimeoutEndsSession(t *testing.T) {
+	addr, hk := silentEdge(t)
+	s, err := Dial(context.Background(), Config{
+		Addr: addr, Key: "k", HostKey: hk,
+		KeepaliveInterval: 50 * time.Millisecond, KeepaliveTimeout: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Err() != nil {
+		t.Fatal("Err() before the end")
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session survived a silent edge")
+	}
+	var te *TerminatedError
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "keepalive timeout") || errors.As(err, &te) {
+		t.Fatalf("Err() = %v, want a keepalive timeout", err)
+	}
+	if _, err := s.Accept(); err == nil {
+		t.Fatal("Accept after the end succeeded")
+	}
+}
+
+func TestDialValidatesConfig(t *testing.T) {
+	if _, err := Dial(context.Background(), Config{Addr: "127.0.0.1:1", Key: "k"}); err == nil || !strings.Contains(err.Error(), "HostKey is required") {
+		t.Fatalf("no host key: %v", err)
+	}
+	if _, err := Dial(context.Background(), Config{Addr: "127.0.0.1:1", Key: "k", HostKey: "junk"}); err == nil {
+		t.Fatal("junk host key accepted")
+	}
+}
+
+func TestListenerCloseStopsAccept(t *testing.T) {
+	addr, hk := silentEdge(t)
+	s, err := Dial(context.Background(), Config{Addr: addr, Key: "k", HostKey: hk, KeepaliveInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.Listener()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Accept()
+		done <- err
+	}()
+	_ = l.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Accept after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept did not return after Close")
+	}
+	select {
+	case <-s.Done():
+		t.Fatal("closing the listener ended the session")
+	default:
+	}
+}
