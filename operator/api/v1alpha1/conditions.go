@@ -1,0 +1,108 @@
+package v1alpha1
+
+// Condition types set in status.conditions of the operator's resources.
+const (
+	// ConditionReady is true when the resource does what it asks for: a
+	// Tunnel is connected and serving its public address, a Domain or a
+	// TCPEndpoint is reserved on the account. Every resource has it; its
+	// reason and message say what is missing when it is false.
+	ConditionReady = "Ready"
+
+	// ConditionKeyIssued is true on a Tunnel when the operator holds a
+	// temporary tunnel key for it on the edge (or, with
+	// spec.apiKeySecretRef, when the user's own key was read and accepted).
+	ConditionKeyIssued = "KeyIssued"
+)
+
+// Condition reasons. They are CamelCase, as metav1.Condition requires, and
+// appear in `kubectl get` (the Reason column) and `kubectl describe`.
+const (
+	// ReasonConnected: the tunnel is established and the public address in
+	// status.url serves traffic (Ready=True on a Tunnel).
+	ReasonConnected = "Connected"
+
+	// ReasonConnecting: the operator is opening the tunnel, or reconnecting
+	// it after the connection to the edge dropped.
+	ReasonConnecting = "Connecting"
+
+	// ReasonUpstreamRefused: spec.upstream.url is not allowed, e.g. it names
+	// an IP address, an external host, a Service of another namespace or an
+	// ExternalName Service while external upstreams are not allowed.
+	ReasonUpstreamRefused = "UpstreamRefused"
+
+	// ReasonUpstreamNotFound: the Service (or its named port) in
+	// spec.upstream.url does not exist in the Tunnel's namespace.
+	ReasonUpstreamNotFound = "UpstreamNotFound"
+
+	// ReasonKeyIssued: a temporary tunnel key was issued for the Tunnel, or
+	// its own key from spec.apiKeySecretRef was accepted (KeyIssued=True).
+	ReasonKeyIssued = "KeyIssued"
+
+	// ReasonKeyIssueFailed: the edge refused to issue a tunnel key; the
+	// message has the edge's answer. The operator retries with backoff.
+	ReasonKeyIssueFailed = "KeyIssueFailed"
+
+	// ReasonKeyPending: the Tunnel has no key yet; the operator is about to
+	// issue one.
+	ReasonKeyPending = "KeyPending"
+
+	// ReasonKeyRevoked: the Tunnel's key was revoked on the edge (by hand or
+	// because it expired); the operator issues a new one.
+	ReasonKeyRevoked = "KeyRevoked"
+
+	// ReasonEdgeUnreachable: the operator cannot reach the Tuna edge or API;
+	// it retries with backoff.
+	ReasonEdgeUnreachable = "EdgeUnreachable"
+
+	// ReasonAddressTaken: the subdomain, domain, port or alias belongs to
+	// someone else, or is already used by another tunnel.
+	ReasonAddressTaken = "AddressTaken"
+
+	// ReasonDomainNotReady: the Domain named by spec.domainRef does not exist
+	// or is not Ready yet.
+	ReasonDomainNotReady = "DomainNotReady"
+
+	// ReasonEndpointNotReady: the TCPEndpoint named by spec.portOrAlias does
+	// not exist or is not Ready yet.
+	ReasonEndpointNotReady = "EndpointNotReady"
+
+	// ReasonAPIKeyInvalid: the key in the Secret of spec.apiKeySecretRef is
+	// missing, unknown to the edge, or lacks the tunnels:connect scope (or
+	// the operator's own key lacks tunnels:write).
+	ReasonAPIKeyInvalid = "APIKeyInvalid"
+
+	// ReasonReserved: the Domain or TCPEndpoint was reserved on the account
+	// by the operator (Ready=True).
+	ReasonReserved = "Reserved"
+
+	// ReasonAdopted: the Domain or TCPEndpoint already existed on the account
+	// and was adopted; the operator will never delete it (Ready=True,
+	// status.adopted=true).
+	ReasonAdopted = "Adopted"
+
+	// ReasonDNSPending: the custom domain is reserved but its DNS records
+	// (status.dnsRecords) are not in place yet; the operator checks again
+	// every 5 minutes.
+	ReasonDNSPending = "DNSPending"
+
+	// ReasonReservationFailed: the edge refused the reservation; the message
+	// has the edge's answer.
+	ReasonReservationFailed = "ReservationFailed"
+
+	// ReasonInvalidSpec: the spec passed the API server's validation but the
+	// operator cannot use it; the message says what to change.
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// Finalizers the operator puts on its resources. A resource that carries one
+// is deleted only after the running operator has cleaned up on the edge.
+const (
+	// FinalizerTunnelKey is put on a Tunnel while it holds a temporary
+	// tunnel key; the operator revokes the key before removing it.
+	FinalizerTunnelKey = "k8s.tuna.am/tunnel-key"
+
+	// FinalizerReservation is put on a Domain or a TCPEndpoint; the operator
+	// releases the reservation (reclaimPolicy Delete, not adopted) before
+	// removing it.
+	FinalizerReservation = "k8s.tuna.am/reservation"
+)

@@ -1,0 +1,236 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TunnelProtocol is the kind of tunnel: http or tcp.
+// +kubebuilder:validation:Enum=http;tcp
+type TunnelProtocol string
+
+const (
+	// ProtocolHTTP publishes an HTTP(S) service on a public HTTPS address,
+	// https://<subdomain>.<base domain> or a reserved Domain.
+	ProtocolHTTP TunnelProtocol = "http"
+
+	// ProtocolTCP publishes a TCP service on a public host:port, a port
+	// reserved by a TCPEndpoint or on the account.
+	ProtocolTCP TunnelProtocol = "tcp"
+)
+
+// TunnelSpec is what to publish and where.
+//
+// protocol: http takes exactly one of subdomain or domainRef; protocol: tcp
+// takes portOrAlias. upstream.url names a Service of the Tunnel's namespace.
+//
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || has(self.subdomain) || has(self.domainRef)",message="protocol http needs a public name: set subdomain (e.g. my-app) or domainRef.name (a Domain in this namespace)",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!(has(self.subdomain) && has(self.domainRef))",message="set only one of subdomain or domainRef: remove one of them",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || !has(self.portOrAlias)",message="portOrAlias applies only to protocol tcp: remove it, or set protocol: tcp",fieldPath=".portOrAlias",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || !has(self.proxyProtocol)",message="proxyProtocol applies only to protocol tcp: remove it, or set protocol: tcp",fieldPath=".proxyProtocol",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || has(self.portOrAlias)",message="protocol tcp needs portOrAlias: the alias of a TCPEndpoint in this namespace (e.g. postgres) or a port reserved on the account",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || (!has(self.subdomain) && !has(self.domainRef))",message="subdomain and domainRef apply only to protocol http: remove them and use portOrAlias, or set protocol: http",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || self.upstream.url.startsWith('http://') || self.upstream.url.startsWith('https://')",message="protocol http needs an upstream.url that starts with http:// or https://, e.g. http://web:8080",fieldPath=".upstream.url"
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || self.upstream.url.startsWith('tcp://')",message="protocol tcp needs an upstream.url that starts with tcp://, e.g. tcp://postgres:5432",fieldPath=".upstream.url"
+type TunnelSpec struct {
+	// Protocol of the tunnel, required.
+	// "http" publishes an HTTP service on https://<subdomain>.<base domain>
+	// (subdomain) or on a reserved Domain (domainRef); "tcp" publishes a TCP
+	// service on a reserved host:port (portOrAlias).
+	// +required
+	Protocol TunnelProtocol `json:"protocol"`
+
+	// Subdomain of the edge's base domain to publish on, for protocol http
+	// only: "my-app" gives https://my-app.<base domain>, e.g.
+	// https://my-app.a.2na.am. A DNS label: lowercase letters, digits and
+	// '-', at most 63 characters. The subdomain must be free or reserved on
+	// the operator's account. Set either subdomain or domainRef.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="subdomain must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. my-app"
+	Subdomain string `json:"subdomain,omitempty"`
+
+	// DomainRef publishes the tunnel on a reserved domain, for protocol http
+	// only: the name of a Domain resource in the Tunnel's namespace (a
+	// permanent subdomain or your own domain). The tunnel connects once the
+	// Domain is Ready. Set either subdomain or domainRef.
+	// +optional
+	DomainRef *LocalDomainReference `json:"domainRef,omitempty"`
+
+	// PortOrAlias is the public TCP port, for protocol tcp only (required
+	// there): the alias of a TCPEndpoint in the Tunnel's namespace (e.g.
+	// "postgres"; the tunnel connects once it is Ready), or the number of a
+	// port already reserved on the account (e.g. "31337").
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="portOrAlias must be a TCPEndpoint alias (a DNS label, e.g. postgres) or a port number (e.g. 31337)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || (size(self) <= 5 && int(self) >= 1 && int(self) <= 65535)",message="portOrAlias is a number, so it must be a port between 1 and 65535"
+	PortOrAlias string `json:"portOrAlias,omitempty"`
+
+	// Upstream is where the operator sends the tunnel's traffic: a Service
+	// in the Tunnel's namespace. Required.
+	// +required
+	Upstream TunnelUpstream `json:"upstream"`
+
+	// APIKeySecretRef makes the tunnel use your own Tuna API key instead of a
+	// temporary key issued by the operator: the name of a Secret in the
+	// Tunnel's namespace whose key "api-key" holds an API key with the
+	// tunnels:connect scope. By default (unset) the operator issues a
+	// temporary key for this tunnel alone and revokes it when the Tunnel is
+	// deleted.
+	// +optional
+	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
+
+	// AllowCIDRs lets only clients from these networks reach the tunnel, e.g.
+	// ["203.0.113.0/24", "2001:db8::/32"]; write one address as
+	// 203.0.113.7/32. Empty (the default) allows every client. At most 64
+	// entries.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32; write one address as 203.0.113.7/32"
+	AllowCIDRs []string `json:"allowCIDRs,omitempty"`
+
+	// DenyCIDRs refuses clients from these networks, e.g. ["198.51.100.0/24"];
+	// write one address as 198.51.100.7/32. A client in both allowCIDRs and
+	// denyCIDRs is refused. Empty (the default) refuses no one. At most 64
+	// entries.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 198.51.100.0/24 or 2001:db8::/32; write one address as 198.51.100.7/32"
+	DenyCIDRs []string `json:"denyCIDRs,omitempty"`
+
+	// ProxyProtocol, for protocol tcp only: "v1" or "v2" makes the operator
+	// send a PROXY protocol header of that version at the start of each
+	// connection, so that the upstream sees the client's real address. The
+	// upstream must expect it. Unset (the default) sends none.
+	// +optional
+	// +kubebuilder:validation:Enum=v1;v2
+	ProxyProtocol string `json:"proxyProtocol,omitempty"`
+}
+
+// TunnelUpstream is the address the tunnel forwards to.
+// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('tcp://') || self.url.matches('^tcp://[^/?#@ ]+:[a-z0-9-]+$')",message="a tcp:// upstream.url is tcp://SERVICE:PORT with no path, e.g. tcp://postgres:5432",fieldPath=".url"
+type TunnelUpstream struct {
+	// URL of the upstream, required: SCHEME://SERVICE:PORT, where SERVICE is
+	// the name of a Service in the Tunnel's namespace and PORT its port
+	// number or port name. Examples: http://web:8080, http://web:http (named
+	// port), https://web:8443 (the Service speaks TLS), tcp://postgres:5432.
+	// The scheme is http:// or https:// for protocol http and tcp:// for
+	// protocol tcp. IP addresses, external hosts, Services of other
+	// namespaces and ExternalName Services are refused unless the operator
+	// is installed with agentManager.allowExternalUpstreams=true.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|tcp)://[^/?#@ ]+([/?#].*)?$')",message="upstream.url must be SCHEME://SERVICE:PORT with scheme http, https or tcp, e.g. http://web:8080, http://web:http or tcp://postgres:5432"
+	URL string `json:"url"`
+}
+
+// LocalDomainReference names a Domain in the same namespace.
+type LocalDomainReference struct {
+	// Name of the Domain resource in the Tunnel's namespace (metadata.name of
+	// the Domain, not the domain name itself), e.g. my-app.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// SecretKeyReference names a Secret in the same namespace that holds a Tuna
+// API key under the key "api-key".
+type SecretKeyReference struct {
+	// Name of the Secret in the Tunnel's namespace, e.g. team-tuna-api-key.
+	// Its key "api-key" must hold a Tuna API key with the tunnels:connect
+	// scope. The operator reads it with get only; create it with e.g.
+	// `kubectl create secret generic team-tuna-api-key --from-literal=api-key=...`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// TunnelStatus is what the operator observed; it is written by the operator
+// only.
+type TunnelStatus struct {
+	// URL is the public address of the tunnel once it is connected, e.g.
+	// https://my-app.a.2na.am for http or tcp://a.2na.am:31337 for tcp.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// KeyID is the ID of the temporary tunnel key the operator issued on the
+	// edge for this Tunnel (not the key itself, which is never stored in the
+	// cluster). Empty when spec.apiKeySecretRef is used.
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
+
+	// SessionID is the edge's ID of the current tunnel session; it changes
+	// on each reconnect.
+	// +optional
+	SessionID string `json:"sessionID,omitempty"`
+
+	// ObservedGeneration is the metadata.generation of the spec that this
+	// status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions of the Tunnel: Ready (connected and serving status.url) and
+	// KeyIssued (the tunnel key is in place). When one is False its reason
+	// and message say why, e.g. UpstreamNotFound or DomainNotReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// Tunnel publishes a Service of its namespace through a Tuna tunnel: an HTTP
+// service on a public HTTPS address (protocol http), or a TCP service on a
+// public host:port (protocol tcp). Traffic goes from the Tuna edge through
+// the operator's tunnels pod to the Service; the cluster needs no public IP
+// and no inbound ports. The public address appears in status.url and in
+// `kubectl get tunnel`. Each Tunnel gets its own temporary key, revoked when
+// the Tunnel is deleted.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=tun,categories=tuna
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.protocol`,description="http or tcp"
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,description="Public address of the tunnel"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the tunnel is connected"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the tunnel is or is not Ready"
+// +kubebuilder:printcolumn:name="Upstream",type=string,JSONPath=`.spec.upstream.url`,priority=1,description="Service the tunnel forwards to"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tunnel struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says what to publish and where. protocol http takes exactly one of
+	// subdomain or domainRef; protocol tcp takes portOrAlias (and optionally
+	// proxyProtocol). upstream.url names a Service in the Tunnel's namespace,
+	// e.g. http://web:8080 or tcp://postgres:5432.
+	// +required
+	Spec TunnelSpec `json:"spec"`
+
+	// Status is the tunnel's public address and state, written by the
+	// operator.
+	// +optional
+	Status TunnelStatus `json:"status,omitempty"`
+}
+
+// TunnelList is a list of Tunnels.
+// +kubebuilder:object:root=true
+type TunnelList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tunnel `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tunnel{}, &TunnelList{})
+}
