@@ -1,0 +1,86 @@
+// Command tuna-k8s-operator is the operator's single binary. Its two
+// subcommands are the two Deployments of the chart: `controller` (leader
+// elected, holds the operator's API key) and `agent` (runs the tunnels).
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := root().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
+		Use:           "tuna-k8s-operator",
+		Short:         "Publishes Kubernetes Services through Tuna tunnels",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+		},
+	}
+	cmd.AddCommand(controllerCmd(), agentCmd(), &cobra.Command{
+		Use: "version", Short: "Print the version",
+		Run: func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), version) },
+	})
+	return cmd
+}
+
+func commonFlags(cmd *cobra.Command, c *app.Common) {
+	f := cmd.Flags()
+	f.StringVar(&c.Namespace, "namespace", app.NamespaceFromEnv(), "the operator's namespace (default: $POD_NAMESPACE)")
+	f.BoolVar(&c.AllowExternalUpstreams, "allow-external-upstreams", false,
+		"allow upstreams outside the resource's namespace: IPs, external hosts, other namespaces, ExternalName Services")
+	f.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables it")
+	f.StringVar(&c.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
+}
+
+func controllerCmd() *cobra.Command {
+	var o app.ControllerOptions
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Reconcile Domains, TCPEndpoints and tunnel keys (leader elected)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.APIKey = os.Getenv("TUNA_API_KEY")
+			return app.RunController(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o)
+		},
+	}
+	commonFlags(cmd, &o.Common)
+	f := cmd.Flags()
+	f.StringVar(&o.EdgeAPIURL, "edge-api-url", os.Getenv("TUNA_EDGE_API_URL"), "the edge's control API URL (default: $TUNA_EDGE_API_URL)")
+	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge's key labels (default: UID of namespace kube-system)")
+	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
+	return cmd
+}
+
+func agentCmd() *cobra.Command {
+	var o app.AgentOptions
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run every tunnel and proxy traffic to Services",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return app.RunAgent(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o)
+		},
+	}
+	commonFlags(cmd, &o.Common)
+	f := cmd.Flags()
+	f.DurationVar(&o.KeepaliveInterval, "keepalive-interval", 15*time.Second, "how often to probe the edge session")
+	f.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "how long without an answer before reconnecting")
+	return cmd
+}

@@ -1,0 +1,94 @@
+// Package proxy carries public traffic that arrives over a tunnel to the
+// upstream Service: an HTTP reverse proxy for http tunnels and a byte pipe
+// for tcp tunnels. The upstream address is swapped atomically, so a changed
+// Service port takes effect on the next request without a reconnect and
+// without a lock on the request path.
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Upstream is where traffic goes: the address to dial and how to describe it.
+type Upstream struct {
+	// Scheme is http or https (http tunnels) or tcp.
+	Scheme string
+	// Addr is the host:port to dial (a ClusterIP and port).
+	Addr string
+	// Display is what the user wrote, for error messages ("web:8080").
+	Display string
+}
+
+// HTTP is a reverse proxy to a swappable upstream.
+type HTTP struct {
+	upstream atomic.Pointer[Upstream]
+	proxy    *httputil.ReverseProxy
+}
+
+// NewHTTP returns a proxy to u.
+func NewHTTP(u Upstream) *HTTP {
+	h := &HTTP{}
+	h.upstream.Store(&u)
+	transport := &http.Transport{
+		Proxy:                 nil, // never an environment proxy: dial the Service itself
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // long polls and streams are the backend's business
+		ForceAttemptHTTP2:     false,
+	}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite:       h.rewrite,
+		Transport:     transport,
+		FlushInterval: -1, // stream responses (SSE, chunked) as they come
+		ErrorHandler:  h.fail,
+	}
+	return h
+}
+
+// SetUpstream switches later requests to u.
+func (h *HTTP) SetUpstream(u Upstream) { h.upstream.Store(&u) }
+
+// Upstream returns the current upstream.
+func (h *HTTP) Upstream() Upstream { return *h.upstream.Load() }
+
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.proxy.ServeHTTP(w, r) }
+
+// rewrite sends the request to the upstream with the public Host header. The
+// edge has set X-Forwarded-For/Host/Proto from what it saw (and overwrote any
+// a client sent); ReverseProxy strips them from the outgoing request when
+// Rewrite is used, so they are carried over here unchanged.
+func (h *HTTP) rewrite(pr *httputil.ProxyRequest) {
+	u := h.upstream.Load()
+	pr.Out.URL.Scheme = u.Scheme
+	pr.Out.URL.Host = u.Addr
+	pr.Out.Host = pr.In.Host
+	for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if v := pr.In.Header.Values(k); len(v) > 0 {
+			pr.Out.Header[k] = v
+		}
+	}
+}
+
+// fail answers 502 with a message that names the upstream and the cause;
+// the tunnel itself stays up.
+func (h *HTTP) fail(w http.ResponseWriter, r *http.Request, err error) {
+	u := h.upstream.Load()
+	cause := err.Error()
+	switch {
+	case strings.Contains(cause, "connection refused"):
+		cause = "connection refused: is the Service's backend running?"
+	case strings.Contains(cause, "timeout"):
+		cause = "timed out"
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Tuna-Error", "upstream-unavailable")
+	w.WriteHeader(http.StatusBadGateway)
+	fmt.Fprintf(w, "tuna: upstream %s (%s) is not answering: %s\n", u.Display, u.Addr, cause)
+}

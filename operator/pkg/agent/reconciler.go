@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
+)
+
+// FieldOwner is the agent's field manager for status.
+const FieldOwner = "tuna-agent"
+
+// resync re-reads each tunnel's Service this often: the agent may only `get`
+// Services (R21), so it cannot watch them.
+const resync = 30 * time.Second
+
+// Reconciler runs and reports the tunnel of each Tunnel resource.
+type Reconciler struct {
+	// Client reads Tunnels from the cache and writes their status.
+	Client client.Client
+	// Reader reads Services and Secrets directly, with `get` only.
+	Reader    client.Reader
+	Namespace string // the operator's namespace, where key Secrets live
+	// AllowExternalUpstreams lifts the upstream policy (R18).
+	AllowExternalUpstreams bool
+	Registry               *Registry
+	Recorder               recorder.EventRecorder
+	// Edge tunes the transport (keepalives, timeouts); Addr, Key and
+	// HostKey come from each tunnel's key Secret.
+	Edge tunnelclient.Config
+}
+
+// SetupWithManager registers the reconciler: it follows Tunnels (spec and
+// the controller's status) and the state changes of running tunnels.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tunnel-agent").
+		For(&tunav1.Tunnel{}).
+		WatchesRawSource(source.Channel(r.Registry.events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile converges one tunnel and writes its Ready condition and url.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var tun tunav1.Tunnel
+	if err := r.Client.Get(ctx, req.NamespacedName, &tun); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Registry.Stop(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tun.DeletionTimestamp.IsZero() {
+		r.Registry.Stop(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+
+	up, err := r.resolve(ctx, &tun)
+	if err != nil {
+		var ref *upstream.Refusal
+		if !errors.As(err, &ref) {
+			return reconcile.Result{}, err
+		}
+		r.Registry.Stop(req.NamespacedName)
+		// A missing Service may appear later; poll, since we cannot watch.
+		return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
+	}
+
+	cfg, pending, err := r.connection(ctx, &tun)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pending != nil {
+		r.Registry.Stop(req.NamespacedName)
+		return reconcile.Result{}, r.report(ctx, &tun, *pending)
+	}
+	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
+	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, t.State())
+}
+
+// resolve applies the upstream policy and finds the address to dial.
+func (r *Reconciler) resolve(ctx context.Context, tun *tunav1.Tunnel) (proxy.Upstream, error) {
+	target, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams)
+	if err != nil {
+		return proxy.Upstream{}, err
+	}
+	addr, err := upstream.Resolve(ctx, r.Reader, tun.Namespace, target, r.AllowExternalUpstreams)
+	if err != nil {
+		return proxy.Upstream{}, err
+	}
+	return proxy.Upstream{Scheme: target.Scheme, Addr: addr, Display: target.Host + ":" + target.PortString()}, nil
+}
+
+// connection reads the tunnel's key from its Secret. It returns a pending
+// state instead when the controller has not issued a usable key (yet).
+func (r *Reconciler) connection(ctx context.Context, tun *tunav1.Tunnel) (session.Config, *session.State, error) {
+	issued := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued)
+	if issued == nil {
+		st := notReady(tunav1.ReasonKeyPending, "waiting for the operator's controller to issue a tunnel key")
+		return session.Config{}, &st, nil
+	}
+	if issued.Status != metav1.ConditionTrue {
+		st := notReady(issued.Reason, issued.Message)
+		return session.Config{}, &st, nil
+	}
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: r.Namespace, Name: keysecret.Name("Tunnel", tun.UID)}
+	if err := r.Reader.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			st := notReady(tunav1.ReasonKeyPending, "waiting for the tunnel key Secret "+key.String())
+			return session.Config{}, &st, nil
+		}
+		return session.Config{}, nil, fmt.Errorf("reading key Secret %s: %w", key, err)
+	}
+	c := keysecret.Read(&secret)
+	if c.KeyID != tun.Status.KeyID {
+		st := notReady(tunav1.ReasonKeyPending, "waiting for the new tunnel key to be handed over")
+		return session.Config{}, &st, nil
+	}
+	edge := r.Edge
+	edge.Addr, edge.Key, edge.HostKey = c.SSHAddr, c.TunnelKey, c.HostKey
+	return session.Config{Edge: edge, Bind: bindRequest(tun)}, nil, nil
+}
+
+func bindRequest(tun *tunav1.Tunnel) protocol.BindRequest {
+	b := protocol.BindRequest{
+		Protocol:      string(tun.Spec.Protocol),
+		AllowCIDRs:    tun.Spec.AllowCIDRs,
+		DenyCIDRs:     tun.Spec.DenyCIDRs,
+		ProxyProtocol: tun.Spec.ProxyProtocol,
+	}
+	if tun.Spec.Protocol == tunav1.ProtocolTCP {
+		b.Alias = tun.Spec.PortOrAlias
+	} else {
+		b.Subdomain = tun.Spec.Subdomain
+	}
+	return b
+}
+
+func notReady(reason, msg string) session.State {
+	return session.State{Phase: session.PhaseConnecting, Reason: reason, Message: msg}
+}
+
+// report writes Ready, url and sessionID, and records an event when Ready
+// changes: one event per transition, never one per resync.
+func (r *Reconciler) report(ctx context.Context, tun *tunav1.Tunnel, st session.State) error {
+	condStatus := metav1.ConditionFalse
+	if st.Phase == session.PhaseConnected {
+		condStatus = metav1.ConditionTrue
+	}
+	cond := status.Condition(tun.Status.Conditions, tunav1.ConditionReady, condStatus, st.Reason, st.Message, tun.Generation)
+	old := status.Find(tun.Status.Conditions, tunav1.ConditionReady)
+	if status.Same(old, cond) && tun.Status.URL == st.URL && tun.Status.SessionID == st.SessionID &&
+		tun.Status.ObservedGeneration == tun.Generation {
+		return nil
+	}
+	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), FieldOwner, status.Fields{
+		Conditions: []metav1.Condition{cond},
+		Values:     map[string]any{"url": st.URL, "sessionID": st.SessionID, "observedGeneration": tun.Generation},
+	})
+	if err != nil {
+		return err
+	}
+	if old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
+		if condStatus == metav1.ConditionTrue {
+			r.Recorder.Eventf(tun, nil, corev1.EventTypeNormal, st.Reason, "Connect", "Tunnel connected at %s", st.URL)
+		} else if st.Reason != tunav1.ReasonKeyPending && st.Reason != tunav1.ReasonConnecting {
+			r.Recorder.Eventf(tun, nil, corev1.EventTypeWarning, st.Reason, "Connect", "%s", st.Message)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+// Package session runs one tunnel in the agent: it dials the edge, binds the
+// tunnel's address, serves forwarded connections through the proxy, and
+// reconnects with backoff and jitter when the session ends. It reports state
+// changes through a callback so the agent's reconciler can write status.
+package session
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+)
+
+// Config is what identifies a tunnel's connection: a change of any field
+// needs a new session. Upstream changes do not; see Tunnel.SetUpstream.
+type Config struct {
+	Edge tunnelclient.Config
+	Bind protocol.BindRequest
+}
+
+// Phase of a tunnel.
+type Phase string
+
+const (
+	PhaseConnecting Phase = "Connecting"
+	PhaseConnected  Phase = "Connected"
+)
+
+// State is a tunnel's observable state.
+type State struct {
+	Phase     Phase
+	URL       string
+	SessionID string
+	// Reason is a condition reason (CamelCase) and Message explains it;
+	// set while not connected after a failure.
+	Reason  string
+	Message string
+}
+
+// Backoff bounds the reconnect delay.
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// DefaultBackoff reconnects fast after a blip and settles at 30s.
+var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
+
+// Tunnel is one running tunnel.
+type Tunnel struct {
+	cfg      Config
+	http     *proxy.HTTP
+	upstream *proxy.Upstream // tcp: read under mu
+	notify   func()
+	log      logr.Logger
+	backoff  Backoff
+	hooks    Hooks
+
+	mu    sync.Mutex
+	state State
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Hooks observe a tunnel for metrics; nil fields are skipped.
+type Hooks struct {
+	Connected    func()
+	Disconnected func()
+	Attempt      func(reconnect bool)
+}
+
+// Start runs a tunnel until Stop. notify is called (without locks held)
+// whenever State changes.
+func Start(cfg Config, up proxy.Upstream, backoff Backoff, hooks Hooks, log logr.Logger, notify func()) *Tunnel {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Tunnel{
+		cfg: cfg, notify: notify, log: log, backoff: backoff, hooks: hooks,
+		state:  State{Phase: PhaseConnecting, Reason: "Connecting", Message: "connecting to the edge"},
+		cancel: cancel, done: make(chan struct{}),
+	}
+	if cfg.Bind.Protocol == protocol.ProtocolHTTP {
+		t.http = proxy.NewHTTP(up)
+	} else {
+		u := up
+		t.upstream = &u
+	}
+	go t.run(ctx)
+	return t
+}
+
+// Config returns the connection config the tunnel runs with.
+func (t *Tunnel) Config() Config { return t.cfg }
+
+// SetUpstream switches traffic to a new upstream without reconnecting.
+func (t *Tunnel) SetUpstream(u proxy.Upstream) {
+	if t.http != nil {
+		t.http.SetUpstream(u)
+		return
+	}
+	t.mu.Lock()
+	t.upstream = &u
+	t.mu.Unlock()
+}
+
+// State returns the current state.
+func (t *Tunnel) State() State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state
+}
+
+// Stop ends the tunnel and waits for it to finish.
+func (t *Tunnel) Stop() {
+	t.cancel()
+	<-t.done
+}
+
+func (t *Tunnel) setState(s State) {
+	t.mu.Lock()
+	changed := !reflect.DeepEqual(t.state, s)
+	t.state = s
+	t.mu.Unlock()
+	if changed && t.notify != nil {
+		t.notify()
+	}
+}
+
+func (t *Tunnel) run(ctx context.Context) {
+	defer close(t.done)
+	delay := t.backoff.Initial
+	for attempt := 0; ; attempt++ {
+		if t.hooks.Attempt != nil {
+			t.hooks.Attempt(attempt > 0)
+		}
+		connectedFor, err := t.once(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		reason, msg := classify(err)
+		t.setState(State{Phase: PhaseConnecting, Reason: reason, Message: msg})
+		t.log.Info("tunnel session ended, reconnecting", "reason", reason, "error", msg)
+		if connectedFor > time.Minute {
+			delay = t.backoff.Initial // a long healthy session: this is a fresh blip
+		}
+		// Full jitter in [delay/2, delay): many tunnels after an edge restart
+		// must not reconnect in lockstep.
+		wait := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		delay = min(delay*2, t.backoff.Max)
+	}
+}
+
+// once runs one session: dial, bind, serve until it ends. It returns how long
+// the tunnel was connected and why it ended.
+func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
+	s, err := tunnelclient.Dial(ctx, t.cfg.Edge)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	reply, err := s.Bind(ctx, t.cfg.Bind)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	t.setState(State{Phase: PhaseConnected, URL: reply.URL, SessionID: reply.SessionID, Reason: "Connected",
+		Message: "the tunnel is connected and serving " + reply.URL})
+	if t.hooks.Connected != nil {
+		t.hooks.Connected()
+	}
+	defer func() {
+		if t.hooks.Disconnected != nil {
+			t.hooks.Disconnected()
+		}
+	}()
+
+	if t.http != nil {
+		srv := &http.Server{Handler: t.http, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = srv.Serve(s.Listener()) }()
+		defer srv.Close()
+	} else {
+		go t.serveTCP(s)
+	}
+	select {
+	case <-ctx.Done():
+		return time.Since(start), ctx.Err()
+	case <-s.Done():
+		return time.Since(start), s.Err()
+	}
+}
+
+func (t *Tunnel) serveTCP(s *tunnelclient.Session) {
+	for {
+		conn, err := s.Accept()
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		addr := t.upstream.Addr
+		t.mu.Unlock()
+		go func() {
+			if err := proxy.PipeTCP(conn, addr); err != nil {
+				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
+			}
+		}()
+	}
+}
+
+// classify maps why a session ended to a condition reason and a message
+// that tells the user what to do.
+func classify(err error) (reason, message string) {
+	var term *tunnelclient.TerminatedError
+	var bind *tunnelclient.BindError
+	var auth *tunnelclient.AuthError
+	switch {
+	case err == nil:
+		return "Connecting", "the session ended; reconnecting"
+	case errors.As(err, &term):
+		if term.Code == protocol.CodeKeyRevoked {
+			return "KeyRevoked", "the edge revoked this tunnel's key: " + term.Reason
+		}
+		return "EdgeUnreachable", "the edge ended the session (" + term.Code + "): " + term.Reason + "; reconnecting"
+	case errors.As(err, &bind):
+		switch bind.Code {
+		case protocol.CodeAddressTaken:
+			return "AddressTaken", bind.Message + ": another tunnel holds this address; choose another or stop the other tunnel"
+		case protocol.CodeAddressNotFound:
+			return "EndpointNotReady", bind.Message
+		case protocol.CodeForbidden:
+			return "APIKeyInvalid", bind.Message
+		}
+		return "EdgeUnreachable", "the edge refused the bind: " + bind.Message
+	case errors.As(err, &auth):
+		if strings.Contains(auth.Error(), "revoked") {
+			return "KeyRevoked", "the edge refused the tunnel's key: " + auth.Error()
+		}
+		return "APIKeyInvalid", "the edge refused the tunnel's key: " + auth.Error()
+	}
+	return "EdgeUnreachable", "cannot reach the edge: " + err.Error() + "; retrying with backoff"
+}

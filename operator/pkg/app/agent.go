@@ -1,0 +1,60 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+)
+
+// AgentOptions configure the agent (tunnels) component.
+type AgentOptions struct {
+	Common
+	// KeepaliveInterval and KeepaliveTimeout tune the tunnel transport.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// Backoff bounds reconnect delays; zero: session.DefaultBackoff.
+	Backoff session.Backoff
+}
+
+// RunAgent runs the agent until ctx ends, then closes every tunnel.
+func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
+	// One replica and no leader election: the Deployment uses Recreate, and
+	// a lease would only delay tunnels after an upgrade.
+	mgr, err := newManager(cfg, o.Common, false, "")
+	if err != nil {
+		return err
+	}
+	if o.Backoff.Initial == 0 {
+		o.Backoff = session.DefaultBackoff
+	}
+	log := ctrl.Log.WithName("agent")
+	reg := agent.NewRegistry(log, o.Backoff, session.Hooks{
+		Connected:    metrics.TunnelsConnected.Inc,
+		Disconnected: metrics.TunnelsConnected.Dec,
+		Attempt: func(reconnect bool) {
+			kind := "first"
+			if reconnect {
+				kind = "reconnect"
+			}
+			metrics.TunnelConnects.WithLabelValues(kind).Inc()
+		},
+	})
+	defer reg.StopAll()
+	r := &agent.Reconciler{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
+		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
+		Recorder: mgr.GetEventRecorder("tuna-agent"),
+		Edge:     tunnelclient.Config{KeepaliveInterval: o.KeepaliveInterval, KeepaliveTimeout: o.KeepaliveTimeout},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the tunnel agent: %w", err)
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+)
+
+// ControllerOptions configure the controller component.
+type ControllerOptions struct {
+	Common
+	// EdgeAPIURL is the edge's control API, e.g. https://edge.example:8443.
+	EdgeAPIURL string
+	// APIKey is the operator's key (tunnels:write); it can never start a tunnel.
+	APIKey string
+	// ClusterID labels the keys this cluster issues; empty: the UID of the
+	// kube-system namespace.
+	ClusterID      string
+	LeaderElection bool
+}
+
+// RunController runs the controller until ctx ends.
+func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) error {
+	if o.EdgeAPIURL == "" {
+		return fmt.Errorf("the edge API URL is not set: pass --edge-api-url")
+	}
+	if o.APIKey == "" {
+		return fmt.Errorf("the operator's API key is not set: set TUNA_API_KEY (chart: credentials.apiKey, credentials.existingSecret or extraEnv)")
+	}
+	mgr, err := newManager(cfg, o.Common, o.LeaderElection, "tuna-controller.k8s.tuna.am")
+	if err != nil {
+		return err
+	}
+	if o.ClusterID == "" {
+		if o.ClusterID, err = clusterID(ctx, mgr.GetAPIReader()); err != nil {
+			return err
+		}
+	}
+	api := edgeclient.New(o.EdgeAPIURL, o.APIKey)
+	keys := &tunnelkey.Reconciler{
+		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,
+		AllowExternalUpstreams: o.AllowExternalUpstreams,
+		Hooks:                  tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
+	}
+	if err := keys.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the tunnel key controller: %w", err)
+	}
+	return mgr.Start(ctx)
+}

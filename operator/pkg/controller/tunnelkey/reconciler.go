@@ -1,0 +1,260 @@
+// Package tunnelkey is the controller's Tunnel reconciler. For each Tunnel it
+// holds exactly one ephemeral tunnel key on the edge, bound to the tunnel's
+// protocol and address, and hands it to the agent through a Secret in the
+// operator's namespace. Deleting the Tunnel revokes the key (finalizer), so
+// its address stops answering at once.
+package tunnelkey
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
+)
+
+// FieldOwner is the controller's field manager for status and Secrets.
+const FieldOwner = "tuna-controller"
+
+// Reconciler issues and revokes tunnel keys.
+type Reconciler struct {
+	Client    ctrl.Client
+	Edge      edgeapi.TunnelKeys
+	Namespace string // the operator's namespace, where key Secrets live
+	ClusterID string
+	// AllowExternalUpstreams mirrors the agent's setting, so that the
+	// controller issues no key for an upstream the agent would refuse.
+	AllowExternalUpstreams bool
+	Hooks                  Hooks
+
+	// info caches the edge's facts (base domain, SSH address, host key).
+	infoMu sync.Mutex
+	info   *edgeclient.EdgeInfo
+}
+
+// edgeInfo returns the edge's facts, fetched once and kept: they change
+// only when the edge is reconfigured, and then the agent's pinned host key
+// fails loudly anyway.
+func (r *Reconciler) edgeInfo(ctx context.Context) (*edgeclient.EdgeInfo, error) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	if r.info != nil {
+		return r.info, nil
+	}
+	info, err := r.Edge.Edge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.info = info
+	return info, nil
+}
+
+// sameAddress reports whether a key's stored address is the wanted one: the
+// edge stores a subdomain label expanded under its base domain.
+func (r *Reconciler) sameAddress(ctx context.Context, have, want string) bool {
+	if have == want {
+		return true
+	}
+	info, err := r.edgeInfo(ctx)
+	return err == nil && !strings.Contains(want, ".") && have == want+"."+info.BaseDomain
+}
+
+// Hooks observe key operations for metrics; nil fields are skipped.
+type Hooks struct {
+	Issued  func()
+	Revoked func()
+}
+
+// Reconcile converges one Tunnel's key.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var tun tunav1.Tunnel
+	if err := r.Client.Get(ctx, req.NamespacedName, &tun); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if !tun.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.finalize(ctx, &tun)
+	}
+	if controllerutil.AddFinalizer(&tun, tunav1.FinalizerTunnelKey) {
+		if err := r.Client.Update(ctx, &tun); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	want, refusal := r.desiredKey(&tun)
+	if refusal != nil {
+		// No key for a spec the agent would refuse: revoke any old one.
+		if err := r.revokeAll(ctx, &tun, ""); err != nil {
+			return r.edgeFailed(ctx, &tun, err)
+		}
+		return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionFalse, refusal.Reason, refusal.Message, "")
+	}
+
+	keys, err := r.Edge.ListTunnelKeys(ctx, r.ownerLabels(&tun))
+	if err != nil {
+		return r.edgeFailed(ctx, &tun, err)
+	}
+	for _, k := range keys {
+		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && r.sameAddress(ctx, k.Address, want.Address) {
+			// The key the agent holds still fits; drop any strays (a crash
+			// between issuing and recording a key leaves one behind).
+			if err := r.revokeAll(ctx, &tun, k.ID); err != nil {
+				return r.edgeFailed(ctx, &tun, err)
+			}
+			return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+				"a temporary tunnel key is issued for "+describe(want), k.ID)
+		}
+	}
+	return r.issue(ctx, &tun, want)
+}
+
+// desiredKey is the key the tunnel needs, or why it gets none.
+func (r *Reconciler) desiredKey(tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey, *upstream.Refusal) {
+	if _, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams); err != nil {
+		if ref, ok := err.(*upstream.Refusal); ok {
+			return edgeclient.CreateTunnelKey{}, ref
+		}
+		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}
+	}
+	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun)}
+	switch {
+	case tun.Spec.Protocol == tunav1.ProtocolTCP:
+		want.Address = tun.Spec.PortOrAlias
+	case tun.Spec.Subdomain != "":
+		want.Address = tun.Spec.Subdomain
+	case tun.Spec.DomainRef != nil:
+		return want, &upstream.Refusal{Reason: tunav1.ReasonDomainNotReady,
+			Message: fmt.Sprintf("Domain %q is not supported by this version yet", tun.Spec.DomainRef.Name)}
+	}
+	return want, nil
+}
+
+func (r *Reconciler) ownerLabels(tun *tunav1.Tunnel) map[string]string {
+	return map[string]string{
+		edgeapi.LabelCluster:   r.ClusterID,
+		edgeapi.LabelKind:      "Tunnel",
+		edgeapi.LabelNamespace: tun.Namespace,
+		edgeapi.LabelName:      tun.Name,
+		edgeapi.LabelUID:       string(tun.UID),
+	}
+}
+
+// issue revokes whatever keys the tunnel had, issues a new one, and hands
+// it to the agent. The Secret is written before status names the key, so a
+// keyID in status always has its Secret.
+func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey) (reconcile.Result, error) {
+	if err := r.revokeAll(ctx, tun, ""); err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
+	info, err := r.edgeInfo(ctx)
+	if err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
+	key, err := r.Edge.CreateTunnelKey(ctx, want)
+	if err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
+	if r.Hooks.Issued != nil {
+		r.Hooks.Issued()
+	}
+	secret := keysecret.Apply(r.Namespace, "Tunnel", tun, keysecret.Contents{
+		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
+	})
+	if err := r.Client.Apply(ctx, secret, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
+	}
+	log.FromContext(ctx).Info("issued tunnel key", "keyID", key.ID, "address", want.Address)
+	return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+		"a temporary tunnel key is issued for "+describe(want), key.ID)
+}
+
+// revokeAll revokes the tunnel's keys except keep.
+func (r *Reconciler) revokeAll(ctx context.Context, tun *tunav1.Tunnel, keep string) error {
+	keys, err := r.Edge.ListTunnelKeys(ctx, r.ownerLabels(tun))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID == keep {
+			continue
+		}
+		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !edgeclient.IsNotFound(err) {
+			return err
+		}
+		if r.Hooks.Revoked != nil {
+			r.Hooks.Revoked()
+		}
+		log.FromContext(ctx).Info("revoked tunnel key", "keyID", k.ID)
+	}
+	return nil
+}
+
+// finalize revokes the key and removes its Secret, then lets the Tunnel go.
+func (r *Reconciler) finalize(ctx context.Context, tun *tunav1.Tunnel) error {
+	if !controllerutil.ContainsFinalizer(tun, tunav1.FinalizerTunnelKey) {
+		return nil
+	}
+	if err := r.revokeAll(ctx, tun, ""); err != nil {
+		return fmt.Errorf("revoking the keys of Tunnel %s/%s: %w", tun.Namespace, tun.Name, err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: keysecret.Name("Tunnel", tun.UID)}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
+	}
+	controllerutil.RemoveFinalizer(tun, tunav1.FinalizerTunnelKey)
+	if err := r.Client.Update(ctx, tun); err != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// edgeFailed records an edge API failure. Transient failures back off
+// (honouring Retry-After); the others wait for a change of spec.
+func (r *Reconciler) edgeFailed(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
+	transient, after := edgeapi.Transient(err)
+	reason := tunav1.ReasonKeyIssueFailed
+	if transient {
+		reason = tunav1.ReasonEdgeUnreachable
+	}
+	if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), tun.Status.KeyID); serr != nil {
+		return reconcile.Result{}, serr
+	}
+	switch {
+	case !transient:
+		log.FromContext(ctx).Info("edge refused the tunnel key; waiting for a spec change", "error", err.Error())
+		return reconcile.Result{}, nil
+	case after > 0:
+		return reconcile.Result{RequeueAfter: after}, nil
+	}
+	return reconcile.Result{}, err // the workqueue's rate limiter backs off
+}
+
+func (r *Reconciler) setKeyIssued(ctx context.Context, tun *tunav1.Tunnel, st metav1.ConditionStatus, reason, msg, keyID string) error {
+	cond := status.Condition(tun.Status.Conditions, tunav1.ConditionKeyIssued, st, reason, msg, tun.Generation)
+	if status.Same(status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued), cond) && tun.Status.KeyID == keyID {
+		return nil
+	}
+	return status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), types.NamespacedName{Namespace: tun.Namespace, Name: tun.Name},
+		FieldOwner, status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{"keyID": keyID}})
+}
+
+func describe(k edgeclient.CreateTunnelKey) string {
+	if k.Address == "" {
+		return k.Protocol
+	}
+	return k.Protocol + " " + k.Address
+}

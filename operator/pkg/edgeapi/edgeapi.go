@@ -1,0 +1,72 @@
+// Package edgeapi is the operator's view of the tuna-edge control API: a
+// small interface (so reconcilers can be unit-tested against a fake) and the
+// mapping of API errors to requeue rules. 5xx and 429 are transient and back
+// off, honouring Retry-After; other 4xx need a change of spec and surface as
+// a condition without a hot loop.
+package edgeapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// TunnelKeys is what the controller needs to manage per-tunnel keys.
+type TunnelKeys interface {
+	Edge(ctx context.Context) (*client.EdgeInfo, error)
+	CreateTunnelKey(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error)
+	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error)
+	RevokeTunnelKey(ctx context.Context, id string) error
+}
+
+// Reservations is what the Domain and TCPEndpoint reconcilers need.
+type Reservations interface {
+	CreateDomain(ctx context.Context, in client.CreateDomain) (*client.Domain, error)
+	GetDomain(ctx context.Context, name string) (*client.Domain, error)
+	VerifyDomain(ctx context.Context, name string) (*client.Domain, error)
+	DeleteDomain(ctx context.Context, name string) error
+	CreateTCPEndpoint(ctx context.Context, in client.CreateTCPEndpoint) (*client.TCPEndpoint, error)
+	GetTCPEndpoint(ctx context.Context, alias string) (*client.TCPEndpoint, error)
+	DeleteTCPEndpoint(ctx context.Context, alias string) error
+}
+
+// API is the whole surface the operator uses.
+type API interface {
+	TunnelKeys
+	Reservations
+	WhoAmI(ctx context.Context) (*client.WhoAmI, error)
+}
+
+var _ API = (*client.Client)(nil)
+
+// Labels the operator puts on every tunnel key it issues, so it can find the
+// keys of one resource and never touch another cluster's keys.
+const (
+	LabelCluster   = "k8s.tuna.am/cluster"
+	LabelKind      = "k8s.tuna.am/kind"
+	LabelNamespace = "k8s.tuna.am/namespace"
+	LabelName      = "k8s.tuna.am/name"
+	LabelUID       = "k8s.tuna.am/uid"
+)
+
+// Transient reports whether err may pass without a change of input (network
+// errors, 5xx, 429), and how long the server asked to wait (0: use backoff).
+func Transient(err error) (bool, time.Duration) {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Retryable(), ae.RetryAfter
+	}
+	// Not an API answer at all: the edge could not be reached.
+	return err != nil, 0
+}
+
+// Message is a user-facing summary of an API error.
+func Message(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Message + " (" + ae.Code + ")"
+	}
+	return err.Error()
+}

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+const wait = 30 * time.Second
+
+var nsCounter atomic.Int32
+
+// namespace creates a fresh namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("e2e-%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-")
+	_, err := env.cp.Namespace(context.Background(), name)
+	require.NoError(t, err)
+	return name
+}
+
+// echoService creates a Service and an echo backend on its ClusterIP for
+// each port; backend names are "<service>-<port>".
+func echoService(t *testing.T, ns, name string, ports ...harness.ServicePort) {
+	t.Helper()
+	svc, err := harness.CreateService(context.Background(), env.cp.Client, ns, name, ports...)
+	require.NoError(t, err)
+	for _, p := range svc.Spec.Ports {
+		b, err := harness.ServeEcho(fmt.Sprintf("%s-%d", name, p.Port), svc.Spec.ClusterIP, p.Port)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close() })
+	}
+}
+
+func httpTunnel(ns, name, subdomain, upstream string) *tunav1.Tunnel {
+	return &tunav1.Tunnel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: tunav1.TunnelSpec{
+			Protocol: tunav1.ProtocolHTTP, Subdomain: subdomain,
+			Upstream: tunav1.TunnelUpstream{URL: upstream},
+		},
+	}
+}
+
+// waitReady waits until the Tunnel's Ready condition has the given status
+// and reason, and returns the Tunnel.
+func waitReady(t *testing.T, key types.NamespacedName, want metav1.ConditionStatus, reason string) *tunav1.Tunnel {
+	t.Helper()
+	var tun tunav1.Tunnel
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.cp.Client.Get(context.Background(), key, &tun))
+		cond := status.Find(tun.Status.Conditions, tunav1.ConditionReady)
+		require.NotNil(c, cond, "no Ready condition yet")
+		require.Equal(c, []any{want, reason, tun.Generation}, []any{cond.Status, cond.Reason, cond.ObservedGeneration},
+			"Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+	}, wait, 50*time.Millisecond, "Tunnel %s never became Ready=%s %s", key, want, reason)
+	return &tun
+}
+
+// publicClient sends requests to the edge's public HTTP listener whatever
+// the URL's host, as DNS for *.tuna.localhost would.
+func publicClient() *http.Client {
+	addr := env.edge.HTTPAddr()
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+			DisableKeepAlives: true,
+		},
+	}
+}
+
+// get fetches url through the edge and returns the status and body.
+func get(t *testing.T, url string, header ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := publicClient().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, body
+}
+
+// getEcho fetches url and decodes the echo backend's answer.
+func getEcho(t *testing.T, url string, header ...string) harness.Echo {
+	t.Helper()
+	code, body := get(t, url, header...)
+	require.Equal(t, http.StatusOK, code, "body: %s", body)
+	var e harness.Echo
+	require.NoError(t, json.Unmarshal(body, &e), "body: %s", body)
+	return e
+}
+
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}

@@ -1,0 +1,116 @@
+// Package harness starts the real parts the end-to-end tests and the demo
+// run on: etcd and kube-apiserver built from pinned modules, the tuna edge
+// on loopback, the operator's controller and agent, and backends listening
+// on Services' ClusterIPs.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+)
+
+// ServiceCIDR is the apiserver's service range: inside 127.0.0.0/8, so every
+// ClusterIP is a loopback address a test backend can listen on and the agent
+// dials exactly as it would in a cluster.
+const ServiceCIDR = "127.1.0.0/16"
+
+// RepoRoot is the repository's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Tools builds (or finds cached) kube-apiserver and etcd and returns their
+// folder. Progress goes to stderr.
+func Tools() (string, error) {
+	if dir := os.Getenv("TUNA_TEST_BINARIES"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "tests", "tools", "build.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building kube-apiserver and etcd (tests/tools/build.sh): %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// ControlPlane is a running etcd and kube-apiserver with the CRDs installed.
+type ControlPlane struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+	Client client.Client
+}
+
+// StartControlPlane starts etcd and kube-apiserver and installs crds/.
+func StartControlPlane() (*ControlPlane, error) {
+	bin, err := Tools()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: bin,
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	api.Configure().Set("service-cluster-ip-range", ServiceCIDR)
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return &ControlPlane{Env: env, Config: cfg, Client: c}, nil
+}
+
+// Stop stops the apiserver and etcd.
+func (cp *ControlPlane) Stop() error { return cp.Env.Stop() }
+
+// WriteKubeconfig writes a kubeconfig for kubectl to path.
+func (cp *ControlPlane) WriteKubeconfig(path string) error {
+	user, err := cp.Env.ControlPlane.AddUser(envtestAdmin, nil)
+	if err != nil {
+		return fmt.Errorf("creating a kubectl user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("rendering kubeconfig: %w", err)
+	}
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		return err
+	}
+	renameContext(cfg, "tuna-demo")
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Namespace creates a namespace and returns its name.
+func (cp *ControlPlane) Namespace(ctx context.Context, name string) (string, error) {
+	return name, createNamespace(ctx, cp.Client, name)
+}
+
+func renameContext(cfg *clientcmdapi.Config, name string) {
+	for old, ctx := range cfg.Contexts {
+		delete(cfg.Contexts, old)
+		cfg.Contexts[name] = ctx
+	}
+	cfg.CurrentContext = name
+}
