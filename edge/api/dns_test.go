@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
-	"code.tuna.am/tuna/k8s-operator/edge/internal/dnstest"
+	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 )
 
 func TestCustomDomainVerification(t *testing.T) {

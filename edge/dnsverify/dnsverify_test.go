@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
-	"code.tuna.am/tuna/k8s-operator/edge/internal/dnstest"
+	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 )
 
 func TestCheck(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
-	"code.tuna.am/tuna/k8s-operator/edge/internal/dnstest"
+	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )

@@ -14,8 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -121,4 +123,33 @@ func getEcho(t *testing.T, url string, header ...string) harness.Echo {
 
 func key(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// deleteAndWait deletes obj (if present) and waits until its finalizers ran.
+func deleteAndWait(t *testing.T, obj client.Object, k types.NamespacedName) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.cp.Client.Get(ctx, k, obj); err != nil {
+		return
+	}
+	require.NoError(t, client.IgnoreNotFound(env.cp.Client.Delete(ctx, obj)))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		err := env.cp.Client.Get(ctx, k, obj)
+		assert.True(c, apierrors.IsNotFound(err), "%s %s still exists: %v", obj.GetObjectKind().GroupVersionKind().Kind, k, err)
+	}, wait, 50*time.Millisecond)
+}
+
+// waitCondition waits until get() returns an object whose Ready condition
+// has the given status and reason, and returns the condition.
+func waitCondition(t *testing.T, obj client.Object, k types.NamespacedName, conds func() []metav1.Condition, want metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.cp.Client.Get(context.Background(), k, obj))
+		cond := status.Find(conds(), tunav1.ConditionReady)
+		require.NotNil(c, cond, "no Ready condition yet")
+		got = *cond
+		assert.Equal(c, []any{want, reason}, []any{cond.Status, cond.Reason}, "Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+	}, wait, 50*time.Millisecond, "%s never became Ready=%s %s", k, want, reason)
+	return got
 }

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -21,6 +27,26 @@ var env struct {
 	edge       *harness.Edge
 	controller *harness.Component
 	agent      *harness.Component
+	dns        *dnstest.Server
+	edgeDir    string
+}
+
+// Intervals shortened for tests; production defaults are 5 minutes (DNS
+// re-verification, as the seeds promise) and 1 minute (reservation resync).
+const (
+	dnsVerifyInterval = time.Second
+	reservationResync = time.Second
+)
+
+func edgeOptions() harness.EdgeOptions {
+	return harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second, DNSResolver: env.dns.Addr()}
+}
+
+// startController starts the controller against the current edge.
+func startController(mutate ...func(*app.ControllerOptions)) *harness.Component {
+	return harness.StartController(env.cp.Config, env.edge, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
+		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
+	}}, mutate...)...)
 }
 
 func TestMain(m *testing.M) {
@@ -34,6 +60,12 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctx := context.Background()
+	// Component logs go to stderr with TUNA_TEST_LOG=1; silent otherwise.
+	if os.Getenv("TUNA_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	cp, err := harness.StartControlPlane()
 	if err != nil {
 		return 0, err
@@ -48,13 +80,20 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	edge, err := harness.StartEdge(ctx, dir, harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second})
+	dns, err := dnstest.Listen()
 	if err != nil {
 		return 0, err
 	}
-	defer edge.Close()
+	defer dns.Close()
+	env.dns = dns
+	env.edgeDir = dir
+	edge, err := harness.StartEdge(ctx, dir, edgeOptions())
+	if err != nil {
+		return 0, err
+	}
 	env.edge = edge
-	env.controller = harness.StartController(cp.Config, edge)
+	defer func() { env.edge.Close() }()
+	env.controller = startController()
 	env.agent = harness.StartAgent(cp.Config)
 	code := m.Run()
 	if err := env.agent.Stop(); err != nil {

@@ -23,10 +23,11 @@ func TestTunnelServesHTTP(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Name: "http", Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	applyExample(t, ns, "tunnel-http.yaml", nil) // the seed's Tunnel "web": subdomain my-app, http://web:8080
+	t.Cleanup(func() { deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "web")) })
 
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	host := ns + "." + harness.BaseDomain
+	host := "my-app." + harness.BaseDomain
 	require.True(t, strings.HasPrefix(tun.Status.URL, "http://"+host), "status.url %q should be on host %s", tun.Status.URL, host)
 
 	// A client-supplied X-Forwarded-For must not reach the backend as is.

@@ -33,6 +33,8 @@ type EdgeOptions struct {
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// Reuse the listen addresses of a previous edge (restart tests).
 	APIListen, SSHListen string
+	// DNSResolver verifies custom domains (a dnstest server in tests).
+	DNSResolver string
 }
 
 // StartEdge starts an edge with its state in dataDir. Starting another edge
@@ -50,6 +52,7 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		TCPPortRange:      [2]int{base, base + 49},
 		KeepaliveInterval: o.KeepaliveInterval,
 		KeepaliveTimeout:  o.KeepaliveTimeout,
+		DNSResolver:       o.DNSResolver,
 	}
 	e, err := server.New(cfg)
 	if err != nil {

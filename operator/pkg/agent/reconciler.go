@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,22 +137,55 @@ func (r *Reconciler) connection(ctx context.Context, tun *tunav1.Tunnel) (sessio
 		st := notReady(tunav1.ReasonKeyPending, "waiting for the new tunnel key to be handed over")
 		return session.Config{}, &st, nil
 	}
+	if ref := tun.Spec.APIKeySecretRef; ref != nil {
+		own, pending, err := r.ownKey(ctx, tun.Namespace, ref.Name)
+		if pending != nil || err != nil {
+			return session.Config{}, pending, err
+		}
+		c.TunnelKey = own
+	}
 	edge := r.Edge
 	edge.Addr, edge.Key, edge.HostKey = c.SSHAddr, c.TunnelKey, c.HostKey
-	return session.Config{Edge: edge, Bind: bindRequest(tun)}, nil, nil
+	return session.Config{Edge: edge, Bind: bindRequest(tun, c.Address)}, nil, nil
 }
 
-func bindRequest(tun *tunav1.Tunnel) protocol.BindRequest {
+// ownKey reads the user's key from spec.apiKeySecretRef (field api-key).
+func (r *Reconciler) ownKey(ctx context.Context, namespace, name string) (string, *session.State, error) {
+	var s corev1.Secret
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			st := notReady(tunav1.ReasonAPIKeyInvalid, fmt.Sprintf("Secret %s/%s of spec.apiKeySecretRef does not exist: create it with the field api-key", namespace, name))
+			return "", &st, nil
+		}
+		return "", nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	key := strings.TrimSpace(string(s.Data[APIKeyField]))
+	if key == "" {
+		st := notReady(tunav1.ReasonAPIKeyInvalid, fmt.Sprintf("Secret %s/%s has no field %s: put a key with the tunnels:connect scope there", namespace, name, APIKeyField))
+		return "", &st, nil
+	}
+	return key, nil, nil
+}
+
+// APIKeyField is the field of a user's Secret that holds the key (R2).
+const APIKeyField = "api-key"
+
+// bindRequest asks for the address the controller resolved (a subdomain, a
+// Domain's full name, or a TCP alias or port).
+func bindRequest(tun *tunav1.Tunnel, address string) protocol.BindRequest {
 	b := protocol.BindRequest{
 		Protocol:      string(tun.Spec.Protocol),
 		AllowCIDRs:    tun.Spec.AllowCIDRs,
 		DenyCIDRs:     tun.Spec.DenyCIDRs,
 		ProxyProtocol: tun.Spec.ProxyProtocol,
 	}
-	if tun.Spec.Protocol == tunav1.ProtocolTCP {
-		b.Alias = tun.Spec.PortOrAlias
-	} else {
-		b.Subdomain = tun.Spec.Subdomain
+	switch {
+	case tun.Spec.Protocol == tunav1.ProtocolTCP:
+		b.Alias = address
+	case strings.Contains(address, "."):
+		b.Domain = address
+	default:
+		b.Subdomain = address
 	}
 	return b
 }

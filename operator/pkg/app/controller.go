@@ -3,11 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/rest"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 )
 
@@ -22,6 +27,12 @@ type ControllerOptions struct {
 	// kube-system namespace.
 	ClusterID      string
 	LeaderElection bool
+	// DNSVerifyInterval re-runs a failed DNS check of a custom domain
+	// (default 5 minutes, as the seeds promise).
+	DNSVerifyInterval time.Duration
+	// ReservationResync re-reads reservations to notice deletions on the
+	// edge (default 1 minute).
+	ReservationResync time.Duration
 }
 
 // RunController runs the controller until ctx ends.
@@ -42,13 +53,29 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		}
 	}
 	api := edgeclient.New(o.EdgeAPIURL, o.APIKey)
-	keys := &tunnelkey.Reconciler{
+	info := &edgeapi.InfoCache{API: api}
+	keys := &tunnelkey.Reconciler{Info: info,
 		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,
 		AllowExternalUpstreams: o.AllowExternalUpstreams,
 		Hooks:                  tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
 	}
 	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel key controller: %w", err)
+	}
+	rec := mgr.GetEventRecorder("tuna-controller")
+	domains := &domain.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Info: info, Recorder: rec,
+		VerifyInterval: o.DNSVerifyInterval, Resync: o.ReservationResync}
+	if err := domains.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Domain controller: %w", err)
+	}
+	endpoints := &tcpendpoint.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Recorder: rec, Resync: o.ReservationResync}
+	if err := endpoints.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
+	}
+	gc := &orphans.Collector{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
+		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc}
+	if err := mgr.Add(gc); err != nil {
+		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
 	return mgr.Start(ctx)
 }

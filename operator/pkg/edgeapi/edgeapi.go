@@ -70,3 +70,20 @@ func Message(err error) string {
 	}
 	return err.Error()
 }
+
+// Outcome turns an edge API failure into the reconcile result: transient
+// failures back off (Retry-After when the edge gave one, else the
+// workqueue's exponential backoff); the others wait for a spec change.
+func Outcome(err error) (transient bool, requeueAfter time.Duration, retErr error) {
+	transient, after := Transient(err)
+	switch {
+	case !transient:
+		return false, 0, nil
+	case after > 0:
+		return true, after, nil
+	}
+	return true, 0, err
+}
+
+// Code is the API error code of err, or "".
+func Code(err error) string { return client.CodeOf(err) }

@@ -24,6 +24,9 @@ const (
 	KeySSHAddr = "ssh-addr"
 	// KeyHostKey is the edge's SSH host key, authorized_keys form.
 	KeyHostKey = "ssh-host-key"
+	// KeyAddress is the address the tunnel binds: a host name or subdomain
+	// (http) or an alias or port (tcp).
+	KeyAddress = "address"
 )
 
 // Labels on the Secret, naming the resource it belongs to.
@@ -52,6 +55,7 @@ type Contents struct {
 	KeyID     string
 	SSHAddr   string
 	HostKey   string
+	Address   string
 }
 
 // Apply returns the apply configuration of an owner's Secret, for
@@ -62,6 +66,7 @@ func Apply(namespace, kind string, owner metav1.Object, c Contents) *corev1ac.Se
 		KeyKeyID:   []byte(c.KeyID),
 		KeySSHAddr: []byte(c.SSHAddr),
 		KeyHostKey: []byte(c.HostKey),
+		KeyAddress: []byte(c.Address),
 	}
 	if c.TunnelKey != "" {
 		data[KeyTunnelKey] = []byte(c.TunnelKey)
@@ -85,5 +90,6 @@ func Read(s *corev1.Secret) Contents {
 		KeyID:     string(s.Data[KeyKeyID]),
 		SSHAddr:   string(s.Data[KeySSHAddr]),
 		HostKey:   string(s.Data[KeyHostKey]),
+		Address:   string(s.Data[KeyAddress]),
 	}
 }

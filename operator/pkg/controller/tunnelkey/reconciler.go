@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,27 +40,8 @@ type Reconciler struct {
 	// controller issues no key for an upstream the agent would refuse.
 	AllowExternalUpstreams bool
 	Hooks                  Hooks
-
-	// info caches the edge's facts (base domain, SSH address, host key).
-	infoMu sync.Mutex
-	info   *edgeclient.EdgeInfo
-}
-
-// edgeInfo returns the edge's facts, fetched once and kept: they change
-// only when the edge is reconfigured, and then the agent's pinned host key
-// fails loudly anyway.
-func (r *Reconciler) edgeInfo(ctx context.Context) (*edgeclient.EdgeInfo, error) {
-	r.infoMu.Lock()
-	defer r.infoMu.Unlock()
-	if r.info != nil {
-		return r.info, nil
-	}
-	info, err := r.Edge.Edge(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.info = info
-	return info, nil
+	// Info caches the edge's facts (base domain, SSH address, host key).
+	Info *edgeapi.InfoCache
 }
 
 // sameAddress reports whether a key's stored address is the wanted one: the
@@ -70,7 +50,7 @@ func (r *Reconciler) sameAddress(ctx context.Context, have, want string) bool {
 	if have == want {
 		return true
 	}
-	info, err := r.edgeInfo(ctx)
+	info, err := r.Info.Get(ctx)
 	return err == nil && !strings.Contains(want, ".") && have == want+"."+info.BaseDomain
 }
 
@@ -95,7 +75,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
-	want, refusal := r.desiredKey(&tun)
+	want, refusal, err := r.desiredKey(ctx, &tun)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if refusal != nil {
 		// No key for a spec the agent would refuse: revoke any old one.
 		if err := r.revokeAll(ctx, &tun, ""); err != nil {
@@ -104,6 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionFalse, refusal.Reason, refusal.Message, "")
 	}
 
+	if ref := tun.Spec.APIKeySecretRef; ref != nil {
+		return r.useOwnKey(ctx, &tun, want, ref.Name)
+	}
 	keys, err := r.Edge.ListTunnelKeys(ctx, r.ownerLabels(&tun))
 	if err != nil {
 		return r.edgeFailed(ctx, &tun, err)
@@ -123,12 +109,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // desiredKey is the key the tunnel needs, or why it gets none.
-func (r *Reconciler) desiredKey(tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey, *upstream.Refusal) {
+func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey, *upstream.Refusal, error) {
 	if _, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams); err != nil {
 		if ref, ok := err.(*upstream.Refusal); ok {
-			return edgeclient.CreateTunnelKey{}, ref
+			return edgeclient.CreateTunnelKey{}, ref, nil
 		}
-		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}
+		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
 	}
 	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun)}
 	switch {
@@ -137,10 +123,62 @@ func (r *Reconciler) desiredKey(tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey,
 	case tun.Spec.Subdomain != "":
 		want.Address = tun.Spec.Subdomain
 	case tun.Spec.DomainRef != nil:
-		return want, &upstream.Refusal{Reason: tunav1.ReasonDomainNotReady,
-			Message: fmt.Sprintf("Domain %q is not supported by this version yet", tun.Spec.DomainRef.Name)}
+		fqdn, refusal, err := r.domainAddress(ctx, tun.Namespace, tun.Spec.DomainRef.Name)
+		if refusal != nil || err != nil {
+			return want, refusal, err
+		}
+		want.Address = fqdn
 	}
-	return want, nil
+	return want, nil, nil
+}
+
+// domainAddress is the full name of a Ready Domain of the namespace.
+func (r *Reconciler) domainAddress(ctx context.Context, namespace, name string) (string, *upstream.Refusal, error) {
+	var d tunav1.Domain
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &upstream.Refusal{Reason: tunav1.ReasonDomainNotReady,
+				Message: fmt.Sprintf("Domain %s/%s does not exist: create it, or use spec.subdomain", namespace, name)}, nil
+		}
+		return "", nil, fmt.Errorf("reading Domain %s/%s: %w", namespace, name, err)
+	}
+	ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || d.Status.FQDN == "" {
+		msg := fmt.Sprintf("Domain %s/%s is not Ready yet", namespace, name)
+		if ready != nil {
+			msg += ": " + ready.Message
+		}
+		return "", &upstream.Refusal{Reason: tunav1.ReasonDomainNotReady, Message: msg}, nil
+	}
+	return d.Status.FQDN, nil, nil
+}
+
+// useOwnKey serves a tunnel that brings its own tunnels:connect key
+// (spec.apiKeySecretRef, R2): the operator issues none, and hands the agent
+// only the edge's address, host key and the tunnel's address.
+func (r *Reconciler) useOwnKey(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey, secretName string) (reconcile.Result, error) {
+	if err := r.revokeAll(ctx, tun, ""); err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
+	if err := r.writeSecret(ctx, tun, keysecret.Contents{Address: want.Address}); err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
+	return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+		fmt.Sprintf("the tunnel uses its own API key from Secret %s (field api-key)", secretName), "")
+}
+
+// writeSecret hands the connection details to the agent.
+func (r *Reconciler) writeSecret(ctx context.Context, tun *tunav1.Tunnel, c keysecret.Contents) error {
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		return err
+	}
+	c.SSHAddr, c.HostKey = info.SSHAddr, info.SSHHostKey
+	secret := keysecret.Apply(r.Namespace, "Tunnel", tun, c)
+	if err := r.Client.Apply(ctx, secret, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+		return fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
+	}
+	return nil
 }
 
 func (r *Reconciler) ownerLabels(tun *tunav1.Tunnel) map[string]string {
@@ -160,10 +198,6 @@ func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgecli
 	if err := r.revokeAll(ctx, tun, ""); err != nil {
 		return r.edgeFailed(ctx, tun, err)
 	}
-	info, err := r.edgeInfo(ctx)
-	if err != nil {
-		return r.edgeFailed(ctx, tun, err)
-	}
 	key, err := r.Edge.CreateTunnelKey(ctx, want)
 	if err != nil {
 		return r.edgeFailed(ctx, tun, err)
@@ -171,11 +205,8 @@ func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgecli
 	if r.Hooks.Issued != nil {
 		r.Hooks.Issued()
 	}
-	secret := keysecret.Apply(r.Namespace, "Tunnel", tun, keysecret.Contents{
-		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
-	})
-	if err := r.Client.Apply(ctx, secret, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
+	if err := r.writeSecret(ctx, tun, keysecret.Contents{TunnelKey: key.Key, KeyID: key.ID, Address: key.Address}); err != nil {
+		return r.edgeFailed(ctx, tun, err)
 	}
 	log.FromContext(ctx).Info("issued tunnel key", "keyID", key.ID, "address", want.Address)
 	return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,

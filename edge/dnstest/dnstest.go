@@ -23,15 +23,28 @@ type Server struct {
 // Start listens on 127.0.0.1:0 until the test ends.
 func Start(t *testing.T) *Server {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	s, err := Listen()
 	if err != nil {
 		t.Fatalf("dnstest: %v", err)
 	}
-	s := &Server{conn: pc, cname: map[string]string{}, txt: map[string][]string{}}
-	go s.serve()
-	t.Cleanup(func() { _ = pc.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// Listen starts a server on 127.0.0.1:0; Close stops it. For setups that
+// outlive one test (a TestMain).
+func Listen() (*Server, error) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{conn: pc, cname: map[string]string{}, txt: map[string][]string{}}
+	go s.serve()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() error { return s.conn.Close() }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.conn.LocalAddr().String() }

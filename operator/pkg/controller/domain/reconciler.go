@@ -1,0 +1,193 @@
+// Package domain reconciles Domain resources with reservations on the edge:
+// a subdomain of the edge's base domain, or a custom domain whose DNS
+// records the operator lists and re-verifies until they check out.
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// Reconciler keeps a Domain's reservation on the edge.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads uncached, to decide adoption on fresh status.
+	Reader   client.Reader
+	Edge     edgeapi.Reservations
+	Info     *edgeapi.InfoCache
+	Recorder recorder.EventRecorder
+	// VerifyInterval re-runs a failed DNS check (default 5 minutes).
+	VerifyInterval time.Duration
+	// Resync re-reads the reservation to notice one deleted on the edge.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("domain").For(&tunav1.Domain{}).Complete(r)
+}
+
+// Reconcile converges one Domain.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var d tunav1.Domain
+	if err := r.Client.Get(ctx, req.NamespacedName, &d); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !d.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &d)
+	}
+	if controllerutil.AddFinalizer(&d, tunav1.FinalizerReservation) {
+		if err := r.Client.Update(ctx, &d); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	fqdn, err := r.fqdn(ctx, &d)
+	if err != nil {
+		return r.failed(ctx, &d, err)
+	}
+
+	res, adopted, err := r.ensure(ctx, &d, fqdn)
+	if err != nil {
+		return r.failed(ctx, &d, err)
+	}
+	if res.Custom && !res.Verified && r.verifyDue(&d) {
+		if res, err = r.Edge.VerifyDomain(ctx, fqdn); err != nil {
+			return r.failed(ctx, &d, err)
+		}
+		now := metav1.Now()
+		d.Status.LastVerifiedTime = &now
+	}
+	return r.report(ctx, &d, res, adopted)
+}
+
+// fqdn is the full name the Domain asks for.
+func (r *Reconciler) fqdn(ctx context.Context, d *tunav1.Domain) (string, error) {
+	if d.Spec.Domain != "" {
+		return d.Spec.Domain, nil
+	}
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return d.Spec.Subdomain + "." + info.BaseDomain, nil
+}
+
+// ensure finds or makes the reservation. A reservation that exists before
+// this resource ever recorded it is adopted and never deleted (R12); one
+// that this resource recorded but that is gone on the edge is re-created
+// (R14).
+func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*edgeclient.Domain, bool, error) {
+	existing, err := r.Edge.GetDomain(ctx, fqdn)
+	switch {
+	case err == nil:
+		if d.Status.Adopted || d.Status.FQDN == fqdn {
+			return existing, d.Status.Adopted, nil
+		}
+		recorded, err := reservation.RecordedLive(ctx, r.Reader, d, func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn })
+		return existing, !recorded, err
+	case !edgeclient.IsNotFound(err):
+		return nil, false, err
+	}
+	if d.Status.FQDN == fqdn {
+		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "domain", fqdn)
+		r.Recorder.Eventf(d, nil, "Warning", "ReservationRecreated", "Reserve", "domain %s was deleted on the edge; reserved it again", fqdn)
+	}
+	in := edgeclient.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain}
+	created, err := r.Edge.CreateDomain(ctx, in)
+	if edgeclient.IsNameTaken(err) {
+		// Reserved meanwhile on the account (by hand or another cluster).
+		existing, err := r.Edge.GetDomain(ctx, fqdn)
+		return existing, true, err
+	}
+	return created, d.Status.Adopted && d.Status.FQDN == fqdn, err
+}
+
+func (r *Reconciler) verifyDue(d *tunav1.Domain) bool {
+	last := d.Status.LastVerifiedTime
+	return last == nil || time.Since(last.Time) >= r.verifyInterval()
+}
+
+func (r *Reconciler) verifyInterval() time.Duration {
+	if r.VerifyInterval > 0 {
+		return r.VerifyInterval
+	}
+	return 5 * time.Minute
+}
+
+// report writes status and decides when to look again.
+func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclient.Domain, adopted bool) (reconcile.Result, error) {
+	records := make([]any, 0, len(res.DNSRecords))
+	for _, rec := range res.DNSRecords {
+		records = append(records, map[string]any{"type": rec.Type, "name": rec.Name, "value": rec.Value})
+	}
+	var cond metav1.Condition
+	next := reservation.Resync(r.Resync)
+	switch {
+	case res.Verified && adopted:
+		cond = status.Condition(d.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, tunav1.ReasonAdopted,
+			fmt.Sprintf("%s already existed on the account and is adopted; the operator will never delete it", res.Name), d.Generation)
+	case res.Verified:
+		cond = status.Condition(d.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, tunav1.ReasonReserved,
+			fmt.Sprintf("%s is reserved", res.Name), d.Generation)
+	default:
+		msg := fmt.Sprintf("create the DNS records in status.dnsRecords at your DNS provider; the operator re-checks every %s", r.verifyInterval())
+		if res.VerifyError != "" {
+			msg += "; last check: " + res.VerifyError
+		}
+		cond = status.Condition(d.Status.Conditions, tunav1.ConditionReady, metav1.ConditionFalse, tunav1.ReasonDNSPending, msg, d.Generation)
+		if last := d.Status.LastVerifiedTime; last != nil {
+			if wait := time.Until(last.Add(r.verifyInterval())); wait < next {
+				next = max(wait, time.Second)
+			}
+		}
+	}
+	values := map[string]any{
+		"fqdn": res.Name, "adopted": adopted, "verified": res.Verified, "dnsRecords": records,
+		"observedGeneration": d.Generation,
+	}
+	if d.Status.LastVerifiedTime != nil {
+		values["lastVerifiedTime"] = d.Status.LastVerifiedTime.UTC().Format(time.RFC3339)
+	}
+	if err := reservation.WriteStatus(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, cond, values); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: next}, nil
+}
+
+// failed records an edge failure on Ready and picks the retry.
+func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (reconcile.Result, error) {
+	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, err)
+}
+
+// finalize releases the reservation unless it is adopted or retained.
+func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(d, tunav1.FinalizerReservation) {
+		return reconcile.Result{}, nil
+	}
+	if reservation.Release(d.Status.Adopted, d.Spec.ReclaimPolicy) && d.Status.FQDN != "" {
+		if err := r.Edge.DeleteDomain(ctx, d.Status.FQDN); err != nil && !edgeclient.IsNotFound(err) {
+			return r.failed(ctx, d, fmt.Errorf("releasing domain %s: %w", d.Status.FQDN, err))
+		}
+		log.FromContext(ctx).Info("released domain", "domain", d.Status.FQDN)
+	}
+	controllerutil.RemoveFinalizer(d, tunav1.FinalizerReservation)
+	if err := r.Client.Update(ctx, d); err != nil {
+		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,117 @@
+// Package orphans revokes tunnel keys whose resource no longer exists: a
+// Tunnel deleted while the operator was down never ran its finalizer
+// (R19). It runs once when the controller becomes leader, then hourly, and
+// touches only keys labelled with this cluster's id.
+package orphans
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+)
+
+// Collector is a leader-only manager runnable.
+type Collector struct {
+	// Reader reads owners directly (not from the cache, which may not have
+	// synced every kind this collector checks).
+	Reader    client.Reader
+	Writer    client.Client
+	Edge      edgeapi.TunnelKeys
+	ClusterID string
+	Namespace string
+	Interval  time.Duration
+	Revoked   func()
+}
+
+// NeedLeaderElection makes only the leader collect.
+func (c *Collector) NeedLeaderElection() bool { return true }
+
+// Start collects now and then every Interval until ctx ends.
+func (c *Collector) Start(ctx context.Context) error {
+	interval := c.Interval
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	logger := log.FromContext(ctx).WithName("orphan-keys")
+	for {
+		if n, err := c.Collect(ctx); err != nil {
+			logger.Error(err, "collecting orphan tunnel keys; will retry")
+			interval = min(interval, time.Minute)
+		} else if n > 0 {
+			logger.Info("revoked tunnel keys of deleted resources", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// Collect revokes this cluster's keys whose owner is gone and returns how
+// many it revoked.
+func (c *Collector) Collect(ctx context.Context) (int, error) {
+	keys, err := c.Edge.ListTunnelKeys(ctx, map[string]string{edgeapi.LabelCluster: c.ClusterID})
+	if err != nil {
+		return 0, fmt.Errorf("listing tunnel keys: %w", err)
+	}
+	revoked := 0
+	for _, k := range keys {
+		if k.Labels[edgeapi.LabelCluster] != c.ClusterID {
+			continue // the edge filtered already; never trust that alone
+		}
+		alive, err := c.ownerExists(ctx, k.Labels)
+		if err != nil {
+			return revoked, err
+		}
+		if alive {
+			continue
+		}
+		if err := c.Edge.RevokeTunnelKey(ctx, k.ID); err != nil {
+			return revoked, fmt.Errorf("revoking orphan key %s: %w", k.ID, err)
+		}
+		revoked++
+		if c.Revoked != nil {
+			c.Revoked()
+		}
+		kind, uid := k.Labels[edgeapi.LabelKind], types.UID(k.Labels[edgeapi.LabelUID])
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: keysecret.Name(kind, uid)}}
+		if err := c.Writer.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+			return revoked, fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
+		}
+		log.FromContext(ctx).Info("revoked orphan tunnel key", "keyID", k.ID, "owner", k.Labels[edgeapi.LabelNamespace]+"/"+k.Labels[edgeapi.LabelName])
+	}
+	return revoked, nil
+}
+
+// ownerExists reports whether the resource a key was issued for still
+// exists with the same UID. Unknown kinds are kept: better a stray key
+// than a cut tunnel.
+func (c *Collector) ownerExists(ctx context.Context, labels map[string]string) (bool, error) {
+	var obj client.Object
+	switch labels[edgeapi.LabelKind] {
+	case "Tunnel":
+		obj = &tunav1.Tunnel{}
+	default:
+		return true, nil
+	}
+	key := types.NamespacedName{Namespace: labels[edgeapi.LabelNamespace], Name: labels[edgeapi.LabelName]}
+	if err := c.Reader.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s %s: %w", labels[edgeapi.LabelKind], key, err)
+	}
+	return string(obj.GetUID()) == labels[edgeapi.LabelUID], nil
+}

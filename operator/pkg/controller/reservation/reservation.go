@@ -1,0 +1,96 @@
+// Package reservation holds what the Domain and TCPEndpoint reconcilers
+// share: the reclaim rule, status writing with transition events, and the
+// mapping of edge failures to Ready and to a retry.
+package reservation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// FieldOwner is the controller's field manager for reservation status.
+const FieldOwner = "tuna-controller"
+
+// Release reports whether deleting the resource releases the reservation:
+// never for an adopted one (R12), and only with reclaimPolicy Delete (R13).
+func Release(adopted bool, policy tunav1.ReclaimPolicy) bool {
+	return !adopted && policy != tunav1.ReclaimRetain
+}
+
+// Resync is how often a reservation is re-read to notice that it was
+// deleted on the edge (R14); default one minute.
+func Resync(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return time.Minute
+}
+
+// WriteStatus applies Ready and the other status values of obj, and records
+// an event when Ready changes status or reason.
+func WriteStatus(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
+	existing []metav1.Condition, cond metav1.Condition, values map[string]any) error {
+	old := status.Find(existing, tunav1.ConditionReady)
+	err := status.Apply(ctx, c, tunav1.GroupVersion.WithKind(kind), client.ObjectKeyFromObject(obj), FieldOwner,
+		status.Fields{Conditions: []metav1.Condition{cond}, Values: values})
+	if err != nil {
+		return err
+	}
+	if old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
+		typ := corev1.EventTypeNormal
+		if cond.Status != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		rec.Eventf(obj, nil, typ, cond.Reason, "Reserve", "%s", cond.Message)
+	}
+	return nil
+}
+
+// Failed records an edge failure on Ready and returns the retry: transient
+// failures back off, the others wait for a spec change.
+func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
+	existing []metav1.Condition, generation int64, err error) (reconcile.Result, error) {
+	transient, after, retErr := edgeapi.Outcome(err)
+	reason := tunav1.ReasonReservationFailed
+	if transient {
+		reason = tunav1.ReasonEdgeUnreachable
+	}
+	if code := edgeapi.Code(err); code == "name_taken" {
+		reason = tunav1.ReasonAddressTaken
+	}
+	cond := status.Condition(existing, tunav1.ConditionReady, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), generation)
+	if !status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
+		if werr := WriteStatus(ctx, c, rec, obj, kind, existing, cond, map[string]any{"observedGeneration": generation}); werr != nil {
+			return reconcile.Result{}, werr
+		}
+	}
+	if !transient {
+		log.FromContext(ctx).Info("the edge refused the reservation; waiting for a spec change", "error", err.Error())
+	}
+	return reconcile.Result{RequeueAfter: after}, retErr
+}
+
+// RecordedLive re-reads obj from the API server (not the cache) and
+// reports whether its status already records the reservation. Adoption is
+// decided on a reservation this resource has not recorded; a cache that
+// lags behind our own status write must not turn our reservation into an
+// "adopted" one that would never be released.
+func RecordedLive[T client.Object](ctx context.Context, reader client.Reader, obj T, recorded func(T) bool) (bool, error) {
+	fresh := obj.DeepCopyObject().(T)
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		return false, fmt.Errorf("re-reading %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	return recorded(fresh), nil
+}

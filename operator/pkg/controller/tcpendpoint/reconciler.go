@@ -1,0 +1,123 @@
+// Package tcpendpoint reconciles TCPEndpoint resources with reserved public
+// TCP ports on the edge: an alias maps to a port that stays the same across
+// restarts of the edge and of the operator.
+package tcpendpoint
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"time"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// Reconciler keeps a TCPEndpoint's reservation on the edge.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads uncached, to decide adoption on fresh status.
+	Reader   client.Reader
+	Edge     edgeapi.Reservations
+	Recorder recorder.EventRecorder
+	// Resync re-reads the reservation to notice one deleted on the edge.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("tcpendpoint").For(&tunav1.TCPEndpoint{}).Complete(r)
+}
+
+// Reconcile converges one TCPEndpoint.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var e tunav1.TCPEndpoint
+	if err := r.Client.Get(ctx, req.NamespacedName, &e); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !e.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &e)
+	}
+	if controllerutil.AddFinalizer(&e, tunav1.FinalizerReservation) {
+		if err := r.Client.Update(ctx, &e); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	ep, adopted, err := r.ensure(ctx, &e)
+	if err != nil {
+		return reservation.Failed(ctx, r.Client, r.Recorder, &e, "TCPEndpoint", e.Status.Conditions, e.Generation, err)
+	}
+	reason, msg := tunav1.ReasonReserved, fmt.Sprintf("port %d is reserved for alias %s: %s", ep.Port, ep.Alias, ep.Address)
+	if adopted {
+		reason, msg = tunav1.ReasonAdopted, fmt.Sprintf("alias %s (port %d) already existed on the account and is adopted; the operator will never delete it", ep.Alias, ep.Port)
+	}
+	cond := status.Condition(e.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, reason, msg, e.Generation)
+	if !(status.Same(status.Find(e.Status.Conditions, tunav1.ConditionReady), cond) && e.Status.Port == int32(ep.Port) &&
+		e.Status.Address == ep.Address && e.Status.Adopted == adopted && e.Status.ObservedGeneration == e.Generation) {
+		err = reservation.WriteStatus(ctx, r.Client, r.Recorder, &e, "TCPEndpoint", e.Status.Conditions, cond, map[string]any{
+			"port": int64(ep.Port), "address": ep.Address, "adopted": adopted, "observedGeneration": e.Generation,
+		})
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: reservation.Resync(r.Resync)}, nil
+}
+
+// ensure finds or makes the reservation, adopting one that existed before
+// this resource recorded it (R12) and re-creating one deleted on the edge
+// (R14).
+func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgeclient.TCPEndpoint, bool, error) {
+	alias := e.Spec.Alias
+	recorded := e.Status.Port != 0
+	existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
+	switch {
+	case err == nil:
+		if e.Status.Adopted || recorded {
+			return existing, e.Status.Adopted, nil
+		}
+		recorded, err := reservation.RecordedLive(ctx, r.Reader, e, func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 })
+		return existing, !recorded, err
+	case !edgeclient.IsNotFound(err):
+		return nil, false, err
+	}
+	if recorded {
+		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "alias", alias)
+		r.Recorder.Eventf(e, nil, "Warning", "ReservationRecreated", "Reserve", "TCP endpoint %s was deleted on the edge; reserved it again", alias)
+	}
+	created, err := r.Edge.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias})
+	if edgeclient.IsNameTaken(err) {
+		existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
+		return existing, true, err
+	}
+	return created, e.Status.Adopted, err
+}
+
+// finalize releases the port unless it is adopted or retained.
+func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(e, tunav1.FinalizerReservation) {
+		return reconcile.Result{}, nil
+	}
+	if reservation.Release(e.Status.Adopted, e.Spec.ReclaimPolicy) && e.Status.Port != 0 {
+		if err := r.Edge.DeleteTCPEndpoint(ctx, e.Spec.Alias); err != nil && !edgeclient.IsNotFound(err) {
+			return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation,
+				fmt.Errorf("releasing TCP endpoint %s: %w", e.Spec.Alias, err))
+		}
+		log.FromContext(ctx).Info("released TCP endpoint", "alias", e.Spec.Alias)
+	}
+	controllerutil.RemoveFinalizer(e, tunav1.FinalizerReservation)
+	if err := r.Client.Update(ctx, e); err != nil {
+		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return reconcile.Result{}, nil
+}
