@@ -48,7 +48,7 @@ func start(run func(ctx context.Context) error) *Component {
 // StartController runs the controller with cfg's identity against edge.
 func StartController(cfg *rest.Config, edge *Edge, mutate ...func(*app.ControllerOptions)) *Component {
 	o := app.ControllerOptions{
-		Common:     app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0"},
+		Common:     app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0", Restartable: true},
 		EdgeAPIURL: edge.APIURL(), APIKey: edge.OperatorKey, ClusterID: TestClusterID,
 	}
 	for _, m := range mutate {
@@ -61,7 +61,7 @@ func StartController(cfg *rest.Config, edge *Edge, mutate ...func(*app.Controlle
 // backoff so failures show within a test's patience.
 func StartAgent(cfg *rest.Config, mutate ...func(*app.AgentOptions)) *Component {
 	o := app.AgentOptions{
-		Common:            app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0"},
+		Common:            app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0", Restartable: true},
 		KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second,
 		Backoff: session.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second},
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -44,6 +45,9 @@ type Common struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables it).
 	HealthAddr string
+	// Restartable lets a process start the component again after it stopped
+	// (the test harness does; a binary never needs it).
+	Restartable bool
 }
 
 func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string) (ctrl.Manager, error) {
@@ -60,6 +64,9 @@ func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string
 		// Release the lease on shutdown so an upgrade hands over at once.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr(10 * time.Second),
+		// Controller names must be unique per process for their metrics;
+		// a restarted component registers the same names again.
+		Controller: config.Controller{SkipNameValidation: ptr(c.Restartable)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

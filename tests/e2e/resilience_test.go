@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+// A backend that is down gives the public client a 502 that says so, and
+// the tunnel stays up: same session, still Ready.
+func TestUpstreamDownGives502(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, err)
+	backend, err := harness.ServeEcho("web", svc.Spec.ClusterIP, 8080)
+	require.NoError(t, err)
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	require.Equal(t, "web", getEcho(t, tun.Status.URL).Backend)
+
+	require.NoError(t, backend.Close())
+	code, body := get(t, tun.Status.URL)
+	assert.Equal(t, http.StatusBadGateway, code)
+	assert.Contains(t, string(body), "upstream web:8080")
+	assert.Contains(t, string(body), "connection refused")
+
+	backend, err = harness.ServeEcho("web-again", svc.Spec.ClusterIP, 8080)
+	require.NoError(t, err)
+	t.Cleanup(func() { backend.Close() })
+	assert.Equal(t, "web-again", getEcho(t, tun.Status.URL).Backend)
+	after := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	assert.Equal(t, tun.Status.SessionID, after.Status.SessionID, "a down upstream does not tear the tunnel down")
+}
+
+// After an agent restart every tunnel comes back on its address.
+func TestAgentRestartRestoresTunnels(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	var before []*tunav1.Tunnel
+	for _, name := range []string{"one", "two", "three"} {
+		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
+	}
+	for _, name := range []string{"one", "two", "three"} {
+		before = append(before, waitReady(t, key(ns, name), metav1.ConditionTrue, tunav1.ReasonConnected))
+	}
+	require.NoError(t, env.agent.Stop())
+	code, _ := get(t, before[0].Status.URL)
+	require.Equal(t, http.StatusBadGateway, code, "with the agent down the address is known but not connected")
+
+	env.agent = harness.StartAgent(env.cp.Config)
+	for _, old := range before {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, body := get(t, old.Status.URL)
+			assert.Equal(c, http.StatusOK, code, "%s: %s", old.Status.URL, body)
+		}, wait, 100*time.Millisecond)
+		now := waitReady(t, key(ns, old.Name), metav1.ConditionTrue, tunav1.ReasonConnected)
+		assert.Equal(t, old.Status.URL, now.Status.URL)
+		assert.NotEqual(t, old.Status.SessionID, now.Status.SessionID, "a new session after the restart")
+	}
+}
+
+// After an edge restart tunnels reconnect by themselves and keep their
+// addresses; keys and reservations survive in the edge's store.
+func TestEdgeRestartReconnects(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+
+	old := env.edge
+	opts := edgeOptions()
+	opts.APIListen, opts.SSHListen, opts.HTTPListen = hostPort(old.APIURL()), old.SSHAddr(), old.HTTPAddr()
+	require.NoError(t, old.Close())
+	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
+
+	edge, err := harness.StartEdge(ctx, env.edgeDir, opts)
+	require.NoError(t, err)
+	env.edge = edge
+	now := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	assert.Equal(t, tun.Status.URL, now.Status.URL, "the address is kept")
+	assert.Equal(t, tun.Status.KeyID, now.Status.KeyID, "the key survived the restart")
+	assert.Equal(t, "web-8080", getEcho(t, now.Status.URL).Backend)
+}
+
+func hostPort(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	return u.Host
+}
+
+// When the edge API answers 429 with Retry-After, the controller waits as
+// told instead of retrying in a hot loop, then succeeds. The edge is real;
+// the 429s come from a fault-injecting reverse proxy in front of it,
+// because a real edge does not rate-limit on demand.
+func TestEdgeAPIRateLimitHonoursRetryAfter(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+
+	target, err := url.Parse(env.edge.APIURL())
+	require.NoError(t, err)
+	var limited, issued atomic.Int32
+	var limiting atomic.Bool
+	limiting.Store(true)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	fault := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/tunnel-keys") {
+			if limiting.Load() {
+				limited.Add(1)
+				w.Header().Set("Retry-After", "2")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"code":"rate_limited","error":"slow down","request_id":"fault-proxy"}`))
+				return
+			}
+			issued.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer fault.Close()
+
+	require.NoError(t, env.controller.Stop())
+	env.controller = startController(func(o *app.ControllerOptions) { o.EdgeAPIURL = fault.URL })
+	defer func() {
+		require.NoError(t, env.controller.Stop())
+		env.controller = startController()
+	}()
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
+	assert.Contains(t, readyMessage(tun.Status.Conditions), "rate_limited")
+
+	// Over 3 s a 2 s Retry-After allows at most 2 attempts (a hot loop or
+	// plain exponential backoff from 5 ms would make ten or more).
+	time.Sleep(3 * time.Second) // observing a rate over a window: nothing to await
+	assert.LessOrEqual(t, limited.Load(), int32(3), "the controller must honour Retry-After")
+	assert.GreaterOrEqual(t, limited.Load(), int32(1))
+
+	limiting.Store(false)
+	waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	assert.Equal(t, int32(1), issued.Load(), "one key once the edge accepts")
+}

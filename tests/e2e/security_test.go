@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+// Each upstream the policy forbids is refused with a reason that says why
+// and how to lift it (R18).
+func TestRefusedUpstreams(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	other := namespace(t)
+	echoService(t, other, "db", harness.ServicePort{Port: 8080})
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db." + other + ".svc.cluster.local",
+			Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}
+	require.NoError(t, env.cp.Client.Create(ctx, ext))
+
+	cases := []struct{ name, url, mentions string }{
+		{"ip", "http://127.0.0.1:8080", "is an IP address"},
+		{"external", "http://example.com:80", "external host"},
+		{"other-ns", "http://db." + other + ".svc.cluster.local:8080", "is a Service of namespace " + other},
+		{"externalname", "http://ext:8080", "ExternalName"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, tc.name, ns+"-"+tc.name, tc.url)))
+			tun := waitReady(t, key(ns, tc.name), metav1.ConditionFalse, tunav1.ReasonUpstreamRefused)
+			msg := readyMessage(tun.Status.Conditions)
+			assert.Contains(t, msg, tc.mentions)
+			assert.Contains(t, msg, "allowExternalUpstreams", "the message says how to lift the policy")
+			assert.Empty(t, tun.Status.URL)
+			code, body := get(t, "http://"+ns+"-"+tc.name+"."+harness.BaseDomain+"/")
+			assert.Contains(t, []int{404, 502}, code, "nothing is published: %s", body)
+		})
+	}
+}
+
+// A Tunnel can bring its own key (spec.apiKeySecretRef, field api-key): a
+// tunnels:connect key works; a tunnels:write key is refused by the edge; a
+// missing Secret says what to create.
+func TestOwnAPIKey(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Name: "http", Port: 8080})
+	api := env.edge.Client(env.edge.AdminKey)
+	connect, err := api.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "team", Scopes: []string{edgeclient.ScopeConnect}})
+	require.NoError(t, err)
+	write, err := api.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "too-strong", Scopes: []string{edgeclient.ScopeWrite}})
+	require.NoError(t, err)
+
+	withKey := func(name, secret string) *tunav1.Tunnel {
+		tun := httpTunnel(ns, name, ns+"-"+name, "http://web:http")
+		tun.Spec.APIKeySecretRef = &tunav1.SecretKeyReference{Name: secret}
+		return tun
+	}
+	for name, key := range map[string]string{"good-key": connect.Key, "write-key": write.Key} {
+		require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data: map[string][]byte{agent.APIKeyField: []byte(key)}}))
+	}
+	require.NoError(t, env.cp.Client.Create(ctx, withKey("good", "good-key")))
+	require.NoError(t, env.cp.Client.Create(ctx, withKey("wrong-scope", "write-key")))
+	require.NoError(t, env.cp.Client.Create(ctx, withKey("no-secret", "absent")))
+
+	good := waitReady(t, key(ns, "good"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	assert.Equal(t, "web-8080", getEcho(t, good.Status.URL).Backend)
+	assert.Empty(t, good.Status.KeyID, "no ephemeral key is issued for a tunnel with its own key")
+	keys, err := api.ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(good.UID)})
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+
+	wrong := waitReady(t, key(ns, "wrong-scope"), metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
+	assert.Contains(t, readyMessage(wrong.Status.Conditions), "tunnels:write")
+	missing := waitReady(t, key(ns, "no-secret"), metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
+	assert.Contains(t, readyMessage(missing.Status.Conditions), "Secret "+ns+"/absent of spec.apiKeySecretRef does not exist")
+}
+
+// The operator's key cannot open a tunnel (R20); a tunnel key cannot call
+// the API nor open a second session (R19).
+func TestKeyScopes(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	info, err := env.edge.Client(env.edge.OperatorKey).Edge(ctx)
+	require.NoError(t, err)
+
+	var auth *tunnelclient.AuthError
+	_, err = tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: env.edge.OperatorKey, HostKey: info.SSHHostKey})
+	require.True(t, errors.As(err, &auth), "the operator's key must not open a tunnel, got %v", err)
+
+	var secret corev1.Secret
+	require.NoError(t, env.cp.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: keysecret.Name("Tunnel", tun.UID)}, &secret))
+	tunnelKey := keysecret.Read(&secret).TunnelKey
+	require.NotEmpty(t, tunnelKey)
+
+	_, err = env.edge.Client(tunnelKey).ListTunnelKeys(ctx, nil)
+	var apiErr *edgeclient.APIError
+	require.True(t, errors.As(err, &apiErr), "a tunnel key must not call the API, got %v", err)
+	assert.Contains(t, []int{401, 403}, apiErr.Status)
+
+	_, err = tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: tunnelKey, HostKey: info.SSHHostKey})
+	require.True(t, errors.As(err, &auth), "a tunnel key must not hold a second session, got %v", err)
+	assert.Contains(t, auth.Error(), "session")
+}
+
+// Keys of Tunnels deleted while the controller was down are revoked when it
+// comes back; keys of another cluster are never touched (R19).
+func TestOrphanKeysRevokedAfterControllerDowntime(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	api := env.edge.Client(env.edge.AdminKey)
+	foreign, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: protocol.ProtocolHTTP,
+		Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Tunnel",
+			edgeapi.LabelNamespace: ns, edgeapi.LabelName: "web", edgeapi.LabelUID: "not-this-one"}})
+	require.NoError(t, err)
+
+	require.NoError(t, env.controller.Stop())
+	// Deleted while the operator is down, finalizer removed by hand.
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	require.NoError(t, env.cp.Client.Patch(ctx, tun, patch))
+	require.NoError(t, env.cp.Client.Delete(ctx, tun))
+	_, err = api.GetTunnelKey(ctx, tun.Status.KeyID)
+	require.NoError(t, err, "the key outlives its Tunnel while the operator is down")
+
+	env.controller = startController()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
+		assert.True(c, edgeclient.IsNotFound(err), "orphan key still there: %v", err)
+	}, wait, 100*time.Millisecond)
+	_, err = api.GetTunnelKey(ctx, foreign.ID)
+	assert.NoError(t, err, "another cluster's key is never touched")
+}
