@@ -98,8 +98,10 @@ func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) 
 		if d.Status.Adopted || d.Status.FQDN == fqdn {
 			return existing, d.Status.Adopted, nil
 		}
-		recorded, err := reservation.RecordedLive(ctx, r.Reader, d, func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn })
-		return existing, !recorded, err
+		adopted, err := reservation.AdoptedLive(ctx, r.Reader, d,
+			func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
+			func(x *tunav1.Domain) bool { return x.Status.Adopted })
+		return existing, adopted, err
 	case !edgeclient.IsNotFound(err):
 		return nil, false, err
 	}
@@ -178,6 +180,10 @@ func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (r
 func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(d, tunav1.FinalizerReservation) {
 		return reconcile.Result{}, nil
+	}
+	d, err := reservation.Fresh(ctx, r.Reader, d)
+	if err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if reservation.Release(d.Status.Adopted, d.Spec.ReclaimPolicy) && d.Status.FQDN != "" {
 		if err := r.Edge.DeleteDomain(ctx, d.Status.FQDN); err != nil && !edgeclient.IsNotFound(err) {

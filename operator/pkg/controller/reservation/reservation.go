@@ -82,15 +82,26 @@ func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, ob
 	return reconcile.Result{RequeueAfter: after}, retErr
 }
 
-// RecordedLive re-reads obj from the API server (not the cache) and
-// reports whether its status already records the reservation. Adoption is
-// decided on a reservation this resource has not recorded; a cache that
-// lags behind our own status write must not turn our reservation into an
-// "adopted" one that would never be released.
-func RecordedLive[T client.Object](ctx context.Context, reader client.Reader, obj T, recorded func(T) bool) (bool, error) {
+// AdoptedLive decides whether an existing reservation is adopted, on a
+// fresh read of obj from the API server (not the cache): a reservation the
+// resource's status has not recorded is adopted; a recorded one keeps the
+// adopted flag the status holds. A cache lagging behind our own status
+// write must flip neither: it would make our reservation undeletable, or an
+// adopted one deletable.
+func AdoptedLive[T client.Object](ctx context.Context, reader client.Reader, obj T, recorded func(T) bool, adopted func(T) bool) (bool, error) {
 	fresh := obj.DeepCopyObject().(T)
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 		return false, fmt.Errorf("re-reading %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
-	return recorded(fresh), nil
+	return !recorded(fresh) || adopted(fresh), nil
+}
+
+// Fresh re-reads obj from the API server. Finalizers decide on fresh
+// status: releasing a reservation cannot be undone.
+func Fresh[T client.Object](ctx context.Context, reader client.Reader, obj T) (T, error) {
+	fresh := obj.DeepCopyObject().(T)
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		return fresh, fmt.Errorf("re-reading %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	return fresh, nil
 }

@@ -86,8 +86,10 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 		if e.Status.Adopted || recorded {
 			return existing, e.Status.Adopted, nil
 		}
-		recorded, err := reservation.RecordedLive(ctx, r.Reader, e, func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 })
-		return existing, !recorded, err
+		adopted, err := reservation.AdoptedLive(ctx, r.Reader, e,
+			func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
+			func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted })
+		return existing, adopted, err
 	case !edgeclient.IsNotFound(err):
 		return nil, false, err
 	}
@@ -107,6 +109,10 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(e, tunav1.FinalizerReservation) {
 		return reconcile.Result{}, nil
+	}
+	e, err := reservation.Fresh(ctx, r.Reader, e)
+	if err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if reservation.Release(e.Status.Adopted, e.Spec.ReclaimPolicy) && e.Status.Port != 0 {
 		if err := r.Edge.DeleteTCPEndpoint(ctx, e.Spec.Alias); err != nil && !edgeclient.IsNotFound(err) {
