@@ -20,7 +20,8 @@ import (
 type Registry struct {
 	log     logr.Logger
 	backoff session.Backoff
-	hooks   session.Hooks
+	hooks   func(types.NamespacedName) session.Hooks
+	forget  func(types.NamespacedName)
 	// events wakes the reconciler when a tunnel's state changes.
 	events chan event.GenericEvent
 
@@ -28,10 +29,18 @@ type Registry struct {
 	tunnels map[types.NamespacedName]*session.Tunnel
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry(log logr.Logger, backoff session.Backoff, hooks session.Hooks) *Registry {
+// NewRegistry returns an empty registry. hooks gives each tunnel its
+// observers; forget drops what they recorded once the tunnel is gone. Both
+// may be nil.
+func NewRegistry(log logr.Logger, backoff session.Backoff, hooks func(types.NamespacedName) session.Hooks, forget func(types.NamespacedName)) *Registry {
+	if hooks == nil {
+		hooks = func(types.NamespacedName) session.Hooks { return session.Hooks{} }
+	}
+	if forget == nil {
+		forget = func(types.NamespacedName) {}
+	}
 	return &Registry{
-		log: log, backoff: backoff, hooks: hooks,
+		log: log, backoff: backoff, hooks: hooks, forget: forget,
 		events:  make(chan event.GenericEvent, 1024),
 		tunnels: map[types.NamespacedName]*session.Tunnel{},
 	}
@@ -54,7 +63,7 @@ func (r *Registry) Ensure(key types.NamespacedName, cfg session.Config, up proxy
 		r.log.Info("tunnel config changed, reconnecting", "tunnel", key.String())
 		go t.Stop()
 	}
-	t := session.Start(cfg, up, r.backoff, r.hooks, r.log.WithValues("tunnel", key.String()), func() { r.wake(key) })
+	t := session.Start(cfg, up, r.backoff, r.hooks(key), r.log.WithValues("tunnel", key.String()), func() { r.wake(key) })
 	r.tunnels[key] = t
 	return t
 }
@@ -74,6 +83,7 @@ func (r *Registry) Stop(key types.NamespacedName) {
 	r.mu.Unlock()
 	if ok {
 		t.Stop()
+		r.forget(key)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 )
 
 // AgentOptions configure the agent (tunnels) component.
@@ -35,17 +34,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		o.Backoff = session.DefaultBackoff
 	}
 	log := ctrl.Log.WithName("agent")
-	reg := agent.NewRegistry(log, o.Backoff, session.Hooks{
-		Connected:    metrics.TunnelsConnected.Inc,
-		Disconnected: metrics.TunnelsConnected.Dec,
-		Attempt: func(reconnect bool) {
-			kind := "first"
-			if reconnect {
-				kind = "reconnect"
-			}
-			metrics.TunnelConnects.WithLabelValues(kind).Inc()
-		},
-	})
+	reg := agent.NewRegistry(log, o.Backoff, tunnelHooks, forgetTunnel)
 	defer reg.StopAll()
 	r := &agent.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,

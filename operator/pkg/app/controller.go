@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -52,7 +53,14 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 			return err
 		}
 	}
-	api := edgeclient.New(o.EdgeAPIURL, o.APIKey)
+	api := edgeclient.New(o.EdgeAPIURL, o.APIKey, edgeclient.WithHTTPClient(&http.Client{
+		Timeout: 30 * time.Second,
+		Transport: edgeapi.InstrumentedTransport(nil, func(op, result string, took time.Duration) {
+			metrics.EdgeAPICalls.WithLabelValues(op, result).Inc()
+			metrics.EdgeAPIDuration.WithLabelValues(op).Observe(took.Seconds())
+		}),
+	}))
+	metrics.ObserveReservations(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
 	keys := &tunnelkey.Reconciler{Info: info,
 		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,

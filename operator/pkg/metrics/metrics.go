@@ -1,7 +1,9 @@
 // Package metrics declares the operator's Prometheus metrics in one place.
 // They are registered with controller-runtime's registry, so they are served
-// on the manager's metrics endpoint next to the built-in controller metrics.
-// Labels are bounded: no hosts, paths or client addresses.
+// on the manager's metrics endpoint next to the built-in controller metrics
+// (controller_runtime_reconcile_total, controller_runtime_reconcile_errors_total,
+// workqueue_*). Labels are bounded: a tunnel is named by namespace and name;
+// no hosts, paths or client addresses.
 package metrics
 
 import (
@@ -15,11 +17,32 @@ var (
 		Name: "tuna_tunnels_connected",
 		Help: "Tunnels of this agent with a live session to the edge.",
 	})
+	// TunnelUp is 1 while a tunnel has a live session, 0 while it does not.
+	TunnelUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tuna_tunnel_up",
+		Help: "1 while the tunnel has a live session to the edge, 0 while it is connecting.",
+	}, []string{"namespace", "name"})
 	// TunnelConnects counts session attempts: kind="first" or "reconnect".
 	TunnelConnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tuna_tunnel_connect_attempts_total",
 		Help: "Attempts to open a tunnel session, by kind (first, reconnect).",
 	}, []string{"kind"})
+	// TunnelRequests counts HTTP requests served through a tunnel.
+	TunnelRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tuna_tunnel_requests_total",
+		Help: "HTTP requests served through a tunnel, by status code class.",
+	}, []string{"namespace", "name", "code"})
+	// TunnelRequestDuration observes the time to the end of each response.
+	TunnelRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tuna_tunnel_request_duration_seconds",
+		Help:    "Time from a request's arrival at the agent to the end of its response.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	}, []string{"namespace", "name"})
+	// TunnelBytes counts payload bytes through a tunnel.
+	TunnelBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tuna_tunnel_bytes_total",
+		Help: "Bytes carried through a tunnel, by direction (in: from public clients, out: to them).",
+	}, []string{"namespace", "name", "direction"})
 	// KeysIssued counts tunnel keys issued by the controller.
 	KeysIssued = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tuna_tunnel_keys_issued_total",
@@ -30,8 +53,30 @@ var (
 		Name: "tuna_tunnel_keys_revoked_total",
 		Help: "Ephemeral tunnel keys revoked on the edge.",
 	})
+	// EdgeAPICalls counts calls to the edge API by operation and result.
+	EdgeAPICalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tuna_edge_api_calls_total",
+		Help: "Calls to the edge control API, by operation (METHOD /route) and result (2xx, 4xx, 429, 5xx, error).",
+	}, []string{"operation", "result"})
+	// EdgeAPIDuration observes edge API call latency.
+	EdgeAPIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tuna_edge_api_call_duration_seconds",
+		Help:    "Latency of edge control API calls, by operation.",
+		Buckets: prometheus.ExponentialBuckets(0.002, 2.5, 10),
+	}, []string{"operation"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(TunnelsConnected, TunnelConnects, KeysIssued, KeysRevoked)
+	crmetrics.Registry.MustRegister(TunnelsConnected, TunnelUp, TunnelConnects, TunnelRequests,
+		TunnelRequestDuration, TunnelBytes, KeysIssued, KeysRevoked, EdgeAPICalls, EdgeAPIDuration)
+}
+
+// ForgetTunnel drops a deleted tunnel's series, so label sets stay bounded
+// by the tunnels that exist.
+func ForgetTunnel(namespace, name string) {
+	l := prometheus.Labels{"namespace": namespace, "name": name}
+	TunnelUp.DeletePartialMatch(l)
+	TunnelRequests.DeletePartialMatch(l)
+	TunnelRequestDuration.DeletePartialMatch(l)
+	TunnelBytes.DeletePartialMatch(l)
 }

@@ -29,10 +29,11 @@ type Upstream struct {
 type HTTP struct {
 	upstream atomic.Pointer[Upstream]
 	proxy    *httputil.ReverseProxy
+	handler  http.Handler
 }
 
-// NewHTTP returns a proxy to u.
-func NewHTTP(u Upstream) *HTTP {
+// NewHTTP returns a proxy to u; meter may be nil.
+func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h := &HTTP{}
 	h.upstream.Store(&u)
 	transport := &http.Transport{
@@ -49,6 +50,7 @@ func NewHTTP(u Upstream) *HTTP {
 		FlushInterval: -1, // stream responses (SSE, chunked) as they come
 		ErrorHandler:  h.fail,
 	}
+	h.handler = metered(h.proxy, meter)
 	return h
 }
 
@@ -58,7 +60,7 @@ func (h *HTTP) SetUpstream(u Upstream) { h.upstream.Store(&u) }
 // Upstream returns the current upstream.
 func (h *HTTP) Upstream() Upstream { return *h.upstream.Load() }
 
-func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.proxy.ServeHTTP(w, r) }
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
 
 // rewrite sends the request to the upstream with the public Host header. The
 // edge has set X-Forwarded-For/Host/Proto from what it saw (and overwrote any

@@ -77,6 +77,8 @@ type Hooks struct {
 	Connected    func()
 	Disconnected func()
 	Attempt      func(reconnect bool)
+	// Meter observes the tunnel's traffic.
+	Meter proxy.Meter
 }
 
 // Start runs a tunnel until Stop. notify is called (without locks held)
@@ -89,7 +91,7 @@ func Start(cfg Config, up proxy.Upstream, backoff Backoff, hooks Hooks, log logr
 		cancel: cancel, done: make(chan struct{}),
 	}
 	if cfg.Bind.Protocol == protocol.ProtocolHTTP {
-		t.http = proxy.NewHTTP(up)
+		t.http = proxy.NewHTTP(up, hooks.Meter)
 	} else {
 		u := up
 		t.upstream = &u
@@ -213,7 +215,7 @@ func (t *Tunnel) serveTCP(s *tunnelclient.Session) {
 		addr := t.upstream.Addr
 		t.mu.Unlock()
 		go func() {
-			if err := proxy.PipeTCP(conn, addr); err != nil {
+			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
 				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
 			}
 		}()

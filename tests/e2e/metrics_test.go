@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+// The operator's metrics count what really happened: the components run in
+// this process, so their registry is the one a scrape would read.
+func TestMetricsReflectTraffic(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "metered", "metered-"+ns[:8], "")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	waitDomain(t, ns, "metered", metav1.ConditionTrue, tunav1.ReasonReserved)
+	for range 5 {
+		getEcho(t, tun.Status.URL+"/m")
+	}
+
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.TunnelUp.WithLabelValues(ns, "web")))
+	assert.Equal(t, 5.0, testutil.ToFloat64(metrics.TunnelRequests.WithLabelValues(ns, "web", "2xx")))
+	assert.Greater(t, testutil.ToFloat64(metrics.TunnelBytes.WithLabelValues(ns, "web", "out")), 5*100.0, "five echo bodies went out")
+	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.KeysIssued), 1.0)
+	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/tunnel-keys", "2xx")), 1.0)
+	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/domains", "2xx")), 1.0)
+
+	families, err := crmetrics.Registry.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+		if f.GetName() == "tuna_reservations" {
+			var ready float64
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["kind"] == "Domain" && labels["state"] == "ready" {
+					ready = m.GetGauge().GetValue()
+				}
+			}
+			assert.GreaterOrEqual(t, ready, 1.0, "the Ready Domain is counted")
+		}
+	}
+	for _, n := range []string{"tuna_tunnels_connected", "tuna_tunnel_connect_attempts_total", "tuna_tunnel_request_duration_seconds",
+		"tuna_edge_api_call_duration_seconds", "tuna_reservations", "controller_runtime_reconcile_errors_total"} {
+		assert.True(t, names[n], "metric %s is exported", n)
+	}
+
+	deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "web"))
+	deleteAndWait(t, &tunav1.Domain{}, key(ns, "metered"))
+}
