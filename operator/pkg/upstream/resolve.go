@@ -20,6 +20,9 @@ func Resolve(ctx context.Context, reader client.Reader, namespace string, t Targ
 	if t.Service == "" {
 		return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))), nil
 	}
+	if t.Namespace != "" {
+		namespace = t.Namespace
+	}
 	var svc corev1.Service
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: t.Service}, &svc); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -20,9 +20,12 @@ type Target struct {
 	Scheme string
 	// Host is the host part as written.
 	Host string
-	// Service is the Service name when Host names a Service of the tunnel's
-	// namespace; empty for other hosts.
+	// Service is the Service name when Host names a Service; empty for
+	// other hosts.
 	Service string
+	// Namespace is the Service's namespace: the tunnel's own, or another
+	// one when external upstreams are allowed.
+	Namespace string
 	// Port is the port number, or 0 when PortName is set.
 	Port int32
 	// PortName is a named Service port ("http"), resolved from the Service.
@@ -108,12 +111,18 @@ func Parse(raw, protocol, namespace string, allowExternal bool) (Target, error) 
 		return Target{}, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("upstream.url %q: port %q is neither a number nor a port name", raw, p)}
 	}
 
-	service, external := serviceName(t.Host, namespace)
-	if !external {
-		t.Service = service
+	service, ns := serviceRef(t.Host, namespace)
+	if service != "" && ns == namespace {
+		t.Service, t.Namespace = service, ns
 		return t, nil
 	}
 	if allowExternal {
+		if service != "" && strings.Count(t.Host, ".") >= 2 {
+			// name.ns.svc[.cluster.local]: resolved through the API, like
+			// the tunnel's own Services, never through DNS.
+			t.Service, t.Namespace = service, ns
+			return t, nil
+		}
 		if t.PortName != "" {
 			return Target{}, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("upstream.url %q: a named port needs a Service of this namespace", raw)}
 		}
@@ -122,28 +131,29 @@ func Parse(raw, protocol, namespace string, allowExternal bool) (Target, error) 
 	return Target{}, refusal(t.Host, namespace)
 }
 
-// serviceName reports the Service that host names in namespace, accepting
-// the forms Kubernetes DNS resolves: name, name.ns, name.ns.svc and
-// name.ns.svc.cluster.local. external is true for anything else.
-func serviceName(host, namespace string) (name string, external bool) {
+// serviceRef reports the Service and namespace that host names, accepting
+// the forms cluster DNS resolves: name (in namespace), name.ns, name.ns.svc
+// and name.ns.svc.cluster.local. service is empty for anything else (IPs,
+// external hosts).
+func serviceRef(host, namespace string) (service, ns string) {
 	if net.ParseIP(host) != nil {
-		return "", true
+		return "", ""
 	}
 	parts := strings.Split(strings.TrimSuffix(host, "."), ".")
 	if len(validation.IsDNS1035Label(parts[0])) != 0 {
-		return "", true
+		return "", ""
 	}
 	switch {
 	case len(parts) == 1:
-		return parts[0], false
-	case parts[1] != namespace:
-		return "", true
+		return parts[0], namespace
+	case len(validation.IsDNS1123Label(parts[1])) != 0:
+		return "", ""
 	case len(parts) == 2,
 		len(parts) == 3 && parts[2] == "svc",
 		len(parts) == 5 && parts[2] == "svc" && parts[3] == "cluster" && parts[4] == "local":
-		return parts[0], false
+		return parts[0], parts[1]
 	}
-	return "", true
+	return "", ""
 }
 
 // refusal explains why an external host is refused.

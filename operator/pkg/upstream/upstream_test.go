@@ -13,11 +13,12 @@ func TestParse(t *testing.T) {
 		want                Target
 		reason, mentions    string
 	}{
-		{name: "service and port", raw: "http://web:8080", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", Port: 8080}},
-		{name: "named port", raw: "http://web:http", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", PortName: "http"}},
-		{name: "default http port", raw: "http://web", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", Port: 80}},
-		{name: "same namespace fqdn", raw: "http://web.team.svc.cluster.local:80", protocol: "http", want: Target{Scheme: "http", Host: "web.team.svc.cluster.local", Service: "web", Port: 80}},
-		{name: "same namespace short", raw: "tcp://pg.team:5432", protocol: "tcp", want: Target{Scheme: "tcp", Host: "pg.team", Service: "pg", Port: 5432}},
+		{name: "service and port", raw: "http://web:8080", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", Namespace: "team", Port: 8080}},
+		{name: "named port", raw: "http://web:http", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", Namespace: "team", PortName: "http"}},
+		{name: "default http port", raw: "http://web", protocol: "http", want: Target{Scheme: "http", Host: "web", Service: "web", Namespace: "team", Port: 80}},
+		{name: "same namespace fqdn", raw: "http://web.team.svc.cluster.local:80", protocol: "http", want: Target{Scheme: "http", Host: "web.team.svc.cluster.local", Service: "web", Namespace: "team", Port: 80}},
+		{name: "same namespace short", raw: "tcp://pg.team:5432", protocol: "tcp", want: Target{Scheme: "tcp", Host: "pg.team", Service: "pg", Namespace: "team", Port: 5432}},
+		{name: "other namespace allowed", raw: "http://db.other.svc:80", protocol: "http", allowExternal: true, want: Target{Scheme: "http", Host: "db.other.svc", Service: "db", Namespace: "other", Port: 80}},
 		{name: "other namespace", raw: "http://web.other:80", protocol: "http", reason: ReasonRefused, mentions: "namespace other"},
 		{name: "other namespace svc", raw: "http://web.other.svc:80", protocol: "http", reason: ReasonRefused, mentions: "is a Service of namespace other:"},
 		{name: "bare ipv6", raw: "http://[::1]:80", protocol: "http", reason: ReasonRefused, mentions: "IP address"},
