@@ -49,6 +49,7 @@ func commonFlags(cmd *cobra.Command, c *app.Common) {
 		"allow upstreams outside the resource's namespace: IPs, external hosts, other namespaces, ExternalName Services")
 	f.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables it")
 	f.StringVar(&c.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
+	f.IntVar(&c.Concurrency, "concurrency", 4, "how many objects of a kind to reconcile at once")
 }
 
 func controllerCmd() *cobra.Command {

@@ -49,6 +49,8 @@ type Reconciler struct {
 	// Edge tunes the transport (keepalives, timeouts); Addr, Key and
 	// HostKey come from each tunnel's key Secret.
 	Edge tunnelclient.Config
+
+	transitions status.Transitions
 }
 
 // SetupWithManager registers the reconciler: it follows Tunnels (spec and
@@ -214,7 +216,7 @@ func (r *Reconciler) report(ctx context.Context, tun *tunav1.Tunnel, st session.
 	if err != nil {
 		return err
 	}
-	if old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
+	if r.transitions.Changed(tun.UID, old, cond) {
 		if condStatus == metav1.ConditionTrue {
 			r.Recorder.Eventf(tun, nil, corev1.EventTypeNormal, st.Reason, "Connect", "Tunnel connected at %s", st.URL)
 		} else if st.Reason != tunav1.ReasonKeyPending && st.Reason != tunav1.ReasonConnecting {

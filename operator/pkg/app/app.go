@@ -45,6 +45,9 @@ type Common struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables it).
 	HealthAddr string
+	// Concurrency is how many objects of a kind are reconciled at once
+	// (default 4).
+	Concurrency int
 	// Restartable lets a process start the component again after it stopped
 	// (the test harness does; a binary never needs it).
 	Restartable bool
@@ -66,7 +69,7 @@ func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string
 		GracefulShutdownTimeout:       ptr(10 * time.Second),
 		// Controller names must be unique per process for their metrics;
 		// a restarted component registers the same names again.
-		Controller: config.Controller{SkipNameValidation: ptr(c.Restartable)},
+		Controller: config.Controller{SkipNameValidation: ptr(c.Restartable), MaxConcurrentReconciles: orDefaultInt(c.Concurrency, 4)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -101,3 +104,10 @@ func orDefault(s, d string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func orDefaultInt(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}

@@ -25,6 +25,19 @@ type Upstream struct {
 	Display string
 }
 
+// transport is shared by every tunnel: connections are pooled per upstream
+// address anyway, and one pool for a thousand tunnels costs far less memory
+// than a thousand pools.
+var transport = &http.Transport{
+	Proxy:               nil, // never an environment proxy: dial the Service itself
+	DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:        1024,
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     90 * time.Second,
+	// No response header timeout: long polls and streams are the
+	// backend's business.
+}
+
 // HTTP is a reverse proxy to a swappable upstream.
 type HTTP struct {
 	upstream atomic.Pointer[Upstream]
@@ -36,14 +49,6 @@ type HTTP struct {
 func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h := &HTTP{}
 	h.upstream.Store(&u)
-	transport := &http.Transport{
-		Proxy:                 nil, // never an environment proxy: dial the Service itself
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 0, // long polls and streams are the backend's business
-		ForceAttemptHTTP2:     false,
-	}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     transport,

@@ -42,13 +42,21 @@ func Resync(d time.Duration) time.Duration {
 // an event when Ready changes status or reason.
 func WriteStatus(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
 	existing []metav1.Condition, cond metav1.Condition, values map[string]any) error {
+	return writeStatus(ctx, c, rec, obj, kind, existing, cond, values)
+}
+
+// transitions de-duplicates Ready events of reservations across reconciles.
+var transitions status.Transitions
+
+func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
+	existing []metav1.Condition, cond metav1.Condition, values map[string]any) error {
 	old := status.Find(existing, tunav1.ConditionReady)
 	err := status.Apply(ctx, c, tunav1.GroupVersion.WithKind(kind), client.ObjectKeyFromObject(obj), FieldOwner,
 		status.Fields{Conditions: []metav1.Condition{cond}, Values: values})
 	if err != nil {
 		return err
 	}
-	if old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
+	if transitions.Changed(obj.GetUID(), old, cond) {
 		typ := corev1.EventTypeNormal
 		if cond.Status != metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning

@@ -98,14 +98,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && r.sameAddress(ctx, k.Address, want.Address) {
 			// The key the agent holds still fits; drop any strays (a crash
 			// between issuing and recording a key leaves one behind).
-			if err := r.revokeAll(ctx, &tun, k.ID); err != nil {
+			if err := r.revoke(ctx, keys, k.ID); err != nil {
 				return r.edgeFailed(ctx, &tun, err)
 			}
 			return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 				"a temporary tunnel key is issued for "+describe(want), k.ID)
 		}
 	}
-	return r.issue(ctx, &tun, want)
+	return r.issue(ctx, &tun, want, keys)
 }
 
 // desiredKey is the key the tunnel needs, or why it gets none.
@@ -194,8 +194,8 @@ func (r *Reconciler) ownerLabels(tun *tunav1.Tunnel) map[string]string {
 // issue revokes whatever keys the tunnel had, issues a new one, and hands
 // it to the agent. The Secret is written before status names the key, so a
 // keyID in status always has its Secret.
-func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey) (reconcile.Result, error) {
-	if err := r.revokeAll(ctx, tun, ""); err != nil {
+func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey, old []edgeclient.TunnelKey) (reconcile.Result, error) {
+	if err := r.revoke(ctx, old, ""); err != nil {
 		return r.edgeFailed(ctx, tun, err)
 	}
 	key, err := r.Edge.CreateTunnelKey(ctx, want)
@@ -219,6 +219,11 @@ func (r *Reconciler) revokeAll(ctx context.Context, tun *tunav1.Tunnel, keep str
 	if err != nil {
 		return err
 	}
+	return r.revoke(ctx, keys, keep)
+}
+
+// revoke revokes keys except keep.
+func (r *Reconciler) revoke(ctx context.Context, keys []edgeclient.TunnelKey, keep string) error {
 	for _, k := range keys {
 		if k.ID == keep {
 			continue
