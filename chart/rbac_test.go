@@ -1,0 +1,178 @@
+package chart
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The exact RBAC of each component (R21: least privilege). A change here
+// is a change of what the operator may do in users' clusters: review it.
+func TestRBACExact(t *testing.T) {
+	r := render(t, withKey(t))
+
+	ctrl, err := r.RBAC(ComponentController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCtrlCluster := map[string][]string{
+		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
+		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
+		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
+		"k8s.tuna.am/tunnels/finalizers":      {"update"},
+		"k8s.tuna.am/domains/finalizers":      {"update"},
+		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
+		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
+		"networking.k8s.io/ingressclasses":    {"get", "list", "watch"},
+		"/namespaces:kube-system":             {"get"},
+		"events.k8s.io/events":                {"create", "patch"},
+	}
+	wantCtrlNS := map[string][]string{
+		"/secrets":                   {"create", "delete", "patch"},
+		"coordination.k8s.io/leases": {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/events":                    {"create", "patch"},
+	}
+	compareGrants(t, "controller ClusterRole", grants(ctrl.ClusterRules()), wantCtrlCluster)
+	compareGrants(t, "controller Role", grants(ctrl.NamespaceRules()), wantCtrlNS)
+
+	agent, err := r.RBAC(ComponentAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAgentCluster := map[string][]string{
+		"k8s.tuna.am/tunnels":                {"get", "list", "watch"},
+		"k8s.tuna.am/tunnels/status":         {"get", "patch", "update"},
+		"networking.k8s.io/ingresses":        {"get", "list", "watch"},
+		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
+		"networking.k8s.io/ingressclasses":   {"get", "list", "watch"},
+		"/services":                          {"get"},
+		"/secrets":                           {"get"},
+		"events.k8s.io/events":               {"create", "patch"},
+	}
+	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
+	if len(agent.Roles) != 0 || len(agent.RoleBindings) != 0 {
+		t.Errorf("agent has Roles %v / RoleBindings %v, want none", agent.Roles, agent.RoleBindings)
+	}
+
+	// The promises of R21, checked with RBAC's matching rules (wildcards
+	// included), whatever the rules' layout.
+	all := func(b *RBAC) []string {
+		var v []string
+		for _, rule := range append(b.ClusterRules(), b.NamespaceRules()...) {
+			v = append(v, rule.Verbs...)
+			v = append(v, rule.Resources...)
+			v = append(v, rule.APIGroups...)
+		}
+		return v
+	}
+	for _, b := range []*RBAC{ctrl, agent} {
+		if slices.Contains(all(b), "*") {
+			t.Errorf("%s RBAC has a wildcard", b.Component)
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		if allows(ctrl.ClusterRules(), "", "secrets", verb, "any") || allows(ctrl.NamespaceRules(), "", "secrets", verb, "any") {
+			t.Errorf("controller may %s Secrets", verb)
+		}
+	}
+	for _, verb := range []string{"list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
+		for _, res := range []string{"secrets", "services"} {
+			if allows(agent.ClusterRules(), "", res, verb, "x") {
+				t.Errorf("agent may %s %s; it may only get them", verb, res)
+			}
+		}
+	}
+	if !allows(agent.ClusterRules(), "", "secrets", "get", "tuna-tunnel-x") || !allows(agent.ClusterRules(), "", "services", "get", "web") {
+		t.Error("agent may not get Secrets and Services")
+	}
+	if allows(ctrl.ClusterRules(), "", "services", "get", "web") {
+		t.Error("controller may get Services")
+	}
+	if allows(ctrl.ClusterRules(), "", "namespaces", "get", "default") || allows(ctrl.ClusterRules(), "", "namespaces", "list", "") {
+		t.Error("controller may read namespaces other than kube-system")
+	}
+
+	// With clusterID set, the controller needs no access to namespaces.
+	ctrl2, err := render(t, withKey(t, "clusterID=c1")).RBAC(ComponentController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allows(ctrl2.ClusterRules(), "", "namespaces", "get", "kube-system") {
+		t.Error("clusterID set: controller may still get namespace kube-system")
+	}
+}
+
+func compareGrants(t *testing.T, what string, got, want map[string][]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if !slices.Equal(got[k], want[k]) {
+			t.Errorf("%s: %s verbs = %v, want %v", what, k, got[k], want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected grant %s %v", what, k, got[k])
+		}
+	}
+}
+
+// RBAC() is what the end-to-end harness applies and impersonates.
+func TestRBACForHarness(t *testing.T) {
+	r, err := Render(withKey(t), Options{ReleaseName: "e2e", Namespace: "tuna-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range []string{ComponentController, ComponentAgent} {
+		b, err := r.RBAC(comp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "system:serviceaccount:tuna-e2e:e2e-tuna-k8s-operator-" + comp
+		if b.Username() != want {
+			t.Errorf("%s Username = %q, want %q", comp, b.Username(), want)
+		}
+		if !slices.Contains(b.Groups(), "system:serviceaccounts:tuna-e2e") {
+			t.Errorf("%s Groups = %v", comp, b.Groups())
+		}
+		// The Deployment runs as that ServiceAccount.
+		var d struct{ name string }
+		for _, m := range r.Component(comp) {
+			if m.Kind() == "Deployment" {
+				sa, _, _ := unstructuredField(m.Object.Object, "spec", "template", "spec", "serviceAccountName")
+				d.name, _ = sa.(string)
+			}
+		}
+		if d.name != b.ServiceAccount.Name {
+			t.Errorf("%s Deployment runs as %q, RBAC is for %q", comp, d.name, b.ServiceAccount.Name)
+		}
+		objs := b.Objects()
+		kinds := map[string]int{}
+		for _, o := range objs {
+			gvk := o.GetObjectKind().GroupVersionKind()
+			if gvk.Kind == "" || gvk.Version == "" {
+				t.Errorf("%s: object %s has no apiVersion/kind, a client cannot create it", comp, o.GetName())
+			}
+			if o.GetResourceVersion() != "" || o.GetUID() != "" {
+				t.Errorf("%s: object %s carries server fields", comp, o.GetName())
+			}
+			kinds[gvk.Kind]++
+		}
+		want2 := map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+		if comp == ComponentController {
+			want2["Role"], want2["RoleBinding"] = 1, 1
+		}
+		if !maps.Equal(kinds, want2) {
+			t.Errorf("%s objects = %v, want %v", comp, kinds, want2)
+		}
+		if kinds := objs[0].GetObjectKind().GroupVersionKind().Kind; kinds != "ServiceAccount" {
+			t.Errorf("%s: first object is a %s, want the ServiceAccount", comp, kinds)
+		}
+	}
+	if _, err := r.RBAC("nope"); err == nil || !strings.Contains(err.Error(), "0 ServiceAccounts") {
+		t.Errorf("unknown component: err = %v", err)
+	}
+}
