@@ -1,11 +1,13 @@
 // Package agent is the tunnels component: it runs every tunnel of the
 // cluster inside its pod. The Registry owns the running tunnels; the
-// Reconciler decides what each one should be and reports its status.
+// reconcilers decide what each one should be and report its status.
 package agent
 
 import (
+	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,17 +18,26 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 )
 
-// Registry holds the running tunnels, keyed by their resource.
+// Registry holds the running tunnels, keyed by the resource they serve
+// (a Tunnel, or an Ingress host under a key its reconciler chooses).
 type Registry struct {
 	log     logr.Logger
 	backoff session.Backoff
 	hooks   func(types.NamespacedName) session.Hooks
 	forget  func(types.NamespacedName)
-	// events wakes the reconciler when a tunnel's state changes.
+	// events wakes the Tunnel reconciler when a tunnel's state changes.
 	events chan event.GenericEvent
 
 	mu      sync.Mutex
-	tunnels map[types.NamespacedName]*session.Tunnel
+	tunnels map[types.NamespacedName]*entry
+}
+
+// entry is a running tunnel and, for a Tunnel resource, the upstream it
+// proxies to, which changes in place.
+type entry struct {
+	tunnel *session.Tunnel
+	http   *proxy.HTTP                     // http Tunnel resources
+	tcp    *atomic.Pointer[proxy.Upstream] // tcp Tunnel resources
 }
 
 // NewRegistry returns an empty registry. hooks gives each tunnel its
@@ -42,47 +53,86 @@ func NewRegistry(log logr.Logger, backoff session.Backoff, hooks func(types.Name
 	return &Registry{
 		log: log, backoff: backoff, hooks: hooks, forget: forget,
 		events:  make(chan event.GenericEvent, 1024),
-		tunnels: map[types.NamespacedName]*session.Tunnel{},
+		tunnels: map[types.NamespacedName]*entry{},
 	}
 }
 
-// Events is the channel of state changes, for a controller source.
+// Events is the channel of Tunnel state changes, for a controller source.
 func (r *Registry) Events() <-chan event.GenericEvent { return r.events }
 
-// Ensure makes the tunnel of key run with cfg and send traffic to up. A
-// changed upstream is swapped in place; a changed connection config
-// restarts the session.
+// Ensure makes the tunnel of a Tunnel resource run with cfg and send
+// traffic to up. A changed upstream is swapped in place; a changed
+// connection config restarts the session.
 func (r *Registry) Ensure(key types.NamespacedName, cfg session.Config, up proxy.Upstream) *session.Tunnel {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if t, ok := r.tunnels[key]; ok {
-		if reflect.DeepEqual(t.Config(), cfg) {
-			t.SetUpstream(up)
-			return t
+	if e, ok := r.tunnels[key]; ok && reflect.DeepEqual(e.tunnel.Config(), cfg) && (e.http != nil || e.tcp != nil) {
+		if e.http != nil {
+			e.http.SetUpstream(up)
+		} else {
+			e.tcp.Store(&up)
 		}
-		r.log.Info("tunnel config changed, reconnecting", "tunnel", key.String())
-		go t.Stop()
+		return e.tunnel
 	}
-	t := session.Start(cfg, up, r.backoff, r.hooks(key), r.log.WithValues("tunnel", key.String()), func() { r.wake(key) })
-	r.tunnels[key] = t
-	return t
+	e := &entry{}
+	traffic := session.Traffic{}
+	hooks := r.hooks(key)
+	if cfg.Bind.Protocol == "http" {
+		e.http = proxy.NewHTTP(up, hooks.Meter)
+		traffic.Handler = e.http
+	} else {
+		e.tcp = &atomic.Pointer[proxy.Upstream]{}
+		e.tcp.Store(&up)
+		traffic.TCPAddr = func() string { return e.tcp.Load().Addr }
+	}
+	r.start(key, cfg, traffic, hooks, e, func() { r.wakeTunnel(key) })
+	return e.tunnel
+}
+
+// EnsureHandler makes the tunnel of key run with cfg and serve handler,
+// which routes requests itself (an Ingress host's router). A changed config
+// restarts the session; the handler is kept while the config is the same,
+// so route changes swapped inside it never reconnect. wake is called when
+// the tunnel's state changes.
+func (r *Registry) EnsureHandler(key types.NamespacedName, cfg session.Config, handler http.Handler, wake func()) *session.Tunnel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.tunnels[key]; ok && reflect.DeepEqual(e.tunnel.Config(), cfg) {
+		return e.tunnel
+	}
+	e := &entry{}
+	r.start(key, cfg, session.Traffic{Handler: handler}, r.hooks(key), e, wake)
+	return e.tunnel
+}
+
+// start replaces any tunnel of key by a new one; r.mu is held.
+func (r *Registry) start(key types.NamespacedName, cfg session.Config, traffic session.Traffic, hooks session.Hooks, e *entry, wake func()) {
+	if old, ok := r.tunnels[key]; ok {
+		r.log.Info("tunnel config changed, reconnecting", "tunnel", key.String())
+		go old.tunnel.Stop()
+	}
+	e.tunnel = session.Start(cfg, traffic, r.backoff, hooks, r.log.WithValues("tunnel", key.String()), wake)
+	r.tunnels[key] = e
 }
 
 // Get returns the running tunnel of key, or nil.
 func (r *Registry) Get(key types.NamespacedName) *session.Tunnel {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.tunnels[key]
+	if e, ok := r.tunnels[key]; ok {
+		return e.tunnel
+	}
+	return nil
 }
 
 // Stop ends the tunnel of key, if it runs.
 func (r *Registry) Stop(key types.NamespacedName) {
 	r.mu.Lock()
-	t, ok := r.tunnels[key]
+	e, ok := r.tunnels[key]
 	delete(r.tunnels, key)
 	r.mu.Unlock()
 	if ok {
-		t.Stop()
+		e.tunnel.Stop()
 		r.forget(key)
 	}
 }
@@ -91,18 +141,19 @@ func (r *Registry) Stop(key types.NamespacedName) {
 func (r *Registry) StopAll() {
 	r.mu.Lock()
 	all := r.tunnels
-	r.tunnels = map[types.NamespacedName]*session.Tunnel{}
+	r.tunnels = map[types.NamespacedName]*entry{}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, t := range all {
+	for _, e := range all {
 		wg.Add(1)
-		go func() { defer wg.Done(); t.Stop() }()
+		go func() { defer wg.Done(); e.tunnel.Stop() }()
 	}
 	wg.Wait()
 }
 
-// wake enqueues key without blocking the session that changed state.
-func (r *Registry) wake(key types.NamespacedName) {
+// wakeTunnel enqueues a Tunnel without blocking the session that changed
+// state.
+func (r *Registry) wakeTunnel(key types.NamespacedName) {
 	obj := &tunav1.Tunnel{}
 	obj.Namespace, obj.Name = key.Namespace, key.Name
 	select {

@@ -55,15 +55,22 @@ type Backoff struct {
 // DefaultBackoff reconnects fast after a blip and settles at 30s.
 var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Second}
 
+// Traffic is what a tunnel serves: each forwarded connection of an http
+// tunnel goes to Handler; each one of a tcp tunnel is piped to TCPAddr().
+// Both may change what they do while the session stays up.
+type Traffic struct {
+	Handler http.Handler
+	TCPAddr func() string
+}
+
 // Tunnel is one running tunnel.
 type Tunnel struct {
-	cfg      Config
-	http     *proxy.HTTP
-	upstream *proxy.Upstream // tcp: read under mu
-	notify   func()
-	log      logr.Logger
-	backoff  Backoff
-	hooks    Hooks
+	cfg     Config
+	traffic Traffic
+	notify  func()
+	log     logr.Logger
+	backoff Backoff
+	hooks   Hooks
 
 	mu    sync.Mutex
 	state State
@@ -83,18 +90,12 @@ type Hooks struct {
 
 // Start runs a tunnel until Stop. notify is called (without locks held)
 // whenever State changes.
-func Start(cfg Config, up proxy.Upstream, backoff Backoff, hooks Hooks, log logr.Logger, notify func()) *Tunnel {
+func Start(cfg Config, traffic Traffic, backoff Backoff, hooks Hooks, log logr.Logger, notify func()) *Tunnel {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Tunnel{
-		cfg: cfg, notify: notify, log: log, backoff: backoff, hooks: hooks,
+		cfg: cfg, traffic: traffic, notify: notify, log: log, backoff: backoff, hooks: hooks,
 		state:  State{Phase: PhaseConnecting, Reason: "Connecting", Message: "connecting to the edge"},
 		cancel: cancel, done: make(chan struct{}),
-	}
-	if cfg.Bind.Protocol == protocol.ProtocolHTTP {
-		t.http = proxy.NewHTTP(up, hooks.Meter)
-	} else {
-		u := up
-		t.upstream = &u
 	}
 	go t.run(ctx)
 	return t
@@ -102,17 +103,6 @@ func Start(cfg Config, up proxy.Upstream, backoff Backoff, hooks Hooks, log logr
 
 // Config returns the connection config the tunnel runs with.
 func (t *Tunnel) Config() Config { return t.cfg }
-
-// SetUpstream switches traffic to a new upstream without reconnecting.
-func (t *Tunnel) SetUpstream(u proxy.Upstream) {
-	if t.http != nil {
-		t.http.SetUpstream(u)
-		return
-	}
-	t.mu.Lock()
-	t.upstream = &u
-	t.mu.Unlock()
-}
 
 // State returns the current state.
 func (t *Tunnel) State() State {
@@ -190,8 +180,8 @@ func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
 		}
 	}()
 
-	if t.http != nil {
-		srv := &http.Server{Handler: t.http, ReadHeaderTimeout: 30 * time.Second}
+	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
+		srv := &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
 		go func() { _ = srv.Serve(s.Listener()) }()
 		defer srv.Close()
 	} else {
@@ -211,9 +201,7 @@ func (t *Tunnel) serveTCP(s *tunnelclient.Session) {
 		if err != nil {
 			return
 		}
-		t.mu.Lock()
-		addr := t.upstream.Addr
-		t.mu.Unlock()
+		addr := t.traffic.TCPAddr()
 		go func() {
 			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
 				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
