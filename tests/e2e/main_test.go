@@ -29,6 +29,7 @@ var env struct {
 	agent      *harness.Component
 	dns        *dnstest.Server
 	edgeDir    string
+	ids        *harness.Identities
 }
 
 // Intervals shortened for tests; production defaults are 5 minutes (DNS
@@ -42,9 +43,13 @@ func edgeOptions() harness.EdgeOptions {
 	return harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second, DNSResolver: env.dns.Addr()}
 }
 
-// startController starts the controller against the current edge.
+// startAgent starts the agent as the chart's agent ServiceAccount.
+func startAgent() *harness.Component { return harness.StartAgent(env.ids.Agent) }
+
+// startController starts the controller, as the chart's controller
+// ServiceAccount, against the current edge.
 func startController(mutate ...func(*app.ControllerOptions)) *harness.Component {
-	return harness.StartController(env.cp.Config, env.edge, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
+	return harness.StartController(env.ids.Controller, env.edge, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
 		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
 	}}, mutate...)...)
 }
@@ -93,8 +98,15 @@ func run(m *testing.M) (int, error) {
 	}
 	env.edge = edge
 	defer func() { env.edge.Close() }()
+	// The components run as the chart's ServiceAccounts, with exactly the
+	// RBAC the chart grants.
+	ids, err := cp.ChartIdentities(ctx)
+	if err != nil {
+		return 0, err
+	}
+	env.ids = ids
 	env.controller = startController()
-	env.agent = harness.StartAgent(cp.Config)
+	env.agent = startAgent()
 	code := m.Run()
 	if err := env.agent.Stop(); err != nil {
 		return 1, fmt.Errorf("agent: %w", err)

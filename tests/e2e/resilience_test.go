@@ -63,7 +63,7 @@ func TestAgentRestartRestoresTunnels(t *testing.T) {
 	code, _ := get(t, before[0].Status.URL)
 	require.Equal(t, http.StatusBadGateway, code, "with the agent down the address is known but not connected")
 
-	env.agent = harness.StartAgent(env.cp.Config)
+	env.agent = startAgent()
 	for _, old := range before {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			code, body := get(t, old.Status.URL)

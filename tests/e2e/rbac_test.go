@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+// The components of every e2e test run as the chart's ServiceAccounts. This
+// checks that the identities really are that narrow (R21): the agent may
+// only get Secrets and Services, the controller may not read Secrets.
+func TestComponentsRunUnderChartRBAC(t *testing.T) {
+	ctx := context.Background()
+	as := func(cfg *rest.Config) client.Client {
+		c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+		require.NoError(t, err)
+		return c
+	}
+	agent, controller := as(env.ids.Agent), as(env.ids.Controller)
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+
+	var svc corev1.Service
+	assert.NoError(t, agent.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &svc), "the agent gets Services")
+	forbidden := func(err error, what string) {
+		t.Helper()
+		assert.True(t, apierrors.IsForbidden(err), "%s must be forbidden, got %v", what, err)
+	}
+	forbidden(agent.List(ctx, &corev1.SecretList{}, client.InNamespace(harness.OperatorNamespace)), "agent list secrets")
+	forbidden(agent.List(ctx, &corev1.ServiceList{}, client.InNamespace(ns)), "agent list services")
+	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: "anything"}, &corev1.Secret{}), "controller get secrets")
+	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &corev1.Service{}), "controller get services")
+	forbidden(controller.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "outside"}}), "controller create secrets outside its namespace")
+}
