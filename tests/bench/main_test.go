@@ -85,4 +85,3 @@ func run(m *testing.M) (int, error) {
 	defer func() { _ = agent.Process.Kill(); _, _ = agent.Process.Wait() }()
 	return m.Run(), nil
 }
-

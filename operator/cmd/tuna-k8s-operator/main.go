@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,6 +77,12 @@ func agentCmd() *cobra.Command {
 		Use:   "agent",
 		Short: "Run every tunnel and proxy traffic to Services",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The agent's heap is mostly long-lived per-tunnel connection
+			// state; a lower GC target than Go's 100 trades a little CPU for
+			// a third less memory with many idle tunnels. GOGC overrides it.
+			if os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(50)
+			}
 			return app.RunAgent(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o)
 		},
 	}
