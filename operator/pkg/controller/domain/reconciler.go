@@ -11,13 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -39,40 +39,31 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("domain").For(&tunav1.Domain{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("domain").For(&tunav1.Domain{}).Complete(&base.Reconciler[*tunav1.Domain]{
+		Client: r.Client, New: func() *tunav1.Domain { return &tunav1.Domain{} },
+		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge,
+	})
 }
 
-// Reconcile converges one Domain.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var d tunav1.Domain
-	if err := r.Client.Get(ctx, req.NamespacedName, &d); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if !d.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &d)
-	}
-	if controllerutil.AddFinalizer(&d, tunav1.FinalizerReservation) {
-		if err := r.Client.Update(ctx, &d); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
-	fqdn, err := r.fqdn(ctx, &d)
+// converge keeps one Domain's reservation, verification and status.
+func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.Result, error) {
+	fqdn, err := r.fqdn(ctx, d)
 	if err != nil {
-		return r.failed(ctx, &d, err)
+		return r.failed(ctx, d, err)
 	}
 
-	res, adopted, err := r.ensure(ctx, &d, fqdn)
+	res, adopted, err := r.ensure(ctx, d, fqdn)
 	if err != nil {
-		return r.failed(ctx, &d, err)
+		return r.failed(ctx, d, err)
 	}
-	if res.Custom && !res.Verified && r.verifyDue(&d) {
+	if res.Custom && !res.Verified && r.verifyDue(d) {
 		if res, err = r.Edge.VerifyDomain(ctx, fqdn); err != nil {
-			return r.failed(ctx, &d, err)
+			return r.failed(ctx, d, err)
 		}
 		now := metav1.Now()
 		d.Status.LastVerifiedTime = &now
 	}
-	return r.report(ctx, &d, res, adopted)
+	return r.report(ctx, d, res, adopted)
 }
 
 // fqdn is the full name the Domain asks for.
@@ -178,9 +169,6 @@ func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (r
 
 // finalize releases the reservation unless it is adopted or retained.
 func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(d, tunav1.FinalizerReservation) {
-		return reconcile.Result{}, nil
-	}
 	d, err := reservation.Fresh(ctx, r.Reader, d)
 	if err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -190,10 +178,6 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 			return r.failed(ctx, d, fmt.Errorf("releasing domain %s: %w", d.Status.FQDN, err))
 		}
 		log.FromContext(ctx).Info("released domain", "domain", d.Status.FQDN)
-	}
-	controllerutil.RemoveFinalizer(d, tunav1.FinalizerReservation)
-	if err := r.Client.Update(ctx, d); err != nil {
-		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
 }

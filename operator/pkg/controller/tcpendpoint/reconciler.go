@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -18,6 +17,7 @@ import (
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -36,26 +36,17 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("tcpendpoint").For(&tunav1.TCPEndpoint{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("tcpendpoint").For(&tunav1.TCPEndpoint{}).Complete(&base.Reconciler[*tunav1.TCPEndpoint]{
+		Client: r.Client, New: func() *tunav1.TCPEndpoint { return &tunav1.TCPEndpoint{} },
+		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge,
+	})
 }
 
-// Reconcile converges one TCPEndpoint.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var e tunav1.TCPEndpoint
-	if err := r.Client.Get(ctx, req.NamespacedName, &e); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if !e.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &e)
-	}
-	if controllerutil.AddFinalizer(&e, tunav1.FinalizerReservation) {
-		if err := r.Client.Update(ctx, &e); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
-	ep, adopted, err := r.ensure(ctx, &e)
+// converge keeps one TCPEndpoint's reservation and status.
+func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
+	ep, adopted, err := r.ensure(ctx, e)
 	if err != nil {
-		return reservation.Failed(ctx, r.Client, r.Recorder, &e, "TCPEndpoint", e.Status.Conditions, e.Generation, err)
+		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, err)
 	}
 	reason, msg := tunav1.ReasonReserved, fmt.Sprintf("port %d is reserved for alias %s: %s", ep.Port, ep.Alias, ep.Address)
 	if adopted {
@@ -64,7 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	cond := status.Condition(e.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, reason, msg, e.Generation)
 	if !(status.Same(status.Find(e.Status.Conditions, tunav1.ConditionReady), cond) && e.Status.Port == int32(ep.Port) &&
 		e.Status.Address == ep.Address && e.Status.Adopted == adopted && e.Status.ObservedGeneration == e.Generation) {
-		err = reservation.WriteStatus(ctx, r.Client, r.Recorder, &e, "TCPEndpoint", e.Status.Conditions, cond, map[string]any{
+		err = reservation.WriteStatus(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, cond, map[string]any{
 			"port": int64(ep.Port), "address": ep.Address, "adopted": adopted, "observedGeneration": e.Generation,
 		})
 		if err != nil {
@@ -107,9 +98,6 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 
 // finalize releases the port unless it is adopted or retained.
 func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(e, tunav1.FinalizerReservation) {
-		return reconcile.Result{}, nil
-	}
 	e, err := reservation.Fresh(ctx, r.Reader, e)
 	if err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -120,10 +108,6 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 				fmt.Errorf("releasing TCP endpoint %s: %w", e.Spec.Alias, err))
 		}
 		log.FromContext(ctx).Info("released TCP endpoint", "alias", e.Spec.Alias)
-	}
-	controllerutil.RemoveFinalizer(e, tunav1.FinalizerReservation)
-	if err := r.Client.Update(ctx, e); err != nil {
-		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -60,52 +59,40 @@ type Hooks struct {
 	Revoked func()
 }
 
-// Reconcile converges one Tunnel's key.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var tun tunav1.Tunnel
-	if err := r.Client.Get(ctx, req.NamespacedName, &tun); err != nil {
-		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
-	}
-	if !tun.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.finalize(ctx, &tun)
-	}
-	if controllerutil.AddFinalizer(&tun, tunav1.FinalizerTunnelKey) {
-		if err := r.Client.Update(ctx, &tun); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
+// converge keeps exactly one fitting key for the Tunnel (or none).
+func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcile.Result, error) {
 
-	want, refusal, err := r.desiredKey(ctx, &tun)
+	want, refusal, err := r.desiredKey(ctx, tun)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if refusal != nil {
 		// No key for a spec the agent would refuse: revoke any old one.
-		if err := r.revokeAll(ctx, &tun, ""); err != nil {
-			return r.edgeFailed(ctx, &tun, err)
+		if err := r.revokeAll(ctx, tun, ""); err != nil {
+			return r.edgeFailed(ctx, tun, err)
 		}
-		return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionFalse, refusal.Reason, refusal.Message, "")
+		return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionFalse, refusal.Reason, refusal.Message, "")
 	}
 
 	if ref := tun.Spec.APIKeySecretRef; ref != nil {
-		return r.useOwnKey(ctx, &tun, want, ref.Name)
+		return r.useOwnKey(ctx, tun, want, ref.Name)
 	}
-	keys, err := r.Edge.ListTunnelKeys(ctx, r.ownerLabels(&tun))
+	keys, err := r.Edge.ListTunnelKeys(ctx, r.ownerLabels(tun))
 	if err != nil {
-		return r.edgeFailed(ctx, &tun, err)
+		return r.edgeFailed(ctx, tun, err)
 	}
 	for _, k := range keys {
 		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && r.sameAddress(ctx, k.Address, want.Address) {
 			// The key the agent holds still fits; drop any strays (a crash
 			// between issuing and recording a key leaves one behind).
 			if err := r.revoke(ctx, keys, k.ID); err != nil {
-				return r.edgeFailed(ctx, &tun, err)
+				return r.edgeFailed(ctx, tun, err)
 			}
-			return reconcile.Result{}, r.setKeyIssued(ctx, &tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+			return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 				"a temporary tunnel key is issued for "+describe(want), k.ID)
 		}
 	}
-	return r.issue(ctx, &tun, want, keys)
+	return r.issue(ctx, tun, want, keys)
 }
 
 // desiredKey is the key the tunnel needs, or why it gets none.
@@ -240,22 +227,15 @@ func (r *Reconciler) revoke(ctx context.Context, keys []edgeclient.TunnelKey, ke
 }
 
 // finalize revokes the key and removes its Secret, then lets the Tunnel go.
-func (r *Reconciler) finalize(ctx context.Context, tun *tunav1.Tunnel) error {
-	if !controllerutil.ContainsFinalizer(tun, tunav1.FinalizerTunnelKey) {
-		return nil
-	}
+func (r *Reconciler) finalize(ctx context.Context, tun *tunav1.Tunnel) (reconcile.Result, error) {
 	if err := r.revokeAll(ctx, tun, ""); err != nil {
-		return fmt.Errorf("revoking the keys of Tunnel %s/%s: %w", tun.Namespace, tun.Name, err)
+		return reconcile.Result{}, fmt.Errorf("revoking the keys of Tunnel %s/%s: %w", tun.Namespace, tun.Name, err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: keysecret.Name("Tunnel", tun.UID)}}
 	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
+		return reconcile.Result{}, fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
 	}
-	controllerutil.RemoveFinalizer(tun, tunav1.FinalizerTunnelKey)
-	if err := r.Client.Update(ctx, tun); err != nil {
-		return fmt.Errorf("removing finalizer: %w", err)
-	}
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // edgeFailed records an edge API failure. Transient failures back off

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 )
 
 // domainRefIndex indexes Tunnels by the Domain they reference.
@@ -35,7 +36,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("tunnel-key").
 		For(&tunav1.Tunnel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&tunav1.Domain{}, handler.EnqueueRequestsFromMapFunc(r.tunnelsOfDomain)).
-		Complete(r)
+		Complete(&base.Reconciler[*tunav1.Tunnel]{
+			Client: r.Client, New: func() *tunav1.Tunnel { return &tunav1.Tunnel{} },
+			Finalizer: tunav1.FinalizerTunnelKey, Finalize: r.finalize, Converge: r.converge,
+		})
 }
 
 func (r *Reconciler) tunnelsOfDomain(ctx context.Context, o client.Object) []reconcile.Request {
