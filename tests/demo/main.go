@@ -43,6 +43,11 @@ func run() error {
 	defer stop()
 
 	step("starting etcd and kube-apiserver v1.37.2 (first run builds them: ~11 minutes)")
+	bin, err := harness.Tools()
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(bin, "kubectl")
 	cp, err := harness.StartControlPlane()
 	if err != nil {
 		return err
@@ -121,14 +126,15 @@ Try it:
 
     curl %[1]s
 
-Inspect the cluster (kubectl is not installed by this demo):
+Inspect the cluster with kubectl v1.37.2 (built with the control plane):
 
     export KUBECONFIG=%[2]s
-    kubectl get tunnels -A
-    kubectl describe tunnel -n demo web
+    %[3]s get tunnels -A
+    %[3]s describe tunnel -n demo web
+    %[3]s explain tunnel.spec
 
 Press Ctrl-C to stop; everything started here is cleaned up.
-`, url, kubeconfig)
+`, url, kubeconfig, kubectl)
 	<-ctx.Done()
 	fmt.Println()
 	step("stopping: deleting the Tunnel (its key is revoked on the edge)")

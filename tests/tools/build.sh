@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real kube-apiserver and etcd that the tests run against, into a
+# Builds the real kube-apiserver and etcd that the tests run against (and
+# kubectl, for the demo and for tests of what `kubectl explain` shows), into a
 # git-ignored cache. It rebuilds only when the pins change (this module's
 # go.mod/go.sum or this script), and prints progress, because a cold build
 # takes about 11 minutes on two cores.
@@ -14,8 +15,8 @@ mkdir -p "$out"
 
 k8s_version=v1.37.2
 stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/cmd/etcd/main.go" | sha256sum | cut -c1-16)
-if [[ -x $out/kube-apiserver && -x $out/etcd && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]]; then
-  echo "tools: kube-apiserver $k8s_version and etcd are cached in $out" >&2
+if [[ -x $out/kube-apiserver && -x $out/etcd && -x $out/kubectl && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+  echo "tools: kube-apiserver $k8s_version, kubectl and etcd are cached in $out" >&2
   echo "$out"
   exit 0
 fi
@@ -50,5 +51,6 @@ build() { # name package
 
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build etcd ./cmd/etcd
+build kubectl k8s.io/kubernetes/cmd/kubectl
 echo "$stamp" > "$out/.stamp"
 echo "$out"
