@@ -155,3 +155,23 @@ func TestOrphanKeysRevokedAfterControllerDowntime(t *testing.T) {
 	_, err = api.GetTunnelKey(ctx, foreign.ID)
 	assert.NoError(t, err, "another cluster's key is never touched")
 }
+
+// A tunnel key revoked on the edge by hand is replaced by a new one, and the
+// tunnel comes back on its address.
+func TestKeyRevokedOnEdgeIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+
+	require.NoError(t, env.edge.Client(env.edge.AdminKey).RevokeTunnelKey(ctx, tun.Status.KeyID))
+	var now tunav1.Tunnel
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "web"), &now))
+		assert.NotEqual(c, tun.Status.KeyID, now.Status.KeyID, "a new key")
+	}, wait, 100*time.Millisecond)
+	now = *waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+	assert.Equal(t, tun.Status.URL, now.Status.URL)
+	assert.Equal(t, "web-8080", getEcho(t, now.Status.URL).Backend)
+}

@@ -31,8 +31,8 @@ type ControllerOptions struct {
 	// DNSVerifyInterval re-runs a failed DNS check of a custom domain
 	// (default 5 minutes, as the seeds promise).
 	DNSVerifyInterval time.Duration
-	// ReservationResync re-reads reservations to notice deletions on the
-	// edge (default 1 minute).
+	// ReservationResync re-reads reservations and tunnel keys to notice
+	// deletions on the edge (default 1 minute for reservations, 2 for keys).
 	ReservationResync time.Duration
 }
 
@@ -62,7 +62,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	}))
 	metrics.ObserveReservations(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
-	keys := &tunnelkey.Reconciler{Info: info,
+	keys := &tunnelkey.Reconciler{Info: info, Resync: o.ReservationResync,
 		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,
 		AllowExternalUpstreams: o.AllowExternalUpstreams,
 		Hooks:                  tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,17 @@ type Reconciler struct {
 	Hooks                  Hooks
 	// Info caches the edge's facts (base domain, SSH address, host key).
 	Info *edgeapi.InfoCache
+	// Resync re-checks that a tunnel's key still exists on the edge, so a
+	// key revoked there by hand is replaced (default 2 minutes).
+	Resync time.Duration
+}
+
+// recheck schedules the next look at the key on the edge.
+func (r *Reconciler) recheck() reconcile.Result {
+	if r.Resync > 0 {
+		return reconcile.Result{RequeueAfter: r.Resync}
+	}
+	return reconcile.Result{RequeueAfter: 2 * time.Minute}
 }
 
 // sameAddress reports whether a key's stored address is the wanted one: the
@@ -88,9 +100,12 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 			if err := r.revoke(ctx, keys, k.ID); err != nil {
 				return r.edgeFailed(ctx, tun, err)
 			}
-			return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+			return r.recheck(), r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 				"a temporary tunnel key is issued for "+describe(want), k.ID)
 		}
+	}
+	if tun.Status.KeyID != "" {
+		log.FromContext(ctx).Info("the tunnel's key is gone on the edge (revoked by hand?); issuing a new one", "keyID", tun.Status.KeyID)
 	}
 	return r.issue(ctx, tun, want, keys)
 }
@@ -196,7 +211,7 @@ func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgecli
 		return r.edgeFailed(ctx, tun, err)
 	}
 	log.FromContext(ctx).Info("issued tunnel key", "keyID", key.ID, "address", want.Address)
-	return reconcile.Result{}, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+	return r.recheck(), r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 		"a temporary tunnel key is issued for "+describe(want), key.ID)
 }
 
