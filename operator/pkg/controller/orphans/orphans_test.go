@@ -1,0 +1,74 @@
+package orphans
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+)
+
+func labels(cluster, ns, name, uid string) map[string]string {
+	return map[string]string{edgeapi.LabelCluster: cluster, edgeapi.LabelKind: "Tunnel",
+		edgeapi.LabelNamespace: ns, edgeapi.LabelName: name, edgeapi.LabelUID: uid}
+}
+
+// The collector revokes exactly the keys of this cluster whose Tunnel is
+// gone or was re-created under the same name, and stops on an edge error
+// without claiming success. Unit test on an in-memory edge fake and
+// controller-runtime's fake client; the e2e suite covers the real thing.
+func TestCollect(t *testing.T) {
+	ctx := context.Background()
+	live := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-live"}}
+	kube := crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(live,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tuna-system", Name: keysecret.Name("Tunnel", "uid-gone")}}).Build()
+	edge := fake.New()
+	keep := edge.AddKey(labels("c1", "team", "web", "uid-live"))
+	gone := edge.AddKey(labels("c1", "team", "old", "uid-gone"))
+	recreated := edge.AddKey(labels("c1", "team", "web", "uid-previous-web"))
+	foreign := edge.AddKey(labels("c2", "team", "old", "uid-gone"))
+
+	c := &Collector{Reader: kube, Writer: kube, Edge: edge, ClusterID: "c1", Namespace: "tuna-system"}
+	edge.FailNext("RevokeTunnelKey", fake.APIError(http.StatusServiceUnavailable, "internal"))
+	if _, err := c.Collect(ctx); err == nil {
+		t.Fatal("an edge failure must surface, so the collector retries")
+	}
+	n, err := c.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("revoked %d keys, want 2 (the deleted and the re-created Tunnel's)", n)
+	}
+	for id, want := range map[string]bool{keep: true, gone: false, recreated: false, foreign: true} {
+		if edge.Has(id) != want {
+			t.Errorf("key %s exists = %v, want %v", id, !want, want)
+		}
+	}
+	err = kube.Get(ctx, types.NamespacedName{Namespace: "tuna-system", Name: keysecret.Name("Tunnel", "uid-gone")}, &corev1.Secret{})
+	if client.IgnoreNotFound(err) != nil || err == nil {
+		t.Errorf("the orphan's key Secret must be deleted, got %v", err)
+	}
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := tunav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

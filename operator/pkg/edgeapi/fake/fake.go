@@ -1,0 +1,136 @@
+// Package fake is an in-memory stand-in for the edge control API, with
+// error injection and call counts, for unit tests of reconcilers only. The
+// end-to-end tests use the real edge; this fake exists to produce failures a
+// real edge will not produce on demand (a 5xx on the third call, say).
+package fake
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// Edge is the fake. The zero value is not usable; call New.
+type Edge struct {
+	mu      sync.Mutex
+	keys    map[string]client.TunnelKey
+	nextID  int
+	calls   map[string]int
+	failing map[string][]error
+}
+
+// New returns an empty fake edge.
+func New() *Edge {
+	return &Edge{keys: map[string]client.TunnelKey{}, calls: map[string]int{}, failing: map[string][]error{}}
+}
+
+// FailNext makes the next calls of op (e.g. "RevokeTunnelKey") fail with
+// errs, in order.
+func (e *Edge) FailNext(op string, errs ...error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failing[op] = append(e.failing[op], errs...)
+}
+
+// Calls returns how often op was called.
+func (e *Edge) Calls(op string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[op]
+}
+
+// APIError builds an error as the real client returns it.
+func APIError(status int, code string) error {
+	return &client.APIError{Status: status, Code: code, Message: "injected " + code, RequestID: "fake"}
+}
+
+func (e *Edge) enter(op string) error {
+	e.calls[op]++
+	if errs := e.failing[op]; len(errs) > 0 {
+		e.failing[op] = errs[1:]
+		return errs[0]
+	}
+	return nil
+}
+
+// Edge implements edgeapi.TunnelKeys.
+func (e *Edge) Edge(context.Context) (*client.EdgeInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.enter("Edge"); err != nil {
+		return nil, err
+	}
+	return &client.EdgeInfo{BaseDomain: "tuna.test", SSHAddr: "127.0.0.1:2222", SSHHostKey: "ssh-ed25519 AAAA fake"}, nil
+}
+
+// CreateTunnelKey implements edgeapi.TunnelKeys.
+func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.enter("CreateTunnelKey"); err != nil {
+		return nil, err
+	}
+	e.nextID++
+	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: in.Address,
+		Labels: in.Labels, CreatedAt: time.Now()}
+	e.keys[k.ID] = k
+	k.Key = "tunt_" + k.ID + "_secret"
+	return &k, nil
+}
+
+// ListTunnelKeys implements edgeapi.TunnelKeys.
+func (e *Edge) ListTunnelKeys(_ context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.enter("ListTunnelKeys"); err != nil {
+		return nil, err
+	}
+	var out []client.TunnelKey
+next:
+	for _, k := range e.keys {
+		for lk, lv := range labels {
+			if k.Labels[lk] != lv {
+				continue next
+			}
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// RevokeTunnelKey implements edgeapi.TunnelKeys.
+func (e *Edge) RevokeTunnelKey(_ context.Context, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.enter("RevokeTunnelKey"); err != nil {
+		return err
+	}
+	if _, ok := e.keys[id]; !ok {
+		return APIError(http.StatusNotFound, client.CodeNotFound)
+	}
+	delete(e.keys, id)
+	return nil
+}
+
+// Has reports whether a key exists.
+func (e *Edge) Has(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.keys[id]
+	return ok
+}
+
+// AddKey stores a key as if issued earlier, and returns its id.
+func (e *Edge) AddKey(labels map[string]string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextID++
+	id := fmt.Sprintf("tk%d", e.nextID)
+	e.keys[id] = client.TunnelKey{ID: id, Protocol: "http", Labels: labels}
+	return id
+}
+
