@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+#
+# Images of the Tuna Kubernetes operator, all from one build stage:
+#
+#   docker build -t code.tuna.am/tuna/tuna-k8s-operator .                       # default: the operator (the chart's image)
+#   docker build --target tuna-edge -t code.tuna.am/tuna/tuna-edge .            # the self-hosted edge
+#   docker build --target tuna-operator -t code.tuna.am/tuna/tuna-operator .    # the companion CLI
+#
+# The binaries are static (CGO_ENABLED=0) and run as the distroless "nonroot"
+# user 65532 on a read-only root filesystem: they write nothing outside the
+# edge's --data-dir (a volume). tests/cli/image_test.go builds them the same
+# way and runs them as uid 65532 from a read-only working directory.
+
+ARG GO_VERSION=1.26
+
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+WORKDIR /src
+ENV GOFLAGS=-buildvcs=false
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+ARG VERSION=dev
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/ \
+      ./operator/cmd/tuna-k8s-operator ./edge/cmd/tuna-edge ./cli/cmd/tuna-operator
+
+# The edge. Mount a volume at /var/lib/tuna-edge, owned by 65532, for its state.
+FROM gcr.io/distroless/static-debian12:nonroot AS tuna-edge
+COPY --from=build /out/tuna-edge /usr/local/bin/tuna-edge
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/tuna-edge"]
+CMD ["serve"]
+
+# The companion CLI (it embeds the chart).
+FROM gcr.io/distroless/static-debian12:nonroot AS tuna-operator
+COPY --from=build /out/tuna-operator /usr/local/bin/tuna-operator
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/tuna-operator"]
+
+# The operator, last so that it is the default target: the chart runs it as
+# `controller` and `agent`.
+FROM gcr.io/distroless/static-debian12:nonroot AS tuna-k8s-operator
+COPY --from=build /out/tuna-k8s-operator /usr/local/bin/tuna-k8s-operator
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/tuna-k8s-operator"]

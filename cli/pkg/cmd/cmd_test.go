@@ -1,0 +1,348 @@
+package cmd
+
+// Tests of the commands that need no cluster: render, validate, version,
+// usage errors and exit codes. The commands run through Run with the
+// arguments a user types; tests/cli runs the others against a real
+// apiserver and edge.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Version: "1.2.3"})
+	return result{code, out.String(), errb.String()}
+}
+
+func (r result) must(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got %d\nstdout:\n%s\nstderr:\n%s", code, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const edgeURL = "edge.apiURL=https://edge.example.com:8443"
+
+// A well-formed API key (the edge's format) for the tests.
+const apiKey = "tuna_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567"
+
+// objects decodes `render -o json`.
+func objects(t *testing.T, r result) []map[string]any {
+	t.Helper()
+	var list struct {
+		Kind  string
+		Items []map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || list.Kind != "List" {
+		t.Fatalf("render -o json: %v %q\n%s", err, list.Kind, r.stdout)
+	}
+	return list.Items
+}
+
+func findObject(items []map[string]any, kind, nameSuffix string) map[string]any {
+	for _, it := range items {
+		md, _ := it["metadata"].(map[string]any)
+		if it["kind"] == kind && strings.HasSuffix(md["name"].(string), nameSuffix) {
+			return it
+		}
+	}
+	return nil
+}
+
+func controllerEnv(t *testing.T, items []map[string]any) []corev1.EnvVar {
+	t.Helper()
+	obj := findObject(items, "Deployment", "-controller")
+	if obj == nil {
+		t.Fatal("no controller Deployment")
+	}
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Env
+}
+
+func apiKeyEnv(t *testing.T, env []corev1.EnvVar) corev1.EnvVar {
+	t.Helper()
+	var found []corev1.EnvVar
+	for _, e := range env {
+		if e.Name == "TUNA_API_KEY" {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("TUNA_API_KEY set %d times: %+v", len(found), env)
+	}
+	return found[0]
+}
+
+func TestRenderCredentialsModes(t *testing.T) {
+	// credentials.apiKey: the chart makes the Secret the controller reads.
+	items := objects(t, run(t, "render", "-o", "json", "--set", edgeURL, "--set", "credentials.apiKey="+apiKey).must(t, ExitOK))
+	sec := findObject(items, "Secret", "-api-key")
+	if sec == nil {
+		t.Fatal("credentials.apiKey: no Secret rendered")
+	}
+	ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef
+	if ref.Name != sec["metadata"].(map[string]any)["name"] || ref.Key != "api-key" {
+		t.Fatalf("TUNA_API_KEY does not come from the chart's Secret: %+v", ref)
+	}
+
+	// credentials.existingSecret: no chart Secret, the user's Secret.
+	items = objects(t, run(t, "render", "-o", "json", "--set", edgeURL, "--set", "credentials.existingSecret=mine").must(t, ExitOK))
+	if findObject(items, "Secret", "") != nil {
+		t.Fatal("existingSecret: the chart rendered a Secret")
+	}
+	if ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef; ref.Name != "mine" || ref.Key != "api-key" {
+		t.Fatalf("existingSecret: %+v", ref)
+	}
+
+	// extraEnv from a secret injector, with podAnnotations.
+	r := run(t, "render", "-o", "json", "--set", edgeURL,
+		"--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":"vault:secret/data/tuna#api-key"}]`,
+		"--set", "podAnnotations.vault\\.security\\.banzaicloud\\.io/vault-role=tuna").must(t, ExitOK)
+	items = objects(t, r)
+	if e := apiKeyEnv(t, controllerEnv(t, items)); e.Value != "vault:secret/data/tuna#api-key" || e.ValueFrom != nil {
+		t.Fatalf("extraEnv: %+v", e)
+	}
+	if findObject(items, "Secret", "") != nil {
+		t.Fatal("extraEnv: the chart rendered a Secret")
+	}
+	if !strings.Contains(r.stdout, `"vault.security.banzaicloud.io/vault-role": "tuna"`) {
+		t.Fatal("podAnnotations not rendered")
+	}
+}
+
+func TestRenderValuesFilesAndSet(t *testing.T) {
+	base := writeFile(t, "base.yaml", "edge:\n  apiURL: https://edge.example.com\ncredentials:\n  existingSecret: from-base\ncontroller:\n  replicas: 2\n")
+	over := writeFile(t, "over.yaml", "credentials:\n  existingSecret: from-over\n")
+
+	// Later files win; --set wins over files.
+	items := objects(t, run(t, "render", "-o", "json", "-f", base, "-f", over).must(t, ExitOK))
+	if ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef; ref.Name != "from-over" {
+		t.Fatalf("-f order: %+v", ref)
+	}
+	r := run(t, "render", "-f", base, "-f", over, "--set", "credentials.existingSecret=from-set", "--namespace", "ops", "--release", "tuna").must(t, ExitOK)
+	docs := strings.Split(r.stdout, "\n---\n")
+	var d appsv1.Deployment
+	for _, doc := range docs {
+		if strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: tuna-tuna-k8s-operator-controller") {
+			if err := yaml.Unmarshal([]byte(doc[strings.Index(doc, "apiVersion"):]), &d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d.Namespace != "ops" || *d.Spec.Replicas != 2 {
+		t.Fatalf("--namespace/--release or file values lost: %s %v", d.Namespace, d.Spec.Replicas)
+	}
+	if !strings.Contains(r.stdout, "name: from-set") || strings.Contains(r.stdout, "from-over") {
+		t.Fatal("--set did not win over -f")
+	}
+	if !strings.HasPrefix(r.stdout, "---\n# Source: tuna-k8s-operator/templates/") {
+		t.Fatalf("not helm template's format: %.80s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "kind: CustomResourceDefinition") {
+		t.Fatal("CRDs without --include-crds")
+	}
+
+	// --include-crds puts the CRDs first.
+	items = objects(t, run(t, "render", "-o", "json", "-f", base, "--include-crds").must(t, ExitOK))
+	for i := 0; i < 3; i++ {
+		if items[i]["kind"] != "CustomResourceDefinition" {
+			t.Fatalf("item %d is %v, want a CRD", i, items[i]["kind"])
+		}
+	}
+}
+
+func TestRenderBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no credentials", []string{"--set", edgeURL}, []string{"API key is not set", "credentials.apiKey", "credentials.existingSecret", "extraEnv"}},
+		{"two credentials", []string{"--set", edgeURL, "--set", "credentials.apiKey=" + apiKey, "--set", "credentials.existingSecret=s"}, []string{"2 sources (credentials.apiKey, credentials.existingSecret)"}},
+		{"three credentials", []string{"--set", edgeURL, "--set", "credentials.apiKey=" + apiKey, "--set", "credentials.existingSecret=s", "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":"x"}]`}, []string{"3 sources"}},
+		{"no edge URL", []string{"--set", "credentials.existingSecret=s"}, []string{"edge.apiURL is required"}},
+		{"unknown key", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--set", "credentials.apiKeys=x"}, []string{"credentials: additional properties 'apiKeys' not allowed"}},
+		{"wrong type", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--set", "controller.replicas=many"}, []string{"controller.replicas: got string, want integer"}},
+		{"extraEnv POD_NAMESPACE", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--set-json", `extraEnv=[{"name":"POD_NAMESPACE","value":"x"}]`}, []string{"must not set POD_NAMESPACE"}},
+		{"extraEnv twice", []string{"--set", edgeURL, "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":"a"},{"name":"TUNA_API_KEY","value":"b"}]`}, []string{"sets TUNA_API_KEY twice"}},
+		{"default class without class", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--set", "ingressClass.enabled=false", "--set", "ingressClass.default=true"}, []string{"ingressClass.default=true needs ingressClass.enabled=true"}},
+		{"old Kubernetes", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--kube-version", "v1.31.9"}, []string{"the chart needs Kubernetes >=1.32.0-0, the target is v1.31.9", "Hint: upgrade the cluster"}},
+		{"bad --set", []string{"--set", "a.b"}, []string{"--set", "Hint:"}},
+		{"missing -f", []string{"-f", "/nonexistent/values.yaml"}, []string{"/nonexistent/values.yaml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, append([]string{"render"}, tc.args...)...).must(t, ExitInvalid)
+			if r.stdout != "" {
+				t.Errorf("stdout on failure: %q", r.stdout)
+			}
+			if !strings.HasPrefix(r.stderr, "Error: ") {
+				t.Errorf("stderr: %q", r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "execution error at") || strings.Contains(r.stderr, "rendering chart") {
+				t.Errorf("Helm's internals leak into the message:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func validate(t *testing.T, code int, args ...string) report.Report {
+	t.Helper()
+	r := run(t, append([]string{"validate", "-o", "json"}, args...)...).must(t, code)
+	var rep report.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("validate -o json: %v\n%s", err, r.stdout)
+	}
+	if rep.Success != (code == ExitOK) {
+		t.Fatalf("success=%v with exit %d", rep.Success, code)
+	}
+	return rep
+}
+
+func checkResult(t *testing.T, rep report.Report, desc string, want report.Result, errPart string) {
+	t.Helper()
+	c := rep.Find(desc)
+	if c == nil {
+		t.Fatalf("no check %q: %+v", desc, rep)
+	}
+	if c.Result != want || !strings.Contains(c.Error+c.Detail, errPart) {
+		t.Fatalf("check %q: %+v, want %s with %q", desc, *c, want, errPart)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	rep := validate(t, ExitOK, "--set", edgeURL, "--set", "credentials.existingSecret=mine")
+	checkResult(t, rep, "exactly one source", report.Success, `credentials.existingSecret: Secret "mine", key api-key`)
+	checkResult(t, rep, "edge.apiURL", report.Success, "https://edge.example.com:8443")
+
+	// Bad values: × with the chart's message, exit 3.
+	rep = validate(t, ExitInvalid, "--set", edgeURL)
+	checkResult(t, rep, "values match", report.Error, "API key is not set")
+
+	// A tunnel key is no API key.
+	rep = validate(t, ExitInvalid, "--set", edgeURL, "--set", "credentials.apiKey=tunt_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567")
+	checkResult(t, rep, "credentials.apiKey is an API key", report.Error, "tunnel key")
+
+	// extraEnv: an injector reference needs the injector's annotations.
+	rep = validate(t, ExitOK, "--set", edgeURL, "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":"vault:secret/data/tuna#api-key"}]`)
+	checkResult(t, rep, "extraEnv injects TUNA_API_KEY", report.Success, "vault:secret/data/tuna#api-key")
+	checkResult(t, rep, "podAnnotations configure the secret injector", report.Warning, "no vault.security.banzaicloud.io/")
+	vaultFile := writeFile(t, "vault.yaml", "edge:\n  apiURL: https://edge.example.com\npodAnnotations:\n  vault.security.banzaicloud.io/vault-addr: https://vault:8200\nextraEnv:\n  - name: TUNA_API_KEY\n    value: vault:secret/data/tuna#api-key\n")
+	rep = validate(t, ExitOK, "-f", vaultFile)
+	if rep.Count(report.Warning) != 0 {
+		t.Fatalf("warnings with the annotations set: %+v", rep)
+	}
+
+	// extraEnv: the key in plain text warns; from a Secret is fine; empty fails.
+	rep = validate(t, ExitOK, "--set", edgeURL, "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":"`+apiKey+`"}]`)
+	checkResult(t, rep, "extraEnv injects TUNA_API_KEY", report.Warning, "plain text")
+	rep = validate(t, ExitOK, "--set", edgeURL, "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","valueFrom":{"secretKeyRef":{"name":"s","key":"k"}}}]`)
+	checkResult(t, rep, "extraEnv injects TUNA_API_KEY", report.Success, `from Secret "s", key k`)
+	rep = validate(t, ExitInvalid, "--set", edgeURL, "--set-json", `extraEnv=[{"name":"TUNA_API_KEY","value":""}]`)
+	checkResult(t, rep, "extraEnv injects TUNA_API_KEY", report.Error, "neither value nor valueFrom")
+
+	// A plain-HTTP edge off loopback warns; a non-URL fails (the schema).
+	rep = validate(t, ExitOK, "--set", "edge.apiURL=http://edge.example.com", "--set", "credentials.apiKey="+apiKey)
+	checkResult(t, rep, "edge.apiURL", report.Warning, "unencrypted")
+	rep = validate(t, ExitInvalid, "--set", "edge.apiURL=edge.example.com", "--set", "credentials.apiKey="+apiKey)
+	checkResult(t, rep, "values match", report.Error, "edge.apiURL: 'edge.example.com' does not match pattern")
+
+	// The text report.
+	r := run(t, "validate", "--set", edgeURL).must(t, ExitInvalid)
+	if !strings.Contains(r.stdout, "× values match values.schema.json and the chart's rules") || !strings.Contains(r.stdout, "Status check results are ×") {
+		t.Fatalf("text report:\n%s", r.stdout)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nope"},
+		{"render", "--bogus"},
+		{"render", "extra-arg"},
+		{"render", "-o", "xml", "--set", edgeURL, "--set", "credentials.existingSecret=s"},
+		{"plan", "--reuse-values", "--reset-values"},
+		{"status", "-o", "table"},
+	} {
+		r := run(t, args...).must(t, ExitInvalid)
+		if !strings.Contains(r.stderr, "Error: ") || !strings.Contains(r.stderr, "Hint: ") {
+			t.Errorf("%v: %q", args, r.stderr)
+		}
+	}
+}
+
+func TestClusterUnreachable(t *testing.T) {
+	kc := writeFile(t, "kubeconfig", "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {}}]\ncurrent-context: x\n")
+	for _, args := range [][]string{{"status"}, {"plan", "--set", edgeURL}, {"uninstall"}} {
+		r := run(t, append(args, "--kubeconfig", kc)...).must(t, ExitFailed)
+		if !strings.Contains(r.stderr, "cannot reach the Kubernetes API server at https://127.0.0.1:1") {
+			t.Errorf("%v: %q", args, r.stderr)
+		}
+	}
+	r := run(t, "status", "--kubeconfig", filepath.Join(t.TempDir(), "missing")).must(t, ExitFailed)
+	if !strings.Contains(r.stderr, "--kubeconfig") {
+		t.Errorf("missing kubeconfig: %q", r.stderr)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	r := run(t, "version").must(t, ExitOK)
+	if r.stdout != "tuna-operator 1.2.3\nchart tuna-k8s-operator 0.1.0 (app 0.1.0)\n" {
+		t.Fatalf("version: %q", r.stdout)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(run(t, "version", "-o", "json").must(t, ExitOK).stdout), &v); err != nil || v["version"] != "1.2.3" || v["chartVersion"] != "0.1.0" {
+		t.Fatalf("version -o json: %v %v", v, err)
+	}
+	r = run(t, "--help").must(t, ExitOK)
+	for _, w := range []string{"Exit codes:", "2  plan: the install or upgrade would change something", "completion", "preflight"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("--help lacks %q", w)
+		}
+	}
+	for _, c := range []string{"render", "validate", "plan", "install", "upgrade", "uninstall", "preflight", "status", "version"} {
+		if r := run(t, c, "--help").must(t, ExitOK); !strings.Contains(r.stdout, "Exit codes:") {
+			t.Errorf("%s --help does not document its exit codes", c)
+		}
+	}
+	r = run(t, "completion", "bash").must(t, ExitOK)
+	if !strings.Contains(r.stdout, "__start_tuna-operator") {
+		t.Fatalf("bash completion: %.200s", r.stdout)
+	}
+}

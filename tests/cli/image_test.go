@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
+	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+)
+
+// nonroot is the distroless "nonroot" user the images and the chart's
+// security contexts run as.
+const nonroot = 65532
+
+// TestDockerfile checks the Dockerfile's promises: the build stage builds
+// the three static binaries, and every image is distroless (or scratch)
+// and runs as user 65532, the operator's image last (the default target).
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	for _, want := range []string{"CGO_ENABLED=0", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator", "-X main.version="} {
+		if !strings.Contains(df, want) {
+			t.Errorf("the build stage lacks %q", want)
+		}
+	}
+	stages := regexp.MustCompile(`(?m)^FROM `).Split(df, -1)[1:]
+	if len(stages) != 4 {
+		t.Fatalf("%d stages, want build + 3 images", len(stages))
+	}
+	for _, st := range stages[1:] {
+		head := strings.SplitN(st, "\n", 2)[0]
+		if !strings.HasPrefix(head, "gcr.io/distroless/static") && !strings.HasPrefix(head, "scratch") {
+			t.Errorf("image stage %q is not distroless/static or scratch", head)
+		}
+		if !regexp.MustCompile(`(?m)^USER 65532(:65532)?$`).MatchString(st) {
+			t.Errorf("image stage %q does not run as USER 65532", head)
+		}
+	}
+	if last := stages[len(stages)-1]; !strings.Contains(last, "AS tuna-k8s-operator") || !strings.Contains(last, `ENTRYPOINT ["/usr/local/bin/tuna-k8s-operator"]`) {
+		t.Errorf("the default (last) stage is not the operator's image:\n%s", last)
+	}
+}
+
+// TestBinariesRunAsNonRoot builds the binaries as the Dockerfile does
+// (Docker itself cannot run here) and runs them as uid/gid 65532 from a
+// read-only working directory with no writable home: the way the images
+// run under the chart's security context (non-root, read-only root
+// filesystem). The CLI also runs a preflight against the real apiserver
+// and edge that way.
+func TestBinariesRunAsNonRoot(t *testing.T) {
+	root, err := os.MkdirTemp("", "tuna-image-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	bin := filepath.Join(root, "bin")
+	work := filepath.Join(root, "work")
+	for _, d := range []string{bin, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -X main.version=v9.9.9-test", "-o", bin+"/",
+		"./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator")
+	build.Dir = harness.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// Inputs the non-root user reads: a copy of the kubeconfig.
+	kc, err := os.ReadFile(env.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(bin, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{root, bin} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(work, 0o555); err != nil { // read-only working directory
+		t.Fatal(err)
+	}
+
+	asNonRoot := func(name string, args ...string) (string, string, int) {
+		t.Helper()
+		c := exec.Command(filepath.Join(bin, name), args...)
+		c.Dir = work
+		c.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+		if os.Geteuid() == 0 {
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nonroot, Gid: nonroot}}
+		} else {
+			t.Logf("not root: running %s as uid %d", name, os.Geteuid())
+		}
+		var out, errb bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return out.String(), errb.String(), code
+	}
+
+	// The working directory really is read-only for that user.
+	if out, errs, code := asNonRoot("tuna-operator", "render", "-f", "/dev/null", "--set", "edge.apiURL=http://x", "--set", "credentials.apiKey=k"); code != 0 || !strings.Contains(out, "kind: Deployment") {
+		t.Fatalf("tuna-operator render as %d: exit %d\n%s", nonroot, code, errs)
+	}
+	probe := exec.Command("/bin/sh", "-c", "touch probe")
+	probe.Dir = work
+	if os.Geteuid() == 0 {
+		probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nonroot, Gid: nonroot}}
+	}
+	if err := probe.Run(); err == nil {
+		t.Fatal("the working directory is writable: the test proves nothing")
+	}
+
+	out, errs, code := asNonRoot("tuna-k8s-operator", "version")
+	if code != 0 || strings.TrimSpace(out) != "v9.9.9-test" {
+		t.Fatalf("tuna-k8s-operator version: exit %d %q %s", code, out, errs)
+	}
+	for _, sub := range []string{"controller", "agent"} {
+		if out, errs, code := asNonRoot("tuna-k8s-operator", sub, "--help"); code != 0 || !strings.Contains(out, "--allow-external-upstreams") {
+			t.Fatalf("tuna-k8s-operator %s --help: exit %d\n%s%s", sub, code, out, errs)
+		}
+	}
+	if out, errs, code := asNonRoot("tuna-edge", "--help"); code != 0 || !strings.Contains(out, "serve") {
+		t.Fatalf("tuna-edge --help: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := asNonRoot("tuna-operator", "version"); code != 0 || !strings.HasPrefix(out, "tuna-operator v9.9.9-test\n") {
+		t.Fatalf("tuna-operator version: exit %d %q %s", code, out, errs)
+	}
+
+	// The CLI against the real apiserver and edge, as non-root, with the
+	// documented exit codes.
+	args := append([]string{"preflight", "-o", "json", "--kubeconfig", kubeconfig}, valuesArgs(env.edge.OperatorKey)...)
+	restoreChartCRDs(t)
+	out, errs, code = asNonRoot("tuna-operator", args...)
+	var rep report.Report
+	if code != cmd.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.Success {
+		t.Fatalf("tuna-operator preflight as %d: exit %d\n%s\n%s", nonroot, code, out, errs)
+	}
+	if _, errs, code := asNonRoot("tuna-operator", "render", "--set", "edge.apiURL=http://x"); code != cmd.ExitInvalid || !strings.Contains(errs, "API key is not set") {
+		t.Fatalf("tuna-operator render with bad values: exit %d %s", code, errs)
+	}
+	if _, _, code := asNonRoot("tuna-operator", append([]string{"plan", "--kubeconfig", kubeconfig}, valuesArgs(env.edge.OperatorKey)...)...); code != cmd.ExitChanges {
+		t.Fatalf("tuna-operator plan before an install: exit %d, want %d", code, cmd.ExitChanges)
+	}
+}
