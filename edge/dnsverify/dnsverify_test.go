@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
+	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 )
 
 func TestCheck(t *testing.T) {

@@ -10,10 +10,12 @@ import (
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
+	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 )
 
@@ -80,8 +82,16 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}
-	gc := &orphans.Collector{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
-		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc}
+	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
+		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
+		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
+	if err := ingressKeys.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Ingress key controller: %w", err)
+	}
+	apiReader := mgr.GetAPIReader()
+	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
+		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
+		IngressHosts: func(ctx context.Context) (map[string]bool, error) { return ingress.ServedHosts(ctx, apiReader) }}
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}

@@ -49,6 +49,10 @@ const (
 	LabelNamespace = "k8s.tuna.am/namespace"
 	LabelName      = "k8s.tuna.am/name"
 	LabelUID       = "k8s.tuna.am/uid"
+	// LabelHost names the Ingress host a key serves (kind Ingress): one key
+	// per host, shared by every Ingress with a rule for that host, so such
+	// keys carry no namespace, name or UID.
+	LabelHost = "k8s.tuna.am/host"
 )
 
 // Transient reports whether err may pass without a change of input (network

@@ -5,6 +5,8 @@
 package keysecret
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,10 @@ const (
 	// KeyAddress is the address the tunnel binds: a host name or subdomain
 	// (http) or an alias or port (tcp).
 	KeyAddress = "address"
+	// KeyLBHostname is what an Ingress host's status.loadBalancer shows:
+	// the host itself for a subdomain of the edge's base domain, the CNAME
+	// target for a custom domain (so external-dns creates the right record).
+	KeyLBHostname = "lb-hostname"
 )
 
 // Labels on the Secret, naming the resource it belongs to.
@@ -36,6 +42,9 @@ const (
 	LabelOwnerNS   = "k8s.tuna.am/owner-namespace"
 	LabelOwnerName = "k8s.tuna.am/owner-name"
 	LabelOwnerUID  = "k8s.tuna.am/owner-uid"
+	// AnnotationHost is the Ingress host of a host key Secret (a host may
+	// be longer than a label value).
+	AnnotationHost = "k8s.tuna.am/host"
 )
 
 // Name is the Secret's name for an owner: derived from its UID, so a
@@ -49,6 +58,15 @@ func Name(kind string, uid types.UID) string {
 	}
 }
 
+// HostName is the Secret's name for an Ingress host's key. The key belongs
+// to the host, not to one Ingress: several Ingresses may serve one host, and
+// the oldest of them may go while the host stays. The name is derived from
+// the host (a short hash: hosts may be longer than a name allows).
+func HostName(host string) string {
+	sum := sha256.Sum256([]byte(host))
+	return "tuna-ingress-host-" + hex.EncodeToString(sum[:10])
+}
+
 // Contents is what the Secret carries.
 type Contents struct {
 	TunnelKey string
@@ -56,6 +74,8 @@ type Contents struct {
 	SSHAddr   string
 	HostKey   string
 	Address   string
+	// LBHostname is set for Ingress hosts only.
+	LBHostname string
 }
 
 // Apply returns the apply configuration of an owner's Secret, for
@@ -83,6 +103,23 @@ func Apply(namespace, kind string, owner metav1.Object, c Contents) *corev1ac.Se
 		WithData(data)
 }
 
+// ApplyHost returns the apply configuration of an Ingress host's Secret.
+func ApplyHost(namespace, host string, c Contents) *corev1ac.SecretApplyConfiguration {
+	data := map[string][]byte{
+		KeyKeyID:      []byte(c.KeyID),
+		KeySSHAddr:    []byte(c.SSHAddr),
+		KeyHostKey:    []byte(c.HostKey),
+		KeyAddress:    []byte(c.Address),
+		KeyTunnelKey:  []byte(c.TunnelKey),
+		KeyLBHostname: []byte(c.LBHostname),
+	}
+	return corev1ac.Secret(HostName(host), namespace).
+		WithLabels(map[string]string{LabelManagedBy: "tuna-operator", LabelOwnerKind: "Ingress"}).
+		WithAnnotations(map[string]string{AnnotationHost: host}).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(data)
+}
+
 // Read extracts Contents from a Secret.
 func Read(s *corev1.Secret) Contents {
 	return Contents{
@@ -91,5 +128,7 @@ func Read(s *corev1.Secret) Contents {
 		SSHAddr:   string(s.Data[KeySSHAddr]),
 		HostKey:   string(s.Data[KeyHostKey]),
 		Address:   string(s.Data[KeyAddress]),
+
+		LBHostname: string(s.Data[KeyLBHostname]),
 	}
 }

@@ -17,8 +17,16 @@ import (
 // Parse only when external upstreams are on) dial their host directly. reader
 // needs only `get` on Services.
 func Resolve(ctx context.Context, reader client.Reader, namespace string, t Target, allowExternal bool) (string, error) {
+	addr, _, err := ResolvePort(ctx, reader, namespace, t, allowExternal)
+	return addr, err
+}
+
+// ResolvePort is Resolve that also returns the Service port it chose (nil
+// for external hosts and ExternalName Services), whose appProtocol tells
+// how to speak to it.
+func ResolvePort(ctx context.Context, reader client.Reader, namespace string, t Target, allowExternal bool) (string, *corev1.ServicePort, error) {
 	if t.Service == "" {
-		return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))), nil
+		return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))), nil, nil
 	}
 	if t.Namespace != "" {
 		namespace = t.Namespace
@@ -26,33 +34,33 @@ func Resolve(ctx context.Context, reader client.Reader, namespace string, t Targ
 	var svc corev1.Service
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: t.Service}, &svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+			return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 				"Service %s/%s does not exist: create it or fix upstream.url", namespace, t.Service)}
 		}
-		return "", fmt.Errorf("reading Service %s/%s: %w", namespace, t.Service, err)
+		return "", nil, fmt.Errorf("reading Service %s/%s: %w", namespace, t.Service, err)
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		if !allowExternal {
-			return "", refuse("upstream Service %s/%s is of type ExternalName (%s): it points outside the namespace; set agentManager.allowExternalUpstreams=true in the chart to allow it",
+			return "", nil, refuse("upstream Service %s/%s is of type ExternalName (%s): it points outside the namespace; set agentManager.allowExternalUpstreams=true in the chart to allow it",
 				namespace, t.Service, svc.Spec.ExternalName)
 		}
 		port := t.Port
 		if t.PortName != "" {
-			return "", &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("ExternalName Service %s/%s has no named ports: use a port number", namespace, t.Service)}
+			return "", nil, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("ExternalName Service %s/%s has no named ports: use a port number", namespace, t.Service)}
 		}
-		return net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port))), nil
+		return net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port))), nil, nil
 	}
 	ip := svc.Spec.ClusterIP
 	if ip == "" || ip == corev1.ClusterIPNone {
-		return "", &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+		return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 			"Service %s/%s is headless (no ClusterIP): give it a ClusterIP to publish it", namespace, t.Service)}
 	}
-	for _, p := range svc.Spec.Ports {
+	for i, p := range svc.Spec.Ports {
 		if (t.PortName != "" && p.Name == t.PortName) || (t.PortName == "" && p.Port == t.Port) {
-			return net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), nil
+			return net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), &svc.Spec.Ports[i], nil
 		}
 	}
-	return "", &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+	return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 		"Service %s/%s has no port %s: use one of its ports %s", namespace, t.Service, t.PortString(), portList(svc.Spec.Ports))}
 }
 

@@ -17,7 +17,7 @@ import (
 
 // Upstream is where traffic goes: the address to dial and how to describe it.
 type Upstream struct {
-	// Scheme is http or https (http tunnels) or tcp.
+	// Scheme is http, https or h2c (cleartext HTTP/2; http tunnels) or tcp.
 	Scheme string
 	// Addr is the host:port to dial (a ClusterIP and port).
 	Addr string
@@ -51,9 +51,19 @@ func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h.upstream.Store(&u)
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
-		Transport:     transport,
+		Transport:     byScheme{},
 		FlushInterval: -1, // stream responses (SSE, chunked) as they come
 		ErrorHandler:  h.fail,
+		// A response with trailers (gRPC's grpc-status) must not go out
+		// with a Content-Length: HTTP/1.1 carries trailers only in a
+		// chunked body. An HTTP/2 upstream may send both.
+		ModifyResponse: func(res *http.Response) error {
+			if len(res.Trailer) > 0 {
+				res.Header.Del("Content-Length")
+				res.ContentLength = -1
+			}
+			return nil
+		},
 	}
 	h.handler = metered(h.proxy, meter)
 	return h

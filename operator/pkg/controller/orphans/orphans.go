@@ -32,6 +32,10 @@ type Collector struct {
 	Namespace string
 	Interval  time.Duration
 	Revoked   func()
+	// IngressHosts returns the hosts served Ingresses publish now; keys of
+	// kind Ingress belong to a host, not to one object. Nil: such keys are
+	// kept.
+	IngressHosts func(ctx context.Context) (map[string]bool, error)
 }
 
 // NeedLeaderElection makes only the leader collect.
@@ -67,11 +71,17 @@ func (c *Collector) Collect(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("listing tunnel keys: %w", err)
 	}
 	revoked := 0
+	var hosts map[string]bool // read once, on the first Ingress key
 	for _, k := range keys {
 		if k.Labels[edgeapi.LabelCluster] != c.ClusterID {
 			continue // the edge filtered already; never trust that alone
 		}
-		alive, err := c.ownerExists(ctx, k.Labels)
+		if k.Labels[edgeapi.LabelKind] == "Ingress" && hosts == nil && c.IngressHosts != nil {
+			if hosts, err = c.IngressHosts(ctx); err != nil {
+				return revoked, fmt.Errorf("listing served Ingress hosts: %w", err)
+			}
+		}
+		alive, err := c.ownerExists(ctx, k.Labels, hosts)
 		if err != nil {
 			return revoked, err
 		}
@@ -86,23 +96,30 @@ func (c *Collector) Collect(ctx context.Context) (int, error) {
 			c.Revoked()
 		}
 		kind, uid := k.Labels[edgeapi.LabelKind], types.UID(k.Labels[edgeapi.LabelUID])
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: keysecret.Name(kind, uid)}}
+		name := keysecret.Name(kind, uid)
+		if kind == "Ingress" {
+			name = keysecret.HostName(k.Labels[edgeapi.LabelHost])
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
 		if err := c.Writer.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 			return revoked, fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
 		}
-		log.FromContext(ctx).Info("revoked orphan tunnel key", "keyID", k.ID, "owner", k.Labels[edgeapi.LabelNamespace]+"/"+k.Labels[edgeapi.LabelName])
+		log.FromContext(ctx).Info("revoked orphan tunnel key", "keyID", k.ID, "owner", k.Labels[edgeapi.LabelNamespace]+"/"+k.Labels[edgeapi.LabelName], "host", k.Labels[edgeapi.LabelHost])
 	}
 	return revoked, nil
 }
 
 // ownerExists reports whether the resource a key was issued for still
-// exists with the same UID. Unknown kinds are kept: better a stray key
-// than a cut tunnel.
-func (c *Collector) ownerExists(ctx context.Context, labels map[string]string) (bool, error) {
+// exists with the same UID; for an Ingress host's key, whether a served
+// Ingress still has a rule for the host (hosts nil: unknown, kept).
+// Unknown kinds are kept: better a stray key than a cut tunnel.
+func (c *Collector) ownerExists(ctx context.Context, labels map[string]string, hosts map[string]bool) (bool, error) {
 	var obj client.Object
 	switch labels[edgeapi.LabelKind] {
 	case "Tunnel":
 		obj = &tunav1.Tunnel{}
+	case "Ingress":
+		return hosts == nil || labels[edgeapi.LabelHost] == "" || hosts[labels[edgeapi.LabelHost]], nil
 	default:
 		return true, nil
 	}

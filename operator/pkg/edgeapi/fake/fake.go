@@ -133,4 +133,3 @@ func (e *Edge) AddKey(labels map[string]string) string {
 	e.keys[id] = client.TunnelKey{ID: id, Protocol: "http", Labels: labels}
 	return id
 }
-

@@ -1,0 +1,482 @@
+// Package ingress is the agent's part of the Ingress class tuna: one tunnel
+// per host (R4), whose handler is a path router. Route changes (paths added
+// or removed, backends changed, Services re-resolved) build a new immutable
+// route table that is swapped into the running router: the tunnel's session
+// is never touched, so nothing reconnects and no request fails.
+//
+// Requests are hosts: every Ingress event wakes the hosts of the Ingress
+// before and after the change, and the host's reconcile merges all served
+// Ingresses with a rule for it (the oldest wins a conflicting path).
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
+)
+
+// FieldOwner is the agent's field manager for Ingress status.
+const FieldOwner = "tuna-agent"
+
+// Event reasons on Ingresses (R17); PathConflict goes beyond the seeds,
+// which leave Ingresses sharing a host unreconciled.
+const (
+	ReasonTunnelConnected = "TunnelConnected"
+	ReasonTunnelStopped   = "TunnelStopped"
+	ReasonRoutesUpdated   = "RoutesUpdated"
+	ReasonBackendSkipped  = "BackendSkipped"
+	ReasonPathConflict    = "PathConflict"
+)
+
+// AppProtocolH2C is the Service port appProtocol of cleartext HTTP/2
+// backends (gRPC).
+const AppProtocolH2C = "kubernetes.io/h2c"
+
+// Reconciler runs the tunnel of every served Ingress host.
+type Reconciler struct {
+	// Client reads Ingresses and IngressClasses from the cache and writes
+	// Ingress status.
+	Client client.Client
+	// Reader reads Services and key Secrets directly, with `get` only.
+	Reader    client.Reader
+	Namespace string // the operator's namespace, where key Secrets live
+	// AllowExternalUpstreams lifts the upstream policy (R18).
+	AllowExternalUpstreams bool
+	Registry               *agent.Registry
+	Recorder               recorder.EventRecorder
+	// Edge tunes the transport; Addr, Key and HostKey come from the host's
+	// key Secret.
+	Edge tunnelclient.Config
+	// Resync re-resolves each host's Services this often (default 30s):
+	// the agent may not watch Services (R21).
+	Resync time.Duration
+
+	events chan event.GenericEvent
+
+	mu    sync.Mutex
+	hosts map[string]*hostState
+
+	notes model.Notes
+
+	statusMu sync.Mutex
+	written  map[types.NamespacedName]written // the loadBalancer hostnames last applied
+}
+
+// hostState is what the agent keeps of one served host between
+// reconciles: its router (the tunnel's handler for the host's whole life),
+// the signature of the table in it, and what it reported.
+type hostState struct {
+	router       *router.Router
+	sig          string
+	contributors map[types.UID]*networkingv1.Ingress
+	connected    bool
+	lbHostname   string
+	pendingSince time.Time
+}
+
+// registryKey names a host's tunnel in the agent's registry. Tunnels are
+// keyed by namespace/name; an empty namespace never collides with them.
+func registryKey(host string) types.NamespacedName { return types.NamespacedName{Name: host} }
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync <= 0 {
+		return 30 * time.Second
+	}
+	return r.Resync
+}
+
+// Reconcile converges one host.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !model.IsHostRequest(req) {
+		return reconcile.Result{}, nil
+	}
+	host := req.Name
+	served, err := model.ServedFor(ctx, r.Client, host)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	merged := model.Merge(host, served)
+	if len(merged.Ingresses) == 0 {
+		r.stop(ctx, host)
+		return reconcile.Result{}, nil
+	}
+	entries, err := r.resolve(ctx, merged)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	h, former := r.state(host, merged.Ingresses)
+	r.applyRoutes(host, h, entries)
+
+	cfg, lb, pending, err := r.connection(ctx, host)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pending == "" {
+		// Route events only for a host that is published: one waiting for
+		// its key (not a reserved domain, say) has RuleSkipped to tell.
+		r.reportRoutes(merged, entries)
+	}
+	var st session.State
+	if pending != "" {
+		if r.Registry.Get(registryKey(host)) != nil {
+			r.Registry.Stop(registryKey(host))
+		}
+		st = session.State{Phase: session.PhaseConnecting, Message: pending}
+	} else {
+		t := r.Registry.EnsureHandler(registryKey(host), cfg, h.router, func() { r.wake(host) })
+		st = t.State()
+	}
+	delay := r.reportConnection(host, h, merged.Ingresses, st, lb, pending)
+	r.writeStatus(ctx, append(keysOf(merged.Ingresses), former...))
+	return reconcile.Result{RequeueAfter: delay}, nil
+}
+
+// entry is one route of the host, resolved.
+type entry struct {
+	route model.Route
+	up    proxy.Upstream
+	// skip says why the backend is not served ("" when it is).
+	skip string
+}
+
+// resolve finds each route's Service address (R18 policy applied).
+func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, error) {
+	out := make([]entry, 0, len(merged.Routes))
+	for _, rt := range merged.Routes {
+		e := entry{route: rt}
+		b := rt.Backend
+		what := fmt.Sprintf("%s of host %s: backend %s", rt.Pattern(), merged.Name, model.BackendString(b))
+		if b.Service == nil {
+			e.skip = what + " is not a Service: only Service backends are published"
+			out = append(out, e)
+			continue
+		}
+		t := upstream.Target{Scheme: "http", Host: b.Service.Name, Service: b.Service.Name, Namespace: rt.Ingress.Namespace,
+			Port: b.Service.Port.Number, PortName: b.Service.Port.Name}
+		addr, port, err := upstream.ResolvePort(ctx, r.Reader, rt.Ingress.Namespace, t, r.AllowExternalUpstreams)
+		var ref *upstream.Refusal
+		switch {
+		case errors.As(err, &ref):
+			e.skip = what + " skipped: " + strings.ReplaceAll(ref.Message, "fix upstream.url", "fix the Ingress backend")
+		case err != nil:
+			return nil, err
+		default:
+			e.up = proxy.Upstream{Scheme: schemeOf(port), Addr: addr, Display: model.BackendString(b)}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// schemeOf picks how to speak to a Service port by its appProtocol.
+func schemeOf(p *corev1.ServicePort) string {
+	if p == nil || p.AppProtocol == nil {
+		return "http"
+	}
+	switch strings.ToLower(*p.AppProtocol) {
+	case AppProtocolH2C:
+		return proxy.SchemeH2C
+	case "https", "kubernetes.io/wss":
+		return "https"
+	}
+	return "http"
+}
+
+func (e entry) signature() string {
+	return e.route.Pattern() + "|" + e.up.Scheme + "://" + e.up.Addr + "|" + e.up.Display + "|" + e.skip
+}
+
+// state returns the host's state, creating it (and its router) for a new
+// host, records the Ingresses that now serve it, and returns the keys of
+// those that served it before and no longer do.
+func (r *Reconciler) state(host string, ings []*networkingv1.Ingress) (*hostState, []types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hosts == nil {
+		r.hosts = map[string]*hostState{}
+	}
+	h := r.hosts[host]
+	if h == nil {
+		h = &hostState{router: router.New(host, observer(host)), contributors: map[types.UID]*networkingv1.Ingress{}}
+		r.hosts[host] = h
+	}
+	now := map[types.UID]*networkingv1.Ingress{}
+	for _, ing := range ings {
+		now[ing.UID] = metaOnly(ing)
+	}
+	var former []types.NamespacedName
+	for uid, ing := range h.contributors {
+		if now[uid] == nil {
+			former = append(former, client.ObjectKeyFromObject(ing))
+			r.pruneHost(ing, host) // what it was told about this host no longer holds
+		}
+	}
+	h.contributors = now
+	return h, former
+}
+
+// metaOnly keeps what events and status need of an Ingress.
+func metaOnly(ing *networkingv1.Ingress) *networkingv1.Ingress {
+	return &networkingv1.Ingress{TypeMeta: ing.TypeMeta, ObjectMeta: *ing.ObjectMeta.DeepCopy()}
+}
+
+func observer(host string) router.Observer {
+	return func(route string, code int, took time.Duration) {
+		if route == "" {
+			route = "none"
+		}
+		metrics.IngressRequests.WithLabelValues(host, route, strconv.Itoa(code)).Inc()
+		metrics.IngressRequestDuration.WithLabelValues(host).Observe(took.Seconds())
+	}
+}
+
+// applyRoutes swaps a new table into the host's router when the routes
+// changed. Requests in flight finish on the table they started with.
+func (r *Reconciler) applyRoutes(host string, h *hostState, entries []entry) {
+	sigs := make([]string, len(entries))
+	for i, e := range entries {
+		sigs[i] = e.signature()
+	}
+	sig := strings.Join(sigs, "\n")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sig == h.sig {
+		return
+	}
+	var routes []router.Route
+	var fallback *router.Route
+	for _, e := range entries {
+		var handler http.Handler
+		if e.skip != "" {
+			handler = unavailable(host, e.route.Pattern())
+		} else {
+			handler = proxy.NewHTTP(e.up, nil)
+		}
+		rt := router.Route{Type: router.Prefix, Path: e.route.Path, Name: e.route.Pattern(), Handler: handler}
+		if e.route.Type == model.Exact {
+			rt.Type = router.Exact
+		}
+		if e.route.Default {
+			fallback = &rt
+			continue
+		}
+		routes = append(routes, rt)
+	}
+	table := router.NewTable(routes, fallback)
+	h.router.Swap(table)
+	h.sig = sig
+	metrics.IngressRouteUpdates.WithLabelValues(host).Inc()
+	metrics.IngressRoutes.WithLabelValues(host).Set(float64(table.Len()))
+}
+
+// unavailable answers for a route whose backend is skipped: 503, rather
+// than letting a shorter prefix (another Service) answer for paths the
+// Ingress gave to this one. The reason (namespace and Service names) is
+// for the Ingress's events, not for the public.
+func unavailable(host, pattern string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Tuna-Error", "backend-skipped")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "tuna: the backend of %s on host %s is not available; the Ingress's BackendSkipped event says why\n", pattern, host)
+	})
+}
+
+// reportRoutes records BackendSkipped, PathConflict and RoutesUpdated
+// events, each once per change.
+func (r *Reconciler) reportRoutes(merged model.Host, entries []entry) {
+	host := merged.Name
+	keep := map[types.UID]map[string]bool{}
+	mark := func(ing *networkingv1.Ingress, subject string) {
+		if keep[ing.UID] == nil {
+			keep[ing.UID] = map[string]bool{}
+		}
+		keep[ing.UID][subject] = true
+	}
+	served := map[types.UID][]string{}
+	for _, e := range entries {
+		ing := e.route.Ingress
+		desc := e.route.Pattern() + " → " + model.BackendString(e.route.Backend)
+		if e.skip != "" {
+			subject := "backend/" + host + "/" + e.route.Pattern()
+			mark(ing, subject)
+			if r.notes.Set(ing, subject, e.skip) {
+				r.event(ing, corev1.EventTypeWarning, ReasonBackendSkipped, "Route", subject, e.skip)
+			}
+			desc += " (skipped)"
+		}
+		served[ing.UID] = append(served[ing.UID], desc)
+	}
+	for _, c := range merged.Conflicts {
+		subject := "conflict/" + host + "/" + c.Route.Pattern()
+		mark(c.Route.Ingress, subject)
+		if msg := c.Message(host); r.notes.Set(c.Route.Ingress, subject, msg) {
+			r.event(c.Route.Ingress, corev1.EventTypeWarning, ReasonPathConflict, "Route", subject, msg)
+		}
+	}
+	for _, ing := range merged.Ingresses {
+		r.notes.Prune(ing, "backend/"+host+"/", keep[ing.UID])
+		r.notes.Prune(ing, "conflict/"+host+"/", keep[ing.UID])
+		msg := fmt.Sprintf("host %s routes: %s", host, strings.Join(served[ing.UID], ", "))
+		if len(served[ing.UID]) == 0 {
+			msg = fmt.Sprintf("host %s: no route of this Ingress is served (see its PathConflict events)", host)
+		}
+		if r.notes.Set(ing, "routes/"+host, msg) {
+			r.event(ing, corev1.EventTypeNormal, ReasonRoutesUpdated, "Route", "routes/"+host, msg)
+		}
+	}
+}
+
+// connection reads the host's key Secret. pending says why the host cannot
+// connect yet.
+func (r *Reconciler) connection(ctx context.Context, host string) (cfg session.Config, lb, pending string, err error) {
+	var secret corev1.Secret
+	key := types.NamespacedName{Namespace: r.Namespace, Name: keysecret.HostName(host)}
+	if err := r.Reader.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return cfg, "", "waiting for the operator's controller to issue a tunnel key for host " + host +
+				" (it does once the host is a reserved domain; see the Ingress's RuleSkipped events otherwise)", nil
+		}
+		return cfg, "", "", fmt.Errorf("reading key Secret %s: %w", key, err)
+	}
+	c := keysecret.Read(&secret)
+	if c.TunnelKey == "" {
+		return cfg, "", "the key Secret of host " + host + " holds no key yet", nil
+	}
+	edge := r.Edge
+	edge.Addr, edge.Key, edge.HostKey = c.SSHAddr, c.TunnelKey, c.HostKey
+	addr := c.Address
+	if addr == "" {
+		addr = host
+	}
+	lb = c.LBHostname
+	if lb == "" {
+		lb = host
+	}
+	return session.Config{Edge: edge, Bind: protocol.BindRequest{Protocol: protocol.ProtocolHTTP, Domain: addr}}, lb, "", nil
+}
+
+// reportConnection records TunnelConnected and TunnelStopped events on
+// transitions and returns when to look at the host again.
+func (r *Reconciler) reportConnection(host string, h *hostState, ings []*networkingv1.Ingress, st session.State, lb, pending string) time.Duration {
+	connected := st.Phase == session.PhaseConnected
+	r.mu.Lock()
+	h.connected, h.lbHostname = connected, lb
+	if connected {
+		h.pendingSince = time.Time{}
+	} else if h.pendingSince.IsZero() {
+		h.pendingSince = time.Now()
+	}
+	since := h.pendingSince
+	r.mu.Unlock()
+
+	subject, failure := "connected/"+host, "failure/"+host
+	// A failure worth telling: the edge refused the key or the address,
+	// or cannot be reached (not the normal wait for a first key).
+	failed := !connected && pending == "" && st.Reason != "" && st.Reason != "Connecting"
+	for _, ing := range ings {
+		switch {
+		case connected:
+			r.notes.Clear(ing, failure)
+			if r.notes.Set(ing, subject, st.SessionID) {
+				r.event(ing, corev1.EventTypeNormal, ReasonTunnelConnected, "Connect", subject,
+					fmt.Sprintf("host %s is published at %s (edge session %s)", host, st.URL, st.SessionID))
+			}
+		case r.notes.Clear(ing, subject):
+			if failed {
+				r.notes.Set(ing, failure, st.Reason)
+			}
+			r.event(ing, corev1.EventTypeWarning, ReasonTunnelStopped, "Connect", subject,
+				fmt.Sprintf("the tunnel of host %s is down: %s; reconnecting", host, st.Message))
+		case failed && r.notes.Set(ing, failure, st.Reason):
+			r.event(ing, corev1.EventTypeWarning, ReasonTunnelStopped, "Connect", failure,
+				fmt.Sprintf("the tunnel of host %s cannot connect (%s): %s", host, st.Reason, st.Message))
+		}
+	}
+	if connected {
+		return r.resync()
+	}
+	// A session wakes the host on every state change; the key Secret
+	// cannot be watched, so poll it, more rarely the longer it takes.
+	return min(max(time.Since(since)/4, 100*time.Millisecond), 10*time.Second)
+}
+
+// stop closes the tunnel of a host no served Ingress has a rule for.
+func (r *Reconciler) stop(ctx context.Context, host string) {
+	r.mu.Lock()
+	h := r.hosts[host]
+	delete(r.hosts, host)
+	r.mu.Unlock()
+	r.Registry.Stop(registryKey(host))
+	if h == nil {
+		return
+	}
+	metrics.ForgetIngressHost(host)
+	var keys []types.NamespacedName
+	for _, ing := range h.contributors {
+		keys = append(keys, client.ObjectKeyFromObject(ing))
+		if _, ok := r.notes.Get(ing, "connected/"+host); ok {
+			r.event(ing, corev1.EventTypeNormal, ReasonTunnelStopped, "Disconnect", "connected/"+host,
+				fmt.Sprintf("host %s is no longer served: no Ingress of class tuna has a rule for it any more; its tunnel is closed", host))
+		}
+		r.pruneHost(ing, host)
+	}
+	r.writeStatus(ctx, keys)
+}
+
+// pruneHost forgets what ing was told about host.
+func (r *Reconciler) pruneHost(ing *networkingv1.Ingress, host string) {
+	r.notes.Clear(ing, "connected/"+host)
+	r.notes.Clear(ing, "failure/"+host)
+	r.notes.Clear(ing, "routes/"+host)
+	r.notes.Prune(ing, "backend/"+host+"/", nil)
+	r.notes.Prune(ing, "conflict/"+host+"/", nil)
+}
+
+// event records an event about subject on ing (see model.Action).
+func (r *Reconciler) event(ing *networkingv1.Ingress, typ, reason, verb, subject, msg string) {
+	r.Recorder.Eventf(ing, nil, typ, reason, model.Action(verb, subject, msg), "%s", msg)
+}
+
+func (r *Reconciler) wake(host string) {
+	obj := &networkingv1.Ingress{}
+	obj.Name = host
+	select {
+	case r.events <- event.GenericEvent{Object: obj}:
+	default:
+		go func() { r.events <- event.GenericEvent{Object: obj} }()
+	}
+}
+
+func keysOf(ings []*networkingv1.Ingress) []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(ings))
+	for _, ing := range ings {
+		out = append(out, client.ObjectKeyFromObject(ing))
+	}
+	return out
+}

@@ -1,0 +1,31 @@
+package ingress
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+)
+
+// SetupWithManager registers the reconciler: Ingress and IngressClass
+// changes wake the hosts they concern, and each host's tunnel wakes its
+// host when its state changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, model.HostIndex, model.IndexHosts); err != nil {
+		return fmt.Errorf("indexing Ingresses by host: %w", err)
+	}
+	r.events = make(chan event.GenericEvent, 1024)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ingress-agent").
+		Watches(&networkingv1.Ingress{}, model.Handler(mgr.GetClient(), false), builder.WithPredicates(model.Changed)).
+		Watches(&networkingv1.IngressClass{}, model.ClassHandler(mgr.GetClient(), false)).
+		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// An h2c upstream is reached over cleartext HTTP/2 (as gRPC needs, with
+// trailers); an http upstream over HTTP/1.1 as before.
+func TestH2CUpstream(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &http.Protocols{}
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "Grpc-Status")
+		fmt.Fprintf(w, "proto=%d", r.ProtoMajor)
+		w.Header().Set("Grpc-Status", "0")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	for scheme, want := range map[string]string{SchemeH2C: "proto=2", "http": "proto=1"} {
+		h := NewHTTP(Upstream{Scheme: scheme, Addr: ln.Addr().String(), Display: "grpc:50051"}, nil)
+		front := httptest.NewServer(h)
+		resp, err := http.Get(front.URL + "/svc/Method")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		front.Close()
+		if string(body) != want {
+			t.Errorf("%s upstream: backend saw %q, want %q", scheme, body, want)
+		}
+		if got := resp.Trailer.Get("Grpc-Status"); got != "0" {
+			t.Errorf("%s upstream: trailer Grpc-Status = %q, want 0", scheme, got)
+		}
+	}
+}

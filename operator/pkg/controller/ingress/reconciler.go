@@ -1,0 +1,347 @@
+// Package ingress is the controller's part of the Ingress class tuna: one
+// ephemeral tunnel key per Ingress host, issued only for a host that is a
+// reserved domain (R3), handed to the agent in a Secret named after the
+// host, and revoked as soon as no served Ingress has a rule for the host.
+// It also reports the rules it cannot publish (RuleSkipped events).
+//
+// The key belongs to the host, not to one Ingress: several Ingresses may
+// serve one host, and the oldest of them may be deleted while the host
+// stays. Hence no finalizer on users' Ingresses (the controller may not
+// update them, and a Helm or Argo CD managed Ingress should not wait on the
+// operator): deleting the last Ingress of a host wakes the host's
+// reconcile, which revokes the key; keys of hosts whose Ingresses went
+// while the operator was down are revoked by the orphan collector.
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// FieldOwner is the controller's field manager for the key Secrets.
+const FieldOwner = "tuna-controller"
+
+// Event reasons on Ingresses (R17).
+const (
+	ReasonRuleSkipped = "RuleSkipped"
+)
+
+// Edge is what the reconciler needs of the edge API.
+type Edge interface {
+	edgeapi.TunnelKeys
+	GetDomain(ctx context.Context, name string) (*edgeclient.Domain, error)
+}
+
+// Hooks observe key operations for metrics; nil fields are skipped.
+type Hooks struct {
+	Issued  func()
+	Revoked func()
+}
+
+// Reconciler issues and revokes the keys of Ingress hosts.
+type Reconciler struct {
+	// Client reads Ingresses, IngressClasses and Domains from the cache and
+	// writes (never reads) key Secrets.
+	Client    client.Client
+	Edge      Edge
+	Info      *edgeapi.InfoCache
+	Namespace string // the operator's namespace, where key Secrets live
+	ClusterID string
+	Recorder  recorder.EventRecorder
+	Hooks     Hooks
+	// Resync re-checks each served host this often: a reservation made or
+	// deleted by hand on the edge, a key revoked by hand (default 1 minute).
+	Resync time.Duration
+
+	// handedOver remembers, per host, the key whose Secret this process
+	// wrote. The controller never reads Secrets, so after a restart it
+	// trusts a key only when a live session proves the agent holds it;
+	// otherwise it issues a fresh one (no tunnel runs on it anyway).
+	handedOver sync.Map // host -> key ID
+	notes      ingress.Notes
+}
+
+// Reconcile converges one host's key, or checks one Ingress's rules.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if ingress.IsHostRequest(req) {
+		return r.reconcileHost(ctx, req.Name)
+	}
+	return reconcile.Result{}, r.checkRules(ctx, req)
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync <= 0 {
+		return time.Minute
+	}
+	return r.Resync
+}
+
+// checkRules reports the rules of one Ingress that cannot be published at
+// all: no host, a wildcard host, or only a defaultBackend.
+func (r *Reconciler) checkRules(ctx context.Context, req reconcile.Request) error {
+	var ing networkingv1.Ingress
+	if err := r.Client.Get(ctx, req.NamespacedName, &ing); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.notes.Forget(req.NamespacedName)
+		}
+		return client.IgnoreNotFound(err)
+	}
+	var classes networkingv1.IngressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return fmt.Errorf("listing IngressClasses: %w", err)
+	}
+	if !ingress.NewClasses(classes.Items).Serves(&ing) {
+		r.notes.Forget(req.NamespacedName)
+		return nil
+	}
+	keep := map[string]bool{}
+	for i, rule := range ing.Spec.Rules {
+		if problem := ingress.HostProblem(rule.Host); problem != "" {
+			subject := fmt.Sprintf("rule/%d", i)
+			keep[subject] = true
+			r.skip(&ing, subject, fmt.Sprintf("rule %d skipped: %s", i+1, problem))
+		}
+	}
+	if len(ingress.Hosts(&ing)) == 0 && ing.Spec.DefaultBackend != nil {
+		keep["default"] = true
+		r.skip(&ing, "default", "the defaultBackend is not published: tuna publishes hosts, and this Ingress has no rule with a host; add a rule whose host is a reserved domain")
+	}
+	r.notes.Prune(&ing, "rule/", keep)
+	r.notes.Prune(&ing, "default", keep)
+	return nil
+}
+
+// skip records a RuleSkipped event once per change of its message.
+func (r *Reconciler) skip(ing *networkingv1.Ingress, subject, msg string) {
+	if r.notes.Set(ing, subject, msg) {
+		r.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonRuleSkipped, ingress.Action("Publish", subject, msg), "%s", msg)
+	}
+}
+
+// reconcileHost keeps exactly one key for a host that served Ingresses
+// publish and that is a reserved domain, and none otherwise.
+func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.Result, error) {
+	ings, err := ingress.ServedFor(ctx, r.Client, host)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(ings) == 0 {
+		return reconcile.Result{}, r.release(ctx, host)
+	}
+	res, err := r.reservation(ctx, host, ings)
+	if err != nil {
+		transient, after, retErr := edgeapi.Outcome(err)
+		if transient {
+			return reconcile.Result{RequeueAfter: after}, retErr
+		}
+		res = reservation{problem: "the edge refused to look up domain " + host + ": " + edgeapi.Message(err)}
+	}
+	subject := "host/" + host
+	if res.problem != "" {
+		if err := r.release(ctx, host); err != nil {
+			return reconcile.Result{}, err
+		}
+		for _, ing := range ings {
+			r.skip(ing, subject, fmt.Sprintf("rules for host %s skipped: %s", host, res.problem))
+		}
+		return reconcile.Result{RequeueAfter: r.resync()}, nil
+	}
+	for _, ing := range ings {
+		r.notes.Clear(ing, subject)
+	}
+	if err := r.ensureKey(ctx, host, res.lbHostname); err != nil {
+		transient, after, retErr := edgeapi.Outcome(err)
+		if !transient {
+			log.FromContext(ctx).Info("the edge refused a tunnel key for an Ingress host", "host", host, "error", err.Error())
+			for _, ing := range ings {
+				r.skip(ing, subject, fmt.Sprintf("rules for host %s skipped: the edge refused a tunnel key: %s", host, edgeapi.Message(err)))
+			}
+			return reconcile.Result{RequeueAfter: r.resync()}, nil
+		}
+		return reconcile.Result{RequeueAfter: after}, retErr
+	}
+	return reconcile.Result{RequeueAfter: r.resync()}, nil
+}
+
+type reservation struct {
+	// problem says why the host is not a usable reserved domain; "" when
+	// it is.
+	problem string
+	// lbHostname is what the Ingress status shows for the host.
+	lbHostname string
+}
+
+// reservation checks that host is a reserved domain (R3): a Ready Domain
+// of one of the Ingresses' namespaces whose status.fqdn is the host, or a
+// domain reserved on the account (and verified, for a custom one).
+func (r *Reconciler) reservation(ctx context.Context, host string, ings []*networkingv1.Ingress) (reservation, error) {
+	checked := map[string]bool{}
+	for _, ing := range ings {
+		if checked[ing.Namespace] {
+			continue
+		}
+		checked[ing.Namespace] = true
+		var domains tunav1.DomainList
+		if err := r.Client.List(ctx, &domains, client.InNamespace(ing.Namespace)); err != nil {
+			return reservation{}, fmt.Errorf("listing Domains of namespace %s: %w", ing.Namespace, err)
+		}
+		for _, d := range domains.Items {
+			ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
+			if d.Status.FQDN == host && ready != nil && ready.Status == metav1.ConditionTrue {
+				return reservation{lbHostname: lbHostname(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
+			}
+		}
+	}
+	d, err := r.Edge.GetDomain(ctx, host)
+	switch {
+	case edgeclient.IsNotFound(err):
+		return reservation{problem: r.notReserved(ctx, host, ings)}, nil
+	case err != nil:
+		return reservation{}, err
+	case d.Custom && !d.Verified:
+		return reservation{problem: fmt.Sprintf("custom domain %s is reserved but its DNS records are not verified yet: create the records `kubectl get domain -o yaml` lists (status.dnsRecords)", host)}, nil
+	}
+	var records []tunav1.DNSRecord
+	for _, rec := range d.DNSRecords {
+		records = append(records, tunav1.DNSRecord{Type: rec.Type, Name: rec.Name, Value: rec.Value})
+	}
+	return reservation{lbHostname: lbHostname(host, d.Custom, records)}, nil
+}
+
+// notReserved tells the user how to reserve host.
+func (r *Reconciler) notReserved(ctx context.Context, host string, ings []*networkingv1.Ingress) string {
+	spec := "domain: " + host
+	if info, err := r.Info.Get(ctx); err == nil {
+		if label, ok := strings.CutSuffix(host, "."+info.BaseDomain); ok && !strings.Contains(label, ".") {
+			spec = "subdomain: " + label
+		}
+	}
+	return fmt.Sprintf("host %s is not a reserved domain: create a Domain with spec.%s in namespace %s (or reserve the domain on the account), then the host is published",
+		host, spec, ings[0].Namespace)
+}
+
+// lbHostname is the status.loadBalancer hostname of a host: the CNAME
+// target of a custom domain, so that external-dns creates the very record
+// the domain needs; the host itself for a subdomain of the base domain.
+func lbHostname(host string, custom bool, records []tunav1.DNSRecord) string {
+	if custom {
+		for _, rec := range records {
+			if rec.Type == "CNAME" && rec.Value != "" {
+				return rec.Value
+			}
+		}
+	}
+	return host
+}
+
+func (r *Reconciler) keyLabels(host string) map[string]string {
+	return map[string]string{
+		edgeapi.LabelCluster: r.ClusterID,
+		edgeapi.LabelKind:    "Ingress",
+		edgeapi.LabelHost:    host,
+	}
+}
+
+// ensureKey keeps one key for host whose Secret the agent holds. A new
+// key's Secret is written before the old keys are revoked, so the agent
+// always has a valid key to switch to.
+func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
+	keys, err := r.Edge.ListTunnelKeys(ctx, r.keyLabels(host))
+	if err != nil {
+		return err
+	}
+	handed, _ := r.handedOver.Load(host)
+	keep := ""
+	for _, k := range keys {
+		if k.Protocol != "http" || !strings.EqualFold(k.Address, host) {
+			continue
+		}
+		if k.ID == handed {
+			keep = k.ID
+			break
+		}
+		if k.Session != nil && keep == "" {
+			// A live session on it: only the agent, reading the Secret,
+			// can have it.
+			keep = k.ID
+		}
+	}
+	if keep != "" {
+		r.handedOver.Store(host, keep)
+		return r.revoke(ctx, keys, keep)
+	}
+	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: r.keyLabels(host)})
+	if err != nil {
+		return err
+	}
+	if r.Hooks.Issued != nil {
+		r.Hooks.Issued()
+	}
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		return err
+	}
+	secret := keysecret.ApplyHost(r.Namespace, host, keysecret.Contents{
+		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
+		Address: key.Address, LBHostname: lb,
+	})
+	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
+	}
+	r.handedOver.Store(host, key.ID)
+	log.FromContext(ctx).Info("issued tunnel key for Ingress host", "host", host, "keyID", key.ID)
+	return r.revoke(ctx, keys, key.ID)
+}
+
+// release revokes the host's keys and deletes its Secret.
+func (r *Reconciler) release(ctx context.Context, host string) error {
+	keys, err := r.Edge.ListTunnelKeys(ctx, r.keyLabels(host))
+	if err != nil {
+		return fmt.Errorf("listing the keys of host %s: %w", host, err)
+	}
+	if err := r.revoke(ctx, keys, ""); err != nil {
+		return err
+	}
+	r.handedOver.Delete(host)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: keysecret.HostName(host)}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting key Secret %s: %w", secret.Name, err)
+	}
+	return nil
+}
+
+// revoke revokes keys except keep.
+func (r *Reconciler) revoke(ctx context.Context, keys []edgeclient.TunnelKey, keep string) error {
+	for _, k := range keys {
+		if k.ID == keep {
+			continue
+		}
+		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !edgeclient.IsNotFound(err) {
+			return fmt.Errorf("revoking tunnel key %s: %w", k.ID, err)
+		}
+		if r.Hooks.Revoked != nil {
+			r.Hooks.Revoked()
+		}
+		log.FromContext(ctx).Info("revoked tunnel key of Ingress host", "host", k.Labels[edgeapi.LabelHost], "keyID", k.ID)
+	}
+	return nil
+}

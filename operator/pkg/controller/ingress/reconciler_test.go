@@ -1,0 +1,299 @@
+package ingress
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+)
+
+type fakeEdge = fake.Edge
+
+// edge is the in-memory fake plus what Ingress hosts need: domain lookups
+// and live sessions on keys.
+type edge struct {
+	*fakeEdge
+	mu       sync.Mutex
+	domains  map[string]edgeclient.Domain
+	sessions map[string]bool // key ID -> a live session uses it
+}
+
+func (e *edge) GetDomain(_ context.Context, name string) (*edgeclient.Domain, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.domains[name]
+	if !ok {
+		return nil, fake.APIError(http.StatusNotFound, edgeclient.CodeNotFound)
+	}
+	return &d, nil
+}
+
+func (e *edge) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]edgeclient.TunnelKey, error) {
+	keys, err := e.fakeEdge.ListTunnelKeys(ctx, labels)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range keys {
+		if e.sessions[keys[i].ID] {
+			keys[i].Session = &edgeclient.Session{ID: "ses_" + keys[i].ID}
+		}
+	}
+	return keys, err
+}
+
+const host = "shop.tuna.test"
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := tunav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func tunaIngress(ns, name, h string) *networkingv1.Ingress {
+	class := ingress.ClassName
+	return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name)},
+		Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{Host: h}}}}
+}
+
+type fixture struct {
+	kube   client.Client
+	edge   *edge
+	events *events.FakeRecorder
+}
+
+func newFixture(t *testing.T, objs ...client.Object) *fixture {
+	objs = append(objs, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ingress.ClassName},
+		Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}})
+	return &fixture{
+		kube: crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).
+			WithIndex(&networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts).Build(),
+		edge:   &edge{fakeEdge: fake.New(), domains: map[string]edgeclient.Domain{}, sessions: map[string]bool{}},
+		events: events.NewFakeRecorder(100),
+	}
+}
+
+// reconciler is a controller process; a new one models a restart.
+func (f *fixture) reconciler() *Reconciler {
+	return &Reconciler{Client: f.kube, Edge: f.edge, Info: &edgeapi.InfoCache{API: f.edge}, Namespace: "tuna-system",
+		ClusterID: "c1", Recorder: f.events}
+}
+
+func (f *fixture) keys(t *testing.T) []edgeclient.TunnelKey {
+	t.Helper()
+	keys, err := f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func (f *fixture) secret(t *testing.T) *corev1.Secret {
+	t.Helper()
+	var s corev1.Secret
+	err := f.kube.Get(context.Background(), types.NamespacedName{Namespace: "tuna-system", Name: keysecret.HostName(host)}, &s)
+	if client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		return nil
+	}
+	return &s
+}
+
+func reconcileHost(t *testing.T, r *Reconciler) reconcile.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), ingress.HostRequest(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) drain() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// A host of a Ready Domain gets one key, labelled with the cluster and
+// the host, handed over in the host's Secret; reconciling again keeps it.
+func TestKeyPerHost(t *testing.T) {
+	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "shop"},
+		Status: tunav1.DomainStatus{FQDN: host, Conditions: []metav1.Condition{{Type: tunav1.ConditionReady, Status: metav1.ConditionTrue}}}}
+	f := newFixture(t, d, tunaIngress("team", "a", host), tunaIngress("team", "b", host))
+	r := f.reconciler()
+	if res := reconcileHost(t, r); res.RequeueAfter <= 0 {
+		t.Error("a served host is re-checked periodically")
+	}
+	keys := f.keys(t)
+	if len(keys) != 1 {
+		t.Fatalf("%d keys, want 1 for the host whichever Ingresses serve it", len(keys))
+	}
+	k := keys[0]
+	want := map[string]string{edgeapi.LabelCluster: "c1", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}
+	if k.Address != host || k.Protocol != "http" || len(k.Labels) != 3 || k.Labels[edgeapi.LabelHost] != host || k.Labels[edgeapi.LabelCluster] != "c1" {
+		t.Errorf("key %+v, want address %s, protocol http, labels %v", k, host, want)
+	}
+	s := f.secret(t)
+	if s == nil || string(s.Data[keysecret.KeyKeyID]) != k.ID || string(s.Data[keysecret.KeyTunnelKey]) == "" ||
+		string(s.Data[keysecret.KeyLBHostname]) != host || s.Annotations[keysecret.AnnotationHost] != host {
+		t.Fatalf("Secret %+v does not hand over key %s", s, k.ID)
+	}
+	reconcileHost(t, r)
+	if got := f.keys(t); len(got) != 1 || got[0].ID != k.ID || f.edge.Calls("CreateTunnelKey") != 1 {
+		t.Errorf("a second reconcile must keep the key, got %v after %d creations", got, f.edge.Calls("CreateTunnelKey"))
+	}
+	if ev := f.drain(); len(ev) != 0 {
+		t.Errorf("no events for a served host, got %v", ev)
+	}
+}
+
+// The controller never reads Secrets: after a restart it keeps a key only
+// when a live session proves the agent holds it, and otherwise hands over
+// a fresh one before revoking the old.
+func TestHandOverAfterRestart(t *testing.T) {
+	f := newFixture(t, tunaIngress("team", "a", host))
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	reconcileHost(t, f.reconciler())
+	first := f.keys(t)[0]
+
+	// Restart, no session on the key: it may never have reached the agent.
+	reconcileHost(t, f.reconciler())
+	keys := f.keys(t)
+	if len(keys) != 1 || keys[0].ID == first.ID {
+		t.Fatalf("keys %v: want one fresh key replacing %s", keys, first.ID)
+	}
+	second := keys[0]
+	if s := f.secret(t); string(s.Data[keysecret.KeyKeyID]) != second.ID {
+		t.Fatalf("Secret holds %s, want %s", s.Data[keysecret.KeyKeyID], second.ID)
+	}
+
+	// Restart with the agent connected on it: kept.
+	f.edge.sessions[second.ID] = true
+	reconcileHost(t, f.reconciler())
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != second.ID {
+		t.Fatalf("keys %v: the live key %s must be kept", keys, second.ID)
+	}
+
+	// A stray key (a crash between issuing and handing over) is revoked.
+	stray := f.edge.AddKey(map[string]string{edgeapi.LabelCluster: "c1", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host})
+	reconcileHost(t, f.reconciler())
+	if f.edge.Has(stray) || !f.edge.Has(second.ID) {
+		t.Errorf("stray %s must go, live %s stay", stray, second.ID)
+	}
+}
+
+// A host that is not a reserved domain gets no key (an old one is
+// revoked) and one RuleSkipped event per Ingress, not one per resync. A
+// custom domain must be verified.
+func TestUnreservedHost(t *testing.T) {
+	f := newFixture(t, tunaIngress("team", "a", host))
+	old := f.edge.AddKey(map[string]string{edgeapi.LabelCluster: "c1", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host})
+	r := f.reconciler()
+	for range 3 {
+		if res := reconcileHost(t, r); res.RequeueAfter <= 0 {
+			t.Fatal("an unreserved host is re-checked: a reservation may be made by hand")
+		}
+	}
+	if f.edge.Has(old) || len(f.keys(t)) != 0 {
+		t.Error("no key for an unreserved host")
+	}
+	ev := f.drain()
+	if len(ev) != 1 || !strings.Contains(ev[0], "RuleSkipped") || !strings.Contains(ev[0], "spec.subdomain: shop") {
+		t.Fatalf("events %v: want one RuleSkipped saying how to reserve the host", ev)
+	}
+
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Custom: true, Verified: false}
+	reconcileHost(t, r)
+	if ev := f.drain(); len(ev) != 1 || !strings.Contains(ev[0], "not verified") {
+		t.Fatalf("events %v: want one RuleSkipped about verification", ev)
+	}
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Custom: true, Verified: true,
+		DNSRecords: []edgeclient.DNSRecord{{Type: "CNAME", Name: host, Value: "edge.tuna.test"}}}
+	reconcileHost(t, r)
+	if s := f.secret(t); s == nil || string(s.Data[keysecret.KeyLBHostname]) != "edge.tuna.test" {
+		t.Fatalf("a verified custom domain is published; its status hostname is the CNAME target, Secret %v", s)
+	}
+}
+
+// A host no served Ingress names any more loses its key and Secret; an
+// edge failure surfaces so that the queue retries.
+func TestReleaseAndEdgeFailure(t *testing.T) {
+	ing := tunaIngress("team", "a", host)
+	f := newFixture(t, ing)
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	r := f.reconciler()
+	reconcileHost(t, r)
+	if f.secret(t) == nil {
+		t.Fatal("no Secret")
+	}
+	if err := f.kube.Delete(context.Background(), ing); err != nil {
+		t.Fatal(err)
+	}
+	f.edge.FailNext("RevokeTunnelKey", fake.APIError(http.StatusServiceUnavailable, "internal"))
+	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+		t.Fatal("an edge failure must surface")
+	}
+	reconcileHost(t, r)
+	if len(f.keys(t)) != 0 || f.secret(t) != nil {
+		t.Error("the key and its Secret must go with the last Ingress of the host")
+	}
+}
+
+// Rules without a host, wildcard hosts and a lone defaultBackend are
+// reported once each; an Ingress of another class is not looked at.
+func TestRuleProblems(t *testing.T) {
+	ing := tunaIngress("team", "a", "")
+	ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{Host: "*.example.com"})
+	ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web"}}
+	other := tunaIngress("team", "b", "")
+	nginx := "nginx"
+	other.Spec.IngressClassName = &nginx
+	f := newFixture(t, ing, other)
+	r := f.reconciler()
+	for range 2 {
+		for _, name := range []string{"a", "b"} {
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ev := strings.Join(f.drain(), "\n")
+	for _, want := range []string{"rule 1 skipped: the rule has no host", "rule 2 skipped: wildcard host *.example.com", "defaultBackend is not published"} {
+		if strings.Count(ev, want) != 1 {
+			t.Errorf("want one event %q, got:\n%s", want, ev)
+		}
+	}
+	if strings.Count(ev, "RuleSkipped") != 3 {
+		t.Errorf("want exactly three events, got:\n%s", ev)
+	}
+}

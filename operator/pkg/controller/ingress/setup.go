@@ -1,0 +1,61 @@
+package ingress
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+)
+
+// SetupWithManager registers the reconciler. Its requests are hosts (for
+// keys) and Ingresses (for their rules): an Ingress change wakes both, an
+// IngressClass change every Ingress it may concern, and a Domain change
+// the host it reserves.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts); err != nil {
+		return fmt.Errorf("indexing Ingresses by host: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ingress-keys").
+		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
+		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), true)).
+		Watches(&tunav1.Domain{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q ingress.Queue) {
+				r.enqueueDomainHosts(ctx, q, e.Object)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) {
+				r.enqueueDomainHosts(ctx, q, e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) {
+				r.enqueueDomainHosts(ctx, q, e.Object)
+			},
+		}).
+		Complete(r)
+}
+
+// enqueueDomainHosts wakes the hosts a Domain reserves (before and after a
+// change) when a served Ingress has a rule for them.
+func (r *Reconciler) enqueueDomainHosts(ctx context.Context, q ingress.Queue, objs ...client.Object) {
+	var hosts []string
+	for _, o := range objs {
+		if d, ok := o.(*tunav1.Domain); ok && d != nil && d.Status.FQDN != "" {
+			hosts = append(hosts, d.Status.FQDN)
+		}
+	}
+	if len(hosts) == 0 {
+		return
+	}
+	for _, h := range hosts {
+		if ings, err := ingress.ServedFor(ctx, r.Client, h); err == nil && len(ings) > 0 {
+			q.Add(ingress.HostRequest(h))
+		}
+	}
+}
