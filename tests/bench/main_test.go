@@ -15,9 +15,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -32,7 +29,7 @@ func TestMain(m *testing.M) {
 	if flag.Lookup("test.bench").Value.String() == "" {
 		os.Exit(m.Run()) // no benchmark asked for: skip the heavy setup
 	}
-	ctrl.SetLogger(logr.Discard())
+	harness.UseTestLogger()
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench setup:", err)

@@ -19,15 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cluster"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
@@ -52,11 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 func setup(m *testing.M) (int, error) {
-	if os.Getenv("TUNA_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	harness.UseTestLogger()
 	cp, err := harness.StartControlPlane()
 	if err != nil {
 		return 0, err

@@ -11,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -65,12 +61,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	ctx := context.Background()
-	// Component logs go to stderr with TUNA_TEST_LOG=1; silent otherwise.
-	if os.Getenv("TUNA_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	harness.UseTestLogger()
 	cp, err := harness.StartControlPlane()
 	if err != nil {
 		return 0, err
