@@ -76,17 +76,7 @@ flags.`,
 				APIKey: apiKey, APIKeyFrom: from, EdgeAPIURL: edgeAPIURL,
 				CRDs: a.env.CRDs, Timeout: timeout,
 			})
-			if out.json() {
-				if err := rep.WriteJSON(a.env.Stdout); err != nil {
-					return err
-				}
-			} else {
-				rep.WriteText(a.env.Stdout)
-			}
-			if rep.Failed() {
-				return exitCode(ExitFailed)
-			}
-			return nil
+			return a.writeReport(&out, rep, ExitFailed)
 		},
 	}
 	vf.AddFlags(cmd.Flags())

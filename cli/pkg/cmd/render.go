@@ -138,17 +138,7 @@ not be reached.`,
 					}
 				}
 			}
-			if out.json() {
-				if err := rep.WriteJSON(a.env.Stdout); err != nil {
-					return err
-				}
-			} else {
-				rep.WriteText(a.env.Stdout)
-			}
-			if rep.Failed() {
-				return exitCode(ExitInvalid)
-			}
-			return nil
+			return a.writeReport(&out, &rep, ExitInvalid)
 		},
 	}
 	vf.AddFlags(cmd.Flags())

@@ -23,6 +23,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/chart"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cluster"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/release"
+	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/values"
 )
 
@@ -254,3 +255,19 @@ func (a *app) connectAndPing(ctx context.Context) (*cluster.Cluster, error) {
 }
 
 func (a *app) progress() io.Writer { return a.env.Stderr }
+
+// writeReport prints a check report as text or JSON and turns a failed
+// check into the exit code failed.
+func (a *app) writeReport(out *output, rep *report.Report, failed int) error {
+	if out.json() {
+		if err := rep.WriteJSON(a.env.Stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(a.env.Stdout)
+	}
+	if rep.Failed() {
+		return exitCode(failed)
+	}
+	return nil
+}
