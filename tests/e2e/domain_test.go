@@ -80,7 +80,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	api := env.edge.Client(env.edge.AdminKey)
-	suffix := ns[:8]
+	suffix := tag(ns)
 	byHand, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "byhand-" + suffix})
 	require.NoError(t, err)
 
@@ -118,7 +118,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 // they resolve, and becomes Ready on the operator's own re-check.
 func TestCustomDomainVerification(t *testing.T) {
 	ns := namespace(t)
-	name := "api-" + ns[:8] + ".example.test"
+	name := "api-" + tag(ns) + ".example.test"
 	applyExample(t, ns, "domain-custom.yaml", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, name, "spec", "domain")
 	})
@@ -151,7 +151,7 @@ func TestCustomDomainVerification(t *testing.T) {
 func TestDomainSwitchRefusedAtAdmission(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	d := domain(ns, "switch", "switch-"+ns[:8], "")
+	d := domain(ns, "switch", "switch-"+tag(ns), "")
 	require.NoError(t, env.cp.Client.Create(ctx, d))
 	patch := []byte(`{"spec":{"subdomain":null,"domain":"switch.example.test"}}`)
 	err := env.cp.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))

@@ -153,3 +153,11 @@ func waitCondition(t *testing.T, obj client.Object, k types.NamespacedName, cond
 	}, wait, 50*time.Millisecond, "%s never became Ready=%s %s", k, want, reason)
 	return got
 }
+
+// tag is a short token unique to a test namespace ("e42" for
+// "e2e-42-testname"), for names that are global on the edge (aliases,
+// subdomains) and must be DNS labels.
+func tag(ns string) string {
+	parts := strings.SplitN(ns, "-", 3)
+	return "e" + parts[1]
+}

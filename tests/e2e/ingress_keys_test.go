@@ -123,7 +123,7 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	sub, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: subdomainFor(ns, "byhand")})
 	require.NoError(t, err)
-	custom, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Domain: "shop-" + ns[:8] + ".example.test"})
+	custom, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Domain: "shop-" + tag(ns) + ".example.test"})
 	require.NoError(t, err)
 	require.False(t, custom.Verified)
 	t.Cleanup(func() {

@@ -109,7 +109,7 @@ func TestTCPTunnelProxyProtocol(t *testing.T) {
 	require.NoError(t, err)
 	proxied := make(chan string, 1)
 	serveGreeter(t, svc.Spec.ClusterIP, 2525, proxied)
-	alias := "smtp-" + ns[:8]
+	alias := "smtp-" + tag(ns)
 	applyExample(t, ns, "tunnel-tcp.yaml", func(u *unstructured.Unstructured) {
 		u.SetName("smtp")
 		if u.GetKind() == "TCPEndpoint" {
@@ -142,13 +142,13 @@ func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	api := env.edge.Client(env.edge.AdminKey)
-	byHand, err := api.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: "byhand-" + ns[:8]})
+	byHand, err := api.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: "byhand-" + tag(ns)})
 	require.NoError(t, err)
 
 	adopted := &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adopted"},
 		Spec: tunav1.TCPEndpointSpec{Alias: byHand.Alias}}
 	ours := &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ours"},
-		Spec: tunav1.TCPEndpointSpec{Alias: "ours-" + ns[:8]}}
+		Spec: tunav1.TCPEndpointSpec{Alias: "ours-" + tag(ns)}}
 	require.NoError(t, env.cp.Client.Create(ctx, adopted))
 	require.NoError(t, env.cp.Client.Create(ctx, ours))
 	a := waitEndpoint(t, ns, "adopted", tunav1.ReasonAdopted)
