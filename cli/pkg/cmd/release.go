@@ -194,21 +194,30 @@ upgrade); 1 the install failed or --wait timed out.`,
   tuna-operator install -f values.yaml --wait --timeout 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := a.options(&f)
-			if err != nil {
-				return err
-			}
-			c, err := a.connectAndPing(cmd.Context())
-			if err != nil {
-				return err
-			}
-			a.warnCredentials(cmd.Context(), c, o)
-			info, err := (&release.Manager{C: c}).Install(cmd.Context(), o)
-			return a.printInfo(info, err, "installed", f.out)
+			return a.runRelease(cmd.Context(), &f, "installed", func(ctx context.Context, m *release.Manager, o release.Options) (*release.Info, error) {
+				return m.Install(ctx, o)
+			})
 		},
 	}
 	a.installFlags(cmd, &f)
 	return cmd
+}
+
+// runRelease is what install and upgrade share: read the values, reach the
+// cluster, warn about credentials, run the Helm action, report the result.
+func (a *app) runRelease(ctx context.Context, f *releaseFlags, verb string,
+	act func(context.Context, *release.Manager, release.Options) (*release.Info, error)) error {
+	o, err := a.options(f)
+	if err != nil {
+		return err
+	}
+	c, err := a.connectAndPing(ctx)
+	if err != nil {
+		return err
+	}
+	a.warnCredentials(ctx, c, o)
+	info, err := act(ctx, &release.Manager{C: c}, o)
+	return a.printInfo(info, err, verb, f.out)
 }
 
 func (a *app) installFlags(cmd *cobra.Command, f *releaseFlags) {
@@ -241,17 +250,9 @@ or --install); 1 the upgrade failed or --wait timed out.`,
   tuna-operator upgrade --install -f values.yaml --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := a.options(&f)
-			if err != nil {
-				return err
-			}
-			c, err := a.connectAndPing(cmd.Context())
-			if err != nil {
-				return err
-			}
-			a.warnCredentials(cmd.Context(), c, o)
-			info, err := (&release.Manager{C: c}).Upgrade(cmd.Context(), o, install)
-			return a.printInfo(info, err, "upgraded", f.out)
+			return a.runRelease(cmd.Context(), &f, "upgraded", func(ctx context.Context, m *release.Manager, o release.Options) (*release.Info, error) {
+				return m.Upgrade(ctx, o, install)
+			})
 		},
 	}
 	a.installFlags(cmd, &f)
