@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 const baseDomain = "tuna.localhost"
@@ -29,14 +28,17 @@ type testEdge struct {
 func startEdge(t *testing.T, dir string, mutate ...func(*server.Config)) *testEdge {
 	t.Helper()
 	cfg := server.Config{
-		DataDir:           dir,
-		BaseDomain:        baseDomain,
-		APIListen:         "127.0.0.1:0",
-		SSHListen:         "127.0.0.1:0",
-		HTTPListen:        "127.0.0.1:0",
+		DataDir:    dir,
+		BaseDomain: baseDomain,
+		// Ports of this test process's own block, never ephemeral ones: a
+		// restart test closes and reopens them, and a TCP endpoint port
+		// must not be taken by another process's outbound connection.
+		APIListen:         ports.Addr(t),
+		SSHListen:         ports.Addr(t),
+		HTTPListen:        ports.Addr(t),
 		TCPListenHost:     "127.0.0.1",
 		PublicTCPHost:     "127.0.0.1",
-		TCPPortRange:      freeRange(t, 3),
+		TCPPortRange:      ports.Range(t, 3),
 		KeepaliveInterval: 500 * time.Millisecond,
 		KeepaliveTimeout:  2 * time.Second,
 	}
@@ -59,36 +61,6 @@ func startEdge(t *testing.T, dir string, mutate ...func(*server.Config)) *testEd
 		t.Fatal(err)
 	}
 	return te
-}
-
-// freeRange finds n consecutive ports that are free right now.
-func freeRange(t *testing.T, n int) [2]int {
-	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		first := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if first+n > 65535 {
-			continue
-		}
-		ok := true
-		for p := first; p < first+n; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = l.Close()
-		}
-		if ok {
-			return [2]int{first, first + n - 1}
-		}
-	}
-	t.Fatal("no free port range")
-	return [2]int{}
 }
 
 func (e *testEdge) client(key string) *client.Client { return client.New(e.APIURL(), key) }

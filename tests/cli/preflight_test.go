@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 func decodeReport(t *testing.T, r result) report.Report {
@@ -122,12 +122,9 @@ func TestPreflightWrongScope(t *testing.T) {
 
 func TestPreflightUnreachableEdge(t *testing.T) {
 	restoreChartCRDs(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	// A port of this process's own block that nothing listens on; a port
+	// picked with :0 and closed could be taken by another test's listener.
+	closed := "http://" + ports.Addr(t)
 	r := tuna(t, "preflight", "-o", "json", "--set", "credentials.apiKey="+env.edge.OperatorKey, "--set", "edge.apiURL=https://edge.example.com", "--edge-api-url", closed)
 	expectCode(t, r, cmd.ExitFailed)
 	rep := decodeReport(t, r)

@@ -85,26 +85,16 @@ func TestEdgeRestartReconnects(t *testing.T) {
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
 	old := env.edge
-	opts := edgeOptions()
-	opts.APIListen, opts.SSHListen, opts.HTTPListen = hostPort(old.APIURL()), old.SSHAddr(), old.HTTPAddr()
 	require.NoError(t, old.Close())
 	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
 
-	edge, err := harness.StartEdge(ctx, env.edgeDir, opts)
+	edge, err := harness.StartEdge(ctx, env.edgeDir, old.Options)
 	require.NoError(t, err)
 	env.edge = edge
 	now := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, tun.Status.URL, now.Status.URL, "the address is kept")
 	assert.Equal(t, tun.Status.KeyID, now.Status.KeyID, "the key survived the restart")
 	assert.Equal(t, "web-8080", getEcho(t, now.Status.URL).Backend)
-}
-
-func hostPort(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return rawURL
-	}
-	return u.Host
 }
 
 // When the edge API answers 429 with Retry-After, the controller waits as

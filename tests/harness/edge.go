@@ -3,12 +3,15 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
+
+// tcpPorts is the size of a test edge's TCP port range.
+const tcpPorts = 50
 
 // BaseDomain is the edge's base domain in tests and the demo: curl resolves
 // *.localhost to loopback by itself, so printed URLs work as they are.
@@ -23,16 +26,22 @@ type Edge struct {
 	OperatorKey string
 	// AdminKey has full access, for tests that act as the account owner.
 	AdminKey string
+	// Options are the options it started with, every address filled in:
+	// start another edge with them (and the same data dir) to restart it.
+	Options EdgeOptions
 }
 
 // EdgeOptions tune a test edge; zero values are fine.
 type EdgeOptions struct {
-	// HTTPListen is the public HTTP listener; default 127.0.0.1:0.
+	// HTTPListen is the public HTTP listener.
 	HTTPListen string
 	// Keepalive tunes the transport for fast failure detection in tests.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
-	// Reuse the listen addresses of a previous edge (restart tests).
+	// APIListen and SSHListen are the control API's and the SSH
+	// transport's addresses.
 	APIListen, SSHListen string
+	// TCPPortRange is what TCP endpoints get (50 ports by default).
+	TCPPortRange [2]int
 	// DNSResolver verifies custom domains (a dnstest server in tests).
 	DNSResolver string
 }
@@ -40,16 +49,36 @@ type EdgeOptions struct {
 // StartEdge starts an edge with its state in dataDir. Starting another edge
 // on the same dataDir models a restart: keys and reservations survive.
 func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error) {
-	base := freePortBase()
+	// Addresses left empty come from this process's own block of ports,
+	// never from the ephemeral range: another process's outbound
+	// connection could take an ephemeral port between a restart's close
+	// and listen, or a TCP endpoint's port before the edge binds it.
+	for _, addr := range []*string{&o.APIListen, &o.SSHListen, &o.HTTPListen} {
+		if *addr != "" {
+			continue
+		}
+		a, err := ports.TakeAddr()
+		if err != nil {
+			return nil, err
+		}
+		*addr = a
+	}
+	if o.TCPPortRange == [2]int{} {
+		first, err := ports.Take(tcpPorts)
+		if err != nil {
+			return nil, err
+		}
+		o.TCPPortRange = [2]int{first, first + tcpPorts - 1}
+	}
 	cfg := server.Config{
 		DataDir:           dataDir,
 		BaseDomain:        BaseDomain,
-		APIListen:         orLoopback(o.APIListen),
-		SSHListen:         orLoopback(o.SSHListen),
-		HTTPListen:        orLoopback(o.HTTPListen),
+		APIListen:         o.APIListen,
+		SSHListen:         o.SSHListen,
+		HTTPListen:        o.HTTPListen,
 		TCPListenHost:     "127.0.0.1",
 		PublicTCPHost:     "127.0.0.1",
-		TCPPortRange:      [2]int{base, base + 49},
+		TCPPortRange:      o.TCPPortRange,
 		KeepaliveInterval: o.KeepaliveInterval,
 		KeepaliveTimeout:  o.KeepaliveTimeout,
 		DNSResolver:       o.DNSResolver,
@@ -61,7 +90,7 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 	if err := e.Start(ctx); err != nil {
 		return nil, fmt.Errorf("starting edge: %w", err)
 	}
-	edge := &Edge{Edge: e, DataDir: dataDir}
+	edge := &Edge{Edge: e, DataDir: dataDir, Options: o}
 	if edge.OperatorKey, err = e.CreateAPIKey("tuna-operator", []string{edgeclient.ScopeWrite}); err != nil {
 		return nil, err
 	}
@@ -73,25 +102,3 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 
 // Client returns an API client with the given key.
 func (e *Edge) Client(key string) *edgeclient.Client { return edgeclient.New(e.APIURL(), key) }
-
-func orLoopback(addr string) string {
-	if addr == "" {
-		return "127.0.0.1:0"
-	}
-	return addr
-}
-
-// freePortBase finds the start of a run of 50 free-looking ports for the
-// edge's TCP endpoints, so parallel test processes do not collide.
-func freePortBase() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 40000
-	}
-	defer ln.Close()
-	p := ln.Addr().(*net.TCPAddr).Port
-	if p > 65000 {
-		p = 40000
-	}
-	return p
-}

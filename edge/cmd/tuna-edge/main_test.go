@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 // The test binary doubles as tuna-edge: with this variable set it runs main.
@@ -41,16 +41,6 @@ func run(t *testing.T, env []string, args ...string) string {
 	return out.String()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func TestKeysAndServe(t *testing.T) {
 	dir := t.TempDir()
 	secret := strings.TrimSpace(run(t, nil, "keys", "create", "--scope", "full", "--name", "admin", "--data-dir", dir))
@@ -71,7 +61,7 @@ func TestKeysAndServe(t *testing.T) {
 	}
 
 	// serve, configured through the environment only.
-	apiAddr := freeAddr(t)
+	apiAddr := ports.Addr(t) // this process's own port: the child edge listens on it
 	srv := command([]string{
 		"TUNA_EDGE_DATA_DIR=" + dir,
 		"TUNA_EDGE_BASE_DOMAIN=tuna.localhost",
