@@ -20,6 +20,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
 // maxBody bounds request bodies; every valid body is tiny.
@@ -32,6 +33,8 @@ type Config struct {
 	CNAMETarget               string
 	TCPPortFirst, TCPPortLast int
 	PublicTCPHost             string
+	// Ports binds the port of each new TCP endpoint before it is recorded.
+	Ports *tcpports.Manager
 	// EdgeInfo renders GET /v1/edge (addresses are known only after listen).
 	EdgeInfo func() client.EdgeInfo
 	Verifier *dnsverify.Verifier

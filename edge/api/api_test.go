@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,8 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 const base = "tuna.localhost"
@@ -24,26 +28,30 @@ const base = "tuna.localhost"
 type fixture struct {
 	url                             string
 	st                              *store.Store
+	ports                           [2]int // the TCP range
 	full, write, connect, tunnelKey string
 }
 
 // newFixture serves the API on a loopback listener with a real store.
-func newFixture(t *testing.T, dnsAddr string, ports [2]int) *fixture {
+func newFixture(t *testing.T, dnsAddr string) *fixture {
 	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	r := ports.Range(t, 2)
+	pm := tcpports.New("127.0.0.1", r[0], r[1], nil)
+	t.Cleanup(pm.Close)
 	srv := api.New(api.Config{
 		BaseDomain: base, CNAMETarget: "edge." + base,
-		TCPPortFirst: ports[0], TCPPortLast: ports[1], PublicTCPHost: "127.0.0.1",
+		TCPPortFirst: r[0], TCPPortLast: r[1], PublicTCPHost: "127.0.0.1", Ports: pm,
 		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
 		Verifier: dnsverify.New(dnsAddr),
 	}, st, registry.New(), nil)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	f := &fixture{url: hs.URL, st: st}
+	f := &fixture{url: hs.URL, st: st, ports: r}
 	mk := func(scope string) string {
 		k, err := api.CreateAPIKey(st, scope, []string{scope}, func() store.APIKey { return store.APIKey{CreatedAt: time.Now()} })
 		if err != nil {
@@ -88,7 +96,7 @@ func wantCode(t *testing.T, err error, code string) {
 }
 
 func TestAuthAndScopes(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	ctx := context.Background()
 
 	cases := []struct {
@@ -151,7 +159,7 @@ func TestAuthAndScopes(t *testing.T) {
 }
 
 func TestStrictJSON(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	cases := []struct {
 		name, body, code, mention string
 	}{
@@ -172,7 +180,7 @@ func TestStrictJSON(t *testing.T) {
 }
 
 func TestAPIKeys(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.full)
 	k, err := c.CreateAPIKey(ctx, client.CreateAPIKey{Name: "ci", Scopes: []string{client.ScopeWrite}})
@@ -210,7 +218,7 @@ func TestAPIKeys(t *testing.T) {
 }
 
 func TestTunnelKeys(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
 	if _, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "app.example.com"}); err != nil {
@@ -224,7 +232,7 @@ func TestTunnelKeys(t *testing.T) {
 		{client.CreateTunnelKey{Protocol: "http", Address: "Api." + base, Labels: map[string]string{"cluster": "a", "uid": "2"}}, "api." + base},
 		{client.CreateTunnelKey{Protocol: "http", Address: "app.example.com", Labels: map[string]string{"cluster": "b"}}, "app.example.com"},
 		{client.CreateTunnelKey{Protocol: "tcp", Address: "pg"}, "pg"},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: "30001"}, "30001"},
+		{client.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1])}, strconv.Itoa(f.ports[1])},
 		{client.CreateTunnelKey{Protocol: "http"}, ""},
 	}
 	var ids []string
@@ -243,7 +251,7 @@ func TestTunnelKeys(t *testing.T) {
 		{client.CreateTunnelKey{Protocol: "udp"}, client.CodeInvalidRequest},
 		{client.CreateTunnelKey{Protocol: "http", Address: "bad_label"}, client.CodeInvalidDomain},
 		{client.CreateTunnelKey{Protocol: "http", Address: "other.example.com"}, client.CodeInvalidDomain},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: "40000"}, client.CodeInvalidRequest},
+		{client.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1] + 1)}, client.CodeInvalidRequest},
 		{client.CreateTunnelKey{Protocol: "tcp", Address: "Not Valid"}, client.CodeInvalidRequest},
 	}
 	for _, b := range bad {
@@ -275,7 +283,7 @@ func TestTunnelKeys(t *testing.T) {
 }
 
 func TestDomains(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
 	d, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop"})
@@ -327,15 +335,16 @@ func TestDomains(t *testing.T) {
 }
 
 func TestTCPEndpoints(t *testing.T) {
-	f := newFixture(t, "", [2]int{30000, 30001})
+	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
+	p0, p1 := f.ports[0], f.ports[1]
 	a, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
-	if err != nil || a.Port != 30000 || a.Address != "127.0.0.1:30000" {
+	if err != nil || a.Port != p0 || a.Address != net.JoinHostPort("127.0.0.1", strconv.Itoa(p0)) {
 		t.Fatalf("first: %+v %v", a, err)
 	}
 	b, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
-	if err != nil || b.Port != 30001 {
+	if err != nil || b.Port != p1 {
 		t.Fatalf("second: %+v %v", b, err)
 	}
 	_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "mq"})
@@ -351,11 +360,11 @@ func TestTCPEndpoints(t *testing.T) {
 	}
 	// The freed lowest port is handed out again.
 	m, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "mq"})
-	if err != nil || m.Port != 30000 {
+	if err != nil || m.Port != p0 {
 		t.Fatalf("reuse: %+v %v", m, err)
 	}
 	got, err := c.GetTCPEndpoint(ctx, "redis")
-	if err != nil || got.Port != 30001 {
+	if err != nil || got.Port != p1 {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 	list, err := c.ListTCPEndpoints(ctx)
@@ -365,4 +374,30 @@ func TestTCPEndpoints(t *testing.T) {
 	_, err = c.GetTCPEndpoint(ctx, "pg")
 	wantCode(t, err, client.CodeNotFound)
 	wantCode(t, c.DeleteTCPEndpoint(ctx, "pg"), client.CodeNotFound)
+}
+
+func TestTCPEndpointSkipsAPortAnotherProcessHolds(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	c := f.c(f.write)
+	foreign, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.ports[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	a, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
+	if err != nil || a.Port != f.ports[1] {
+		t.Fatalf("with port %d held by another process: %+v %v, want port %d", f.ports[0], a, err, f.ports[1])
+	}
+	_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
+	wantCode(t, err, client.CodePortsExhausted)
+	if !strings.Contains(err.Error(), "held by another process") {
+		t.Fatalf("exhaustion error does not say why: %v", err)
+	}
+	// Once the other process lets go, the port is handed out.
+	_ = foreign.Close()
+	b, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
+	if err != nil || b.Port != f.ports[0] {
+		t.Fatalf("after the foreign listener closed: %+v %v", b, err)
+	}
 }

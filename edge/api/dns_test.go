@@ -11,7 +11,7 @@ import (
 
 func TestCustomDomainVerification(t *testing.T) {
 	dns := dnstest.Start(t)
-	f := newFixture(t, dns.Addr(), [2]int{30000, 30001})
+	f := newFixture(t, dns.Addr())
 	ctx := context.Background()
 	c := f.c(f.write)
 	d, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "shop.example.org"})

@@ -10,7 +10,9 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
 func (s *Server) tcpOut(e store.TCPEndpoint) client.TCPEndpoint {
@@ -28,13 +30,23 @@ func (s *Server) createTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any
 	if err := names.CheckAlias(in.Alias); err != nil {
 		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "%v", err)
 	}
-	e, err := s.st.CreateTCPEndpoint(in.Alias, s.cfg.TCPPortFirst, s.cfg.TCPPortLast, s.cfg.Now())
+	// The port manager binds the port before the reservation is recorded,
+	// so a port another process holds is skipped rather than handed out.
+	picked := 0
+	e, err := s.st.CreateTCPEndpoint(in.Alias, s.cfg.Now(), func(taken map[int]bool) (int, error) {
+		p, err := s.cfg.Ports.Pick(taken)
+		picked = p
+		return p, err
+	})
+	if err != nil && picked != 0 {
+		s.cfg.Ports.Release(picked)
+	}
 	switch {
 	case errors.Is(err, store.ErrExists):
 		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "TCP endpoint %q already exists", in.Alias)
-	case errors.Is(err, store.ErrExhausted):
+	case errors.Is(err, tcpports.ErrExhausted):
 		return 0, nil, fail(http.StatusConflict, client.CodePortsExhausted,
-			"every port of the edge's TCP range %d-%d is reserved; delete an endpoint or widen the range",
+			"every port of the edge's TCP range %d-%d is reserved or held by another process on the edge host; delete an endpoint, free the ports or widen the range",
 			s.cfg.TCPPortFirst, s.cfg.TCPPortLast)
 	case err != nil:
 		return 0, nil, fmt.Errorf("reserving TCP endpoint: %w", err)
@@ -67,10 +79,18 @@ func (s *Server) getTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, e
 
 func (s *Server) deleteTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, error) {
 	alias := r.PathValue("alias")
-	if err := s.st.DeleteTCPEndpoint(alias); errors.Is(err, store.ErrNotFound) {
+	e, err := s.st.GetTCPEndpoint(alias)
+	if err == nil {
+		err = s.st.DeleteTCPEndpoint(alias)
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("TCP endpoint", alias)
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("deleting TCP endpoint: %w", err)
 	}
+	// The address is gone: nobody may keep serving it.
+	s.cfg.Ports.Release(e.Port)
+	s.reg.TerminatePort(e.Port, protocol.CodeAddressNotFound,
+		fmt.Sprintf("TCP endpoint %s (port %d) was deleted", alias, e.Port))
 	return http.StatusNoContent, nil, nil
 }

@@ -62,11 +62,18 @@ type entry struct {
 	ports []int
 }
 
+// claim is a tunnel key's one live session, from its password check on.
+type claim struct {
+	sid      string
+	sess     Session       // nil until the handshake completes (Add)
+	released chan struct{} // closed when the claim is dropped
+}
+
 // Registry is safe for concurrent use.
 type Registry struct {
 	mu       sync.Mutex
 	sessions map[string]*entry // by session id
-	claims   map[string]string // tunnel key id -> session id
+	claims   map[string]*claim // by tunnel key id
 	hosts    map[string]string // http host -> session id
 	ports    map[int]string    // tcp port -> session id
 	routes   atomic.Pointer[map[string]*Route]
@@ -76,7 +83,7 @@ type Registry struct {
 func New() *Registry {
 	r := &Registry{
 		sessions: map[string]*entry{},
-		claims:   map[string]string{},
+		claims:   map[string]*claim{},
 		hosts:    map[string]string{},
 		ports:    map[int]string{},
 	}
@@ -94,19 +101,40 @@ func (r *Registry) Lookup(host string) *Route { return (*r.routes.Load())[host] 
 func (r *Registry) ClaimKey(keyID, sid string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.claims[keyID]; ok && cur != sid {
-		return ErrKeyBusy
+	if cur, ok := r.claims[keyID]; ok {
+		if cur.sid != sid {
+			return ErrKeyBusy
+		}
+		return nil
 	}
-	r.claims[keyID] = sid
+	r.claims[keyID] = &claim{sid: sid, released: make(chan struct{})}
 	return nil
+}
+
+// Holder returns the session that holds keyID's claim (nil while its
+// handshake is still running) and a channel that is closed when the claim
+// is released; ok is false when nobody holds it.
+func (r *Registry) Holder(keyID string) (s Session, released <-chan struct{}, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.claims[keyID]
+	if !ok {
+		return nil, nil, false
+	}
+	return c.sess, c.released, true
 }
 
 // ReleaseClaim undoes ClaimKey when the handshake fails after auth.
 func (r *Registry) ReleaseClaim(keyID, sid string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.claims[keyID] == sid {
+	r.releaseLocked(keyID, sid)
+}
+
+func (r *Registry) releaseLocked(keyID, sid string) {
+	if c, ok := r.claims[keyID]; ok && c.sid == sid {
 		delete(r.claims, keyID)
+		close(c.released)
 	}
 }
 
@@ -115,9 +143,13 @@ func (r *Registry) Add(s Session) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sessions[s.ID()] = &entry{s: s}
+	if c, ok := r.claims[s.KeyID()]; ok && c.sid == s.ID() {
+		c.sess = s
+	}
 }
 
-// Remove forgets a session, its claim and its bindings.
+// Remove forgets a session, its claim and its bindings, in one step: once
+// a session is gone from the table its key may connect again.
 func (r *Registry) Remove(sid string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,9 +158,7 @@ func (r *Registry) Remove(sid string) {
 		return
 	}
 	delete(r.sessions, sid)
-	if r.claims[e.s.KeyID()] == sid {
-		delete(r.claims, e.s.KeyID())
-	}
+	r.releaseLocked(e.s.KeyID(), sid)
 	for _, p := range e.ports {
 		delete(r.ports, p)
 	}
@@ -187,7 +217,7 @@ func (r *Registry) BindTCP(sid string, port int, url string) error {
 	return nil
 }
 
-// UnbindTCP releases a port (the listener could not be opened).
+// UnbindTCP releases a port (the edge could not listen on it).
 func (r *Registry) UnbindTCP(sid string, port int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -269,6 +299,18 @@ func (r *Registry) TerminateKey(keyID, code, reason string) int {
 	r.mu.Unlock()
 	terminateAll(victims, code, reason)
 	return len(victims)
+}
+
+// TerminatePort ends the session that serves port, if any (its TCP
+// endpoint was deleted).
+func (r *Registry) TerminatePort(port int, code, reason string) {
+	r.mu.Lock()
+	var victims []Session
+	if sid, ok := r.ports[port]; ok {
+		victims = append(victims, r.sessions[sid].s)
+	}
+	r.mu.Unlock()
+	terminateAll(victims, code, reason)
 }
 
 // TerminateAll ends every session (edge shutdown).

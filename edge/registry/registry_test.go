@@ -82,3 +82,70 @@ func TestRoutesAndClaims(t *testing.T) {
 		t.Fatalf("after TerminateAll: %d sessions, b %q", r.Count(), b.terminated)
 	}
 }
+
+func TestClaimIsReleasedWithTheSessionInOneStep(t *testing.T) {
+	r := New()
+	if _, _, held := r.Holder("k"); held {
+		t.Fatal("a claim nobody made")
+	}
+	if err := r.ClaimKey("k", "a"); err != nil {
+		t.Fatal(err)
+	}
+	s, released, held := r.Holder("k")
+	if !held || s != nil {
+		t.Fatalf("pending claim: held %v, session %v; want held, no session yet", held, s)
+	}
+	a := &sess{id: "a", key: "k", reg: r}
+	r.Add(a)
+	if s, _, _ := r.Holder("k"); s != a {
+		t.Fatalf("holder after Add = %v", s)
+	}
+	select {
+	case <-released:
+		t.Fatal("released before the session ended")
+	default:
+	}
+	r.Remove("a")
+	select {
+	case <-released:
+	default:
+		t.Fatal("Remove did not release the claim")
+	}
+	if r.Count() != 0 {
+		t.Fatal("session still in the table")
+	}
+	if err := r.ClaimKey("k", "b"); err != nil {
+		t.Fatalf("claim right after Remove: %v", err)
+	}
+	// A failed handshake gives its claim back too.
+	_, released, _ = r.Holder("k")
+	r.ReleaseClaim("k", "other") // not the holder: no effect
+	if _, _, held := r.Holder("k"); !held {
+		t.Fatal("ReleaseClaim by a non-holder dropped the claim")
+	}
+	r.ReleaseClaim("k", "b")
+	select {
+	case <-released:
+	default:
+		t.Fatal("ReleaseClaim did not release")
+	}
+}
+
+func TestTerminatePort(t *testing.T) {
+	r := New()
+	a := &sess{id: "a", key: "k1", reg: r}
+	b := &sess{id: "b", key: "k2", reg: r}
+	r.Add(a)
+	r.Add(b)
+	if err := r.BindTCP("a", 5000, "tcp://x:5000"); err != nil {
+		t.Fatal(err)
+	}
+	r.TerminatePort(5001, protocol.CodeAddressNotFound, "nobody serves it")
+	r.TerminatePort(5000, protocol.CodeAddressNotFound, "deleted")
+	if a.terminated != protocol.CodeAddressNotFound || b.terminated != "" {
+		t.Fatalf("terminated: a %q, b %q; want only a", a.terminated, b.terminated)
+	}
+	if r.PortBound(5000) || r.Count() != 1 {
+		t.Fatalf("after TerminatePort: port bound %v, %d sessions", r.PortBound(5000), r.Count())
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/sshd"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
 // Edge is a running (or ready to run) tuna-edge.
@@ -34,6 +35,7 @@ type Edge struct {
 	log     *slog.Logger
 	st      *store.Store
 	reg     *registry.Registry
+	ports   *tcpports.Manager
 	m       *metrics.Metrics
 	hostKey ssh.Signer
 	ssh     *sshd.Server
@@ -67,7 +69,8 @@ func New(cfg Config) (*Edge, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer}
+	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer,
+		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
 	e.ssh = sshd.New(sshd.Config{
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
@@ -76,6 +79,7 @@ func New(cfg Config) (*Edge, error) {
 		PublicTCPHost:     cfg.PublicTCPHost,
 		TCPPortFirst:      cfg.TCPPortRange[0],
 		TCPPortLast:       cfg.TCPPortRange[1],
+		Ports:             e.ports,
 		KeepaliveInterval: cfg.KeepaliveInterval,
 		KeepaliveTimeout:  cfg.KeepaliveTimeout,
 		Logger:            cfg.Logger,
@@ -86,6 +90,7 @@ func New(cfg Config) (*Edge, error) {
 		TCPPortFirst:  cfg.TCPPortRange[0],
 		TCPPortLast:   cfg.TCPPortRange[1],
 		PublicTCPHost: cfg.PublicTCPHost,
+		Ports:         e.ports,
 		EdgeInfo:      e.Info,
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		Logger:        cfg.Logger,
@@ -130,6 +135,8 @@ func (e *Edge) start(ctx context.Context) error {
 		}
 		return ln, nil
 	}
+
+	e.holdReservedPorts()
 
 	sshLn, err := listen("SSH", e.cfg.SSHListen)
 	if err != nil {
@@ -201,6 +208,23 @@ func (e *Edge) start(ctx context.Context) error {
 	return nil
 }
 
+// holdReservedPorts listens on the port of every reserved TCP endpoint, so
+// no other process can take it between sessions. A port that another
+// process took while the edge was down stays reserved: binds to it are
+// refused with a message that says so until the port is free again.
+func (e *Edge) holdReservedPorts() {
+	eps, err := e.st.ListTCPEndpoints()
+	if err != nil {
+		e.log.Error("listing TCP endpoints to listen on", "err", err)
+		return
+	}
+	for _, ep := range eps {
+		if err := e.ports.Hold(ep.Port); err != nil {
+			e.log.Warn("cannot listen on a reserved TCP endpoint's port", "alias", ep.Alias, "port", ep.Port, "err", err)
+		}
+	}
+}
+
 func (e *Edge) publicTLS() (*tls.Config, error) {
 	if e.cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(e.cfg.TLSCertFile, e.cfg.TLSKeyFile)
@@ -250,6 +274,7 @@ func (e *Edge) Close() error {
 	if err := e.ssh.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	e.ports.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {

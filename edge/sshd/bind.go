@@ -205,24 +205,18 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	if err != nil {
 		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", ep.Alias, err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.TCPListenHost, strconv.Itoa(ep.Port)))
-	if err != nil {
+	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol) }
+	if err := cfg.Ports.Attach(ep.Port, ss.id, serve); err != nil {
 		ss.srv.reg.UnbindTCP(ss.id, ep.Port)
-		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "the edge cannot listen on port %d: %v", ep.Port, err)
+		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken,
+			"the edge cannot listen on port %d of TCP endpoint %s: %v; another process on the edge host holds it: free the port, or delete the endpoint and reserve a new one",
+			ep.Port, ep.Alias, err)
 	}
+	// bind runs inside run()'s request loop, so the session's teardown,
+	// which detaches ss.ports, cannot have started yet.
 	ss.mu.Lock()
-	select {
-	case <-ss.done:
-		// The session ended while we were listening: run() has already
-		// closed the listeners it knew about.
-		ss.mu.Unlock()
-		_ = ln.Close()
-		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "%v", errBindGone)
-	default:
-	}
-	ss.lns = append(ss.lns, ln)
+	ss.ports = append(ss.ports, ep.Port)
 	ss.mu.Unlock()
-	go ss.serveTCP(ln, list, req.ProxyProtocol)
 	reply := protocol.BindReply{URL: url, SessionID: ss.id}
 	ss.remember("tcp:"+ep.Alias, reply)
 	return reply, nil

@@ -20,11 +20,21 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
 // handshakeTimeout bounds a connection that never finishes the SSH
 // handshake, so idle sockets cannot pile up.
 const handshakeTimeout = 20 * time.Second
+
+// maxClaimWait bounds how long a login waits to learn whether the session
+// holding its tunnel key is dead (it stays well inside handshakeTimeout);
+// pendingClaimPoll is how often it looks while the holder is still in its
+// own handshake.
+const (
+	maxClaimWait     = 5 * time.Second
+	pendingClaimPoll = 20 * time.Millisecond
+)
 
 // Config is what the SSH server needs to know about the edge.
 type Config struct {
@@ -36,9 +46,11 @@ type Config struct {
 	// name published in tcp:// URLs.
 	TCPListenHost, PublicTCPHost string
 	TCPPortFirst, TCPPortLast    int
-	KeepaliveInterval            time.Duration
-	KeepaliveTimeout             time.Duration
-	Logger                       *slog.Logger
+	// Ports holds the reserved TCP endpoints' listeners; binds attach to them.
+	Ports             *tcpports.Manager
+	KeepaliveInterval time.Duration
+	KeepaliveTimeout  time.Duration
+	Logger            *slog.Logger
 }
 
 // Server accepts agent connections.
@@ -116,7 +128,7 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 	}
 	sid := sessionID(meta)
 	if p.Kind == keys.KindTunnel {
-		if err := s.reg.ClaimKey(p.ID, sid); err != nil {
+		if err := s.claimKey(p.ID, sid); err != nil {
 			return nil, refuse("tunnel key %s already has a live session: a tunnel key carries one session at a time", p.ID)
 		}
 	}
@@ -176,10 +188,48 @@ func (s *Server) handle(raw net.Conn) {
 		// the revocation could not yet see this session.
 		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
 	}
-	ss.run(chans, reqs)
-	s.reg.Remove(ss.id)
+	ss.run(chans, reqs) // unregisters the session before it returns
 	s.m.SessionClosed()
 	s.log.Info("session ended", "session", ss.id, "key", pend.p.ID)
+}
+
+// claimKey takes a tunnel key's claim to its one live session. When another
+// session holds it, the newcomer gets it only once the holder is gone: an
+// agent that reconnects right after a drop must not be told that its own
+// dead session still has the key. The holder is gone when its connection has
+// closed, or when it does not answer a keepalive within the probe timeout
+// (a half-open connection, e.g. the agent's node was lost); such a holder is
+// closed here. A holder that answers keeps the key.
+func (s *Server) claimKey(keyID, sid string) error {
+	wait := min(s.cfg.KeepaliveTimeout, maxClaimWait)
+	deadline := time.Now().Add(wait)
+	for {
+		err := s.reg.ClaimKey(keyID, sid)
+		if !errors.Is(err, registry.ErrKeyBusy) {
+			return err
+		}
+		holder, released, held := s.reg.Holder(keyID)
+		if !held {
+			continue // released in between: claim again
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		hs, _ := holder.(*session)
+		if hs == nil {
+			// The holder's handshake is still running: look again soon.
+			left = min(left, pendingClaimPoll)
+		} else if hs.alive(left) {
+			return err
+		} else {
+			_ = hs.conn.Close() // it unregisters on its way out
+		}
+		select {
+		case <-released:
+		case <-time.After(left):
+		}
+	}
 }
 
 func (s *Server) keyExists(p *auth.Principal) bool {

@@ -34,7 +34,7 @@ type session struct {
 
 	mu    sync.Mutex
 	binds map[string]protocol.BindReply // resolved address -> reply
-	lns   []net.Listener
+	ports []int                         // TCP endpoint ports this session serves
 }
 
 func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *session {
@@ -77,14 +77,45 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 			}
 		}
 	}
-	// reqs closes when the connection is gone.
+	// reqs closes when the connection is gone. The reserved ports stay
+	// with the edge; only this session's hold on them ends. The session
+	// leaves the table (releasing its key's claim) before done closes, so
+	// whoever waits on done, such as a revocation, sees it gone.
 	_ = ss.conn.Close()
 	ss.mu.Lock()
-	for _, ln := range ss.lns {
-		_ = ln.Close()
+	for _, p := range ss.ports {
+		ss.srv.cfg.Ports.Detach(p, ss.id)
 	}
 	ss.mu.Unlock()
+	ss.srv.reg.Remove(ss.id)
 	close(ss.done)
+}
+
+// alive reports whether the agent answers a keepalive within timeout.
+func (ss *session) alive(timeout time.Duration) bool {
+	select {
+	case <-ss.done:
+		return false
+	default:
+	}
+	res := make(chan error, 1)
+	go func() {
+		ok, _, err := ss.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
+		if err == nil && !ok {
+			err = errors.New("keepalive refused")
+		}
+		res <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err == nil
+	case <-t.C:
+		return false
+	case <-ss.done:
+		return false
+	}
 }
 
 // keepalive pings the agent and drops the connection when it stops
@@ -186,5 +217,3 @@ func remoteAddr(s string) net.Addr {
 	}
 	return ra
 }
-
-var errBindGone = errors.New("session ended")

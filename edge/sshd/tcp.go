@@ -18,18 +18,6 @@ import (
 // its channel.
 const openTimeout = 30 * time.Second
 
-// serveTCP accepts public connections on a reserved port until the session
-// ends (run closes ln).
-func (ss *session) serveTCP(ln net.Listener, list *acl.List, pp string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go ss.forwardTCP(c, list, pp)
-	}
-}
-
 func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string) {
 	remote := c.RemoteAddr().String()
 	if !list.AllowedAddr(remote) {

@@ -20,8 +20,6 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when creating a record whose name is taken.
 	ErrExists = errors.New("already exists")
-	// ErrExhausted is returned when no TCP port of the range is free.
-	ErrExhausted = errors.New("port range exhausted")
 )
 
 var (
@@ -260,10 +258,14 @@ func (s *Store) TCPEndpointByPort(port int) (TCPEndpoint, error) {
 	return TCPEndpoint{}, ErrNotFound
 }
 
-// CreateTCPEndpoint reserves the lowest free port in [first,last] for alias.
-// Lookup and insert happen in one transaction, so two concurrent requests
+// PortPicker chooses the port of a new TCP endpoint, given the ports that
+// are reserved already; it returns an error when none is left.
+type PortPicker func(taken map[int]bool) (int, error)
+
+// CreateTCPEndpoint reserves a port for alias, chosen by pick. Lookup,
+// choice and insert happen in one transaction, so two concurrent requests
 // can never receive the same port.
-func (s *Store) CreateTCPEndpoint(alias string, first, last int, now time.Time) (TCPEndpoint, error) {
+func (s *Store) CreateTCPEndpoint(alias string, now time.Time, pick PortPicker) (TCPEndpoint, error) {
 	var out TCPEndpoint
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketTCP).Get([]byte(alias)) != nil {
@@ -273,17 +275,16 @@ func (s *Store) CreateTCPEndpoint(alias string, first, last int, now time.Time) 
 		if err != nil {
 			return err
 		}
-		used := make(map[int]bool, len(eps))
+		taken := make(map[int]bool, len(eps))
 		for _, e := range eps {
-			used[e.Port] = true
+			taken[e.Port] = true
 		}
-		for p := first; p <= last; p++ {
-			if !used[p] {
-				out = TCPEndpoint{Alias: alias, Port: p, CreatedAt: now}
-				return put(tx, bucketTCP, alias, out, false)
-			}
+		p, err := pick(taken)
+		if err != nil {
+			return err
 		}
-		return ErrExhausted
+		out = TCPEndpoint{Alias: alias, Port: p, CreatedAt: now}
+		return put(tx, bucketTCP, alias, out, false)
 	})
 	return out, err
 }
