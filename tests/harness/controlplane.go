@@ -7,10 +7,13 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -20,12 +23,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 // ServiceCIDR is the apiserver's service range: inside 127.0.0.0/8, so every
 // ClusterIP is a loopback address a test backend can listen on and the agent
-// dials exactly as it would in a cluster.
-const ServiceCIDR = "127.1.0.0/16"
+// dials exactly as it would in a cluster. Each test process gets its own
+// /16 (127.10.0.0/16 and up): with one range for all, two packages' control
+// planes could give two Services the same ClusterIP, and their backends
+// would collide on IP and port.
+func ServiceCIDR() (string, error) {
+	slot, err := ports.Slot()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.%d.0.0/16", 10+slot%240), nil
+}
 
 // RepoRoot is the repository's top folder.
 func RepoRoot() string {
@@ -67,8 +80,21 @@ func StartControlPlane() (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
+	cidr, err := ServiceCIDR()
+	if err != nil {
+		return nil, err
+	}
 	api := env.ControlPlane.GetAPIServer()
-	api.Configure().Set("service-cluster-ip-range", ServiceCIDR)
+	api.Configure().Set("service-cluster-ip-range", cidr)
+	// envtest's own port picking listens on :0 and closes, racing with other
+	// processes' outbound connections; take this process's ports instead.
+	first, err := ports.Take(3)
+	if err != nil {
+		return nil, err
+	}
+	api.SecurePort = first
+	env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(first+1))}}
+	env.ControlPlane.Etcd.Configure().Set("listen-peer-urls", "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(first+2)))
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)

@@ -122,6 +122,21 @@ func claimBlock() error {
 	return fmt.Errorf("ports: every block of %d ports in %d-%d is taken", BlockSize, lo, hi)
 }
 
+// Slot returns a small number (0 up to a few hundred) that no other live
+// process using this package has: the index of this process's first block.
+// Tests use it to give each process its own share of another space, such as
+// a control plane's loopback service range.
+func Slot() (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(claims) == 0 {
+		if err := claimBlock(); err != nil {
+			return 0, err
+		}
+	}
+	return (claims[0].Addr().(*net.TCPAddr).Port - lo) / BlockSize, nil
+}
+
 // Range returns n consecutive free ports as [first, last], for an edge's
 // TCP port range.
 func Range(t testing.TB, n int) [2]int {

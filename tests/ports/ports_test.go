@@ -84,18 +84,28 @@ func TestProcessesGetDisjointBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Wait() }()
+	mySlot, err := Slot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		p, err := strconv.Atoi(sc.Text())
+		n, err := strconv.Atoi(sc.Text())
 		if err != nil {
 			t.Fatalf("child printed %q", sc.Text())
 		}
-		if (p-lo)/BlockSize == (mine-lo)/BlockSize {
-			t.Fatalf("child got port %d in this process's block (port %d)", p, mine)
-		}
-		return
+		got = append(got, n)
 	}
-	t.Fatal("child printed no port")
+	if len(got) != 2 {
+		t.Fatalf("child printed %v; want a port and a slot", got)
+	}
+	if (got[0]-lo)/BlockSize == (mine-lo)/BlockSize {
+		t.Fatalf("child got port %d in this process's block (port %d)", got[0], mine)
+	}
+	if got[1] == mySlot {
+		t.Fatalf("child got slot %d, the same as this process", got[1])
+	}
 }
 
 // TestMain lets the test binary act as the second process of
@@ -107,7 +117,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		slot, err := Slot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		fmt.Println(p)
+		fmt.Println(slot)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
