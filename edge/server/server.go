@@ -90,7 +90,12 @@ func New(cfg Config) (*Edge, error) {
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		Logger:        cfg.Logger,
 	}, st, e.reg, e.m)
-	e.public = public.New(e.reg, e.knownHost, e.m, cfg.Logger)
+	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
+		ReadHeader: cfg.PublicReadHeaderTimeout,
+		Idle:       cfg.PublicIdleTimeout,
+		Read:       cfg.PublicReadTimeout,
+		Write:      cfg.PublicWriteTimeout,
+	}, e.m, cfg.Logger)
 	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
 		e.acme = &autocert.Manager{
 			Prompt:     autocert.AcceptTOS,
