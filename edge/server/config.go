@@ -43,6 +43,10 @@ type Config struct {
 	// ACMEDirectory enables ACME (HTTP-01 on the HTTP listener, TLS-ALPN-01 on
 	// HTTPS) with this directory URL when no certificate file is given.
 	ACMEDirectory, ACMEEmail string
+	// ACMECAFile is a PEM bundle the edge trusts, besides the system roots,
+	// when it talks to the ACME directory: for a private CA such as
+	// step-ca, or a test CA.
+	ACMECAFile string
 
 	// PublicReadHeaderTimeout bounds the TLS handshake and the request
 	// headers on the public listeners (default 10s); PublicIdleTimeout

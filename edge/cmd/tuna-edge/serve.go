@@ -79,6 +79,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.PublicWriteTimeout, "public-write-timeout", public.DefaultWriteTimeout, "public listeners: limit for writing an answer of the edge's own; proxied answers stream without limit")
 	f.StringVar(&cfg.ACMEDirectory, "acme-directory", "", "ACME directory URL, e.g. https://acme-v02.api.letsencrypt.org/directory")
 	f.StringVar(&cfg.ACMEEmail, "acme-email", "", "contact e-mail for the ACME account")
+	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", "", "PEM bundle to trust for the ACME directory, besides the system roots (private ACME CAs such as step-ca)")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
