@@ -29,6 +29,7 @@ type KnownHost func(host string) bool
 type Handler struct {
 	reg   *registry.Registry
 	known KnownHost
+	t     Timeouts
 	m     *metrics.Metrics
 	log   *slog.Logger
 	proxy *httputil.ReverseProxy
@@ -54,12 +55,12 @@ type connState struct {
 	tr     *http.Transport
 }
 
-// New returns the handler.
-func New(reg *registry.Registry, known KnownHost, m *metrics.Metrics, log *slog.Logger) *Handler {
+// New returns the handler; zero timeouts take the defaults of Timeouts.
+func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{reg: reg, known: known, m: m, log: log.With("component", "public")}
+	h := &Handler{reg: reg, known: known, t: t.withDefaults(), m: m, log: log.With("component", "public")}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:      h.rewrite,
 		Transport:    roundTripper{h},
@@ -76,9 +77,10 @@ func (h *Handler) Server(scheme string) *http.Server {
 	var mu sync.Mutex
 	states := map[net.Conn]*connState{}
 	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h,
+		// No ReadTimeout or WriteTimeout here: see Timeouts.
+		ReadHeaderTimeout: h.t.ReadHeader,
+		IdleTimeout:       h.t.Idle,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			cs := &connState{remote: c.RemoteAddr().String(), scheme: scheme}
 			mu.Lock()
@@ -112,6 +114,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	host := names.Normalize(r.Host)
 	rt := h.reg.Lookup(host)
 	if rt == nil {
+		h.limitLocal(w)
 		if h.known != nil && h.known(host) {
 			http.Error(w, fmt.Sprintf("tuna-edge: the tunnel for %s is not connected", host), http.StatusBadGateway)
 			return
@@ -127,6 +130,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !rt.ACL.AllowedAddr(cs.remote) {
+		h.limitLocal(w)
 		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
 		return
 	}

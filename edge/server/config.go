@@ -43,6 +43,21 @@ type Config struct {
 	// ACMEDirectory enables ACME (HTTP-01 on the HTTP listener, TLS-ALPN-01 on
 	// HTTPS) with this directory URL when no certificate file is given.
 	ACMEDirectory, ACMEEmail string
+	// ACMECAFile is a PEM bundle the edge trusts, besides the system roots,
+	// when it talks to the ACME directory: for a private CA such as
+	// step-ca, or a test CA.
+	ACMECAFile string
+
+	// PublicReadHeaderTimeout bounds the TLS handshake and the request
+	// headers on the public listeners (default 10s); PublicIdleTimeout
+	// closes keep-alive connections idle this long (default 120s).
+	// PublicReadTimeout and PublicWriteTimeout bound reading the request and
+	// writing the answer when the edge answers itself (404, 502, 403;
+	// default 30s each). Proxied requests have no read or write limit: their
+	// bodies may stream for as long as the backend wants (see
+	// public.Timeouts).
+	PublicReadHeaderTimeout, PublicIdleTimeout time.Duration
+	PublicReadTimeout, PublicWriteTimeout      time.Duration
 
 	// TCPPortRange is the first and last port reserved TCP endpoints get.
 	TCPPortRange [2]int

@@ -25,7 +25,7 @@ type testEdge struct {
 }
 
 // startEdge runs an edge on loopback with its state in dir.
-func startEdge(t *testing.T, dir string, mutate ...func(*server.Config)) *testEdge {
+func startEdge(t testing.TB, dir string, mutate ...func(*server.Config)) *testEdge {
 	t.Helper()
 	cfg := server.Config{
 		DataDir:    dir,
@@ -65,7 +65,7 @@ func startEdge(t *testing.T, dir string, mutate ...func(*server.Config)) *testEd
 
 func (e *testEdge) client(key string) *client.Client { return client.New(e.APIURL(), key) }
 
-func (e *testEdge) info(t *testing.T) *client.EdgeInfo {
+func (e *testEdge) info(t testing.TB) *client.EdgeInfo {
 	t.Helper()
 	info, err := e.client(e.writeKey).Edge(context.Background())
 	if err != nil {
@@ -75,7 +75,7 @@ func (e *testEdge) info(t *testing.T) *client.EdgeInfo {
 }
 
 // dial connects an agent with key.
-func (e *testEdge) dial(t *testing.T, key string) (*tunnelclient.Session, error) {
+func (e *testEdge) dial(t testing.TB, key string) (*tunnelclient.Session, error) {
 	t.Helper()
 	info := e.info(t)
 	return tunnelclient.Dial(context.Background(), tunnelclient.Config{
@@ -84,7 +84,7 @@ func (e *testEdge) dial(t *testing.T, key string) (*tunnelclient.Session, error)
 	})
 }
 
-func (e *testEdge) mustDial(t *testing.T, key string) *tunnelclient.Session {
+func (e *testEdge) mustDial(t testing.TB, key string) *tunnelclient.Session {
 	t.Helper()
 	s, err := e.dial(t, key)
 	if err != nil {
@@ -94,7 +94,7 @@ func (e *testEdge) mustDial(t *testing.T, key string) *tunnelclient.Session {
 	return s
 }
 
-func (e *testEdge) tunnelKey(t *testing.T, in client.CreateTunnelKey) *client.TunnelKey {
+func (e *testEdge) tunnelKey(t testing.TB, in client.CreateTunnelKey) *client.TunnelKey {
 	t.Helper()
 	k, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), in)
 	if err != nil {
@@ -103,7 +103,7 @@ func (e *testEdge) tunnelKey(t *testing.T, in client.CreateTunnelKey) *client.Tu
 	return k
 }
 
-func bind(t *testing.T, s *tunnelclient.Session, req protocol.BindRequest) protocol.BindReply {
+func bind(t testing.TB, s *tunnelclient.Session, req protocol.BindRequest) protocol.BindReply {
 	t.Helper()
 	r, err := s.Bind(context.Background(), req)
 	if err != nil {
@@ -113,7 +113,7 @@ func bind(t *testing.T, s *tunnelclient.Session, req protocol.BindRequest) proto
 }
 
 // serveHTTP serves h over the tunnel until the test ends.
-func serveHTTP(t *testing.T, s *tunnelclient.Session, h http.Handler) {
+func serveHTTP(t testing.TB, s *tunnelclient.Session, h http.Handler) {
 	t.Helper()
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(s.Listener()) }()
@@ -121,7 +121,7 @@ func serveHTTP(t *testing.T, s *tunnelclient.Session, h http.Handler) {
 }
 
 // get sends a request for host to the edge's public HTTP listener.
-func (e *testEdge) get(t *testing.T, host, path string, hdr http.Header) (int, string, http.Header) {
+func (e *testEdge) get(t testing.TB, host, path string, hdr http.Header) (int, string, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://"+e.HTTPAddr()+path, nil)
 	if err != nil {
@@ -141,7 +141,7 @@ func (e *testEdge) get(t *testing.T, host, path string, hdr http.Header) (int, s
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -152,7 +152,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func waitDone(t *testing.T, s *tunnelclient.Session) error {
+func waitDone(t testing.TB, s *tunnelclient.Session) error {
 	t.Helper()
 	select {
 	case <-s.Done():

@@ -45,33 +45,33 @@ func loadHostKey(st *store.Store) (ssh.Signer, error) {
 }
 
 // knownHost decides 502 (ours, not connected) against 404 (not ours) for a
-// host without a live route. It runs only on that miss path, so scanning
-// the tunnel keys (a few per tunnel) costs nothing on routed requests.
-func (e *Edge) knownHost(host string) bool {
-	if _, err := e.st.GetDomain(host); err == nil {
-		return true
-	}
-	tks, err := e.st.ListTunnelKeys()
-	if err != nil {
-		return false
-	}
-	for _, k := range tks {
-		if k.Protocol == "http" && k.Address == host {
-			return true
-		}
-	}
-	return false
-}
+// host without a live route. Anyone can send requests for random hosts, so
+// it must cost the same however many keys the store holds: the store
+// answers from its in-memory host index.
+func (e *Edge) knownHost(host string) bool { return e.st.Host(host).Known() }
 
-// acmeHostPolicy lets ACME issue certificates only for names the edge
-// serves: single-label subdomains and verified custom domains.
+// acmeHostPolicy lets ACME order certificates only for names the edge
+// serves: reserved subdomains, verified custom domains, subdomains named by
+// a tunnel key, and hosts a live session has bound. Anything else is refused
+// before any request reaches the CA, so a client sending random SNI names
+// cannot make the edge spend the base domain's rate limit at the CA.
 func (e *Edge) acmeHostPolicy(_ context.Context, host string) error {
 	host = names.Normalize(host)
-	if _, ok := names.SubdomainOf(host, e.cfg.BaseDomain); ok || host == e.cfg.BaseDomain {
+	h := e.st.Host(host)
+	if h.Reserved && h.Custom && !h.Verified {
+		return fmt.Errorf("tuna-edge: custom domain %s is not verified yet; no certificate is requested before it is", host)
+	}
+	if h.Reserved {
 		return nil
 	}
-	if d, err := e.st.GetDomain(host); err == nil && (!d.Custom || d.Verified) {
+	// A key may still name a custom domain that was released: only
+	// subdomains of the base domain count on a key's word alone.
+	if _, sub := names.SubdomainOf(host, e.cfg.BaseDomain); sub && h.Keys > 0 {
 		return nil
 	}
-	return fmt.Errorf("tuna-edge does not serve %s", host)
+	// sshd binds only subdomains and verified custom domains.
+	if e.reg.Lookup(host) != nil {
+		return nil
+	}
+	return fmt.Errorf("tuna-edge: no reservation, tunnel key or live tunnel serves %s", host)
 }

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -95,17 +97,48 @@ func New(cfg Config) (*Edge, error) {
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		Logger:        cfg.Logger,
 	}, st, e.reg, e.m)
-	e.public = public.New(e.reg, e.knownHost, e.m, cfg.Logger)
+	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
+		ReadHeader: cfg.PublicReadHeaderTimeout,
+		Idle:       cfg.PublicIdleTimeout,
+		Read:       cfg.PublicReadTimeout,
+		Write:      cfg.PublicWriteTimeout,
+	}, e.m, cfg.Logger)
 	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
+		ac := &acme.Client{DirectoryURL: cfg.ACMEDirectory}
+		if cfg.ACMECAFile != "" {
+			if ac.HTTPClient, err = httpClientTrusting(cfg.ACMECAFile); err != nil {
+				_ = st.Close()
+				return nil, err
+			}
+		}
 		e.acme = &autocert.Manager{
 			Prompt:     autocert.AcceptTOS,
 			Cache:      autocert.DirCache(filepath.Join(cfg.DataDir, "acme")),
 			HostPolicy: e.acmeHostPolicy,
-			Client:     &acme.Client{DirectoryURL: cfg.ACMEDirectory},
+			Client:     ac,
 			Email:      cfg.ACMEEmail,
 		}
 	}
 	return e, nil
+}
+
+// httpClientTrusting is an HTTP client that trusts the CAs in file besides
+// the system's roots.
+func httpClientTrusting(file string) (*http.Client, error) {
+	pemBytes, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("config: reading ACMECAFile: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return nil, fmt.Errorf("config: ACMECAFile %s holds no PEM certificate", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 // Start opens every listener and serves in the background. ctx bounds

@@ -142,14 +142,22 @@ func TestWebSocketThroughEdge(t *testing.T) {
 // the file paths and a pool trusting it.
 func writeWildcardCert(t *testing.T, dir string) (string, string, *x509.CertPool) {
 	t.Helper()
+	return writeServerCert(t, dir, []string{"*." + baseDomain, baseDomain}, nil)
+}
+
+// writeServerCert makes a self-signed certificate for the names and
+// addresses and returns the file paths and a pool trusting it.
+func writeServerCert(t *testing.T, dir string, dnsNames []string, ips []net.IP) (string, string, *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "*." + baseDomain},
-		DNSNames:     []string{"*." + baseDomain, baseDomain},
+		Subject:      pkix.Name{CommonName: dnsNames[0]},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -76,6 +78,10 @@ type TCPEndpoint struct {
 // Store is a handle on the database file; safe for concurrent use.
 type Store struct {
 	db *bolt.DB
+
+	// hosts indexes the host names that keys and domains serve (hosts.go).
+	hostsMu sync.Mutex
+	hosts   atomic.Pointer[hostIndex]
 }
 
 // Open opens (creating if needed) edge.db in dir.
@@ -90,19 +96,24 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
+	var idx *hostIndex
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", b, err)
 			}
 		}
-		return nil
+		var err error
+		idx, err = buildHostIndex(tx)
+		return err
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialising store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db}
+	s.hosts.Store(idx)
+	return s, nil
 }
 
 // Close closes the database file.
@@ -196,7 +207,11 @@ func (s *Store) ListAPIKeys() ([]APIKey, error) { return listAll[APIKey](s, buck
 func (s *Store) DeleteAPIKey(id string) error { return s.remove(bucketAPIKeys, id) }
 
 // CreateTunnelKey stores a new tunnel key record.
-func (s *Store) CreateTunnelKey(k TunnelKey) error { return s.create(bucketTunnelKeys, k.ID, k) }
+func (s *Store) CreateTunnelKey(k TunnelKey) error {
+	return s.updateHosts(
+		func(tx *bolt.Tx) error { return put(tx, bucketTunnelKeys, k.ID, k, true) },
+		func(x *hostIndex) { x.addKey(k, 1) })
+}
 
 // GetTunnelKey returns a tunnel key by id.
 func (s *Store) GetTunnelKey(id string) (TunnelKey, error) {
@@ -209,19 +224,32 @@ func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
 }
 
 // DeleteTunnelKey removes a tunnel key.
-func (s *Store) DeleteTunnelKey(id string) error { return s.remove(bucketTunnelKeys, id) }
+func (s *Store) DeleteTunnelKey(id string) error {
+	var k TunnelKey
+	return s.updateHosts(func(tx *bolt.Tx) error {
+		var err error
+		if k, err = get[TunnelKey](tx, bucketTunnelKeys, id); err != nil {
+			return err
+		}
+		return del(tx, bucketTunnelKeys, id)
+	}, func(x *hostIndex) { x.addKey(k, -1) })
+}
 
 // CreateDomain reserves a domain; ErrExists when the name is taken.
-func (s *Store) CreateDomain(d Domain) error { return s.create(bucketDomains, d.Name, d) }
+func (s *Store) CreateDomain(d Domain) error {
+	return s.updateHosts(
+		func(tx *bolt.Tx) error { return put(tx, bucketDomains, d.Name, d, true) },
+		func(x *hostIndex) { x.setDomain(d) })
+}
 
 // UpdateDomain overwrites an existing domain (verification results).
 func (s *Store) UpdateDomain(d Domain) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.updateHosts(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketDomains).Get([]byte(d.Name)) == nil {
 			return ErrNotFound
 		}
 		return put(tx, bucketDomains, d.Name, d, false)
-	})
+	}, func(x *hostIndex) { x.setDomain(d) })
 }
 
 // GetDomain returns a domain by full name.
@@ -231,7 +259,11 @@ func (s *Store) GetDomain(name string) (Domain, error) { return getOne[Domain](s
 func (s *Store) ListDomains() ([]Domain, error) { return listAll[Domain](s, bucketDomains) }
 
 // DeleteDomain releases a domain.
-func (s *Store) DeleteDomain(name string) error { return s.remove(bucketDomains, name) }
+func (s *Store) DeleteDomain(name string) error {
+	return s.updateHosts(
+		func(tx *bolt.Tx) error { return del(tx, bucketDomains, name) },
+		func(x *hostIndex) { delete(x.domains, name) })
+}
 
 // GetTCPEndpoint returns an endpoint by alias.
 func (s *Store) GetTCPEndpoint(alias string) (TCPEndpoint, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
 
@@ -72,8 +73,13 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.HTTPSAdvertiseURL, "https-advertise-url", "", "public HTTPS base URL (default https://<base-domain>[:port])")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "public TLS certificate (a wildcard for *.<base-domain>)")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "public TLS private key")
+	f.DurationVar(&cfg.PublicReadHeaderTimeout, "public-read-header-timeout", public.DefaultReadHeaderTimeout, "public listeners: limit for the TLS handshake and a request's headers (cuts off slowloris clients)")
+	f.DurationVar(&cfg.PublicIdleTimeout, "public-idle-timeout", public.DefaultIdleTimeout, "public listeners: close keep-alive connections idle this long")
+	f.DurationVar(&cfg.PublicReadTimeout, "public-read-timeout", public.DefaultReadTimeout, "public listeners: limit for reading a request the edge answers itself (404, 502, 403); proxied requests stream without limit")
+	f.DurationVar(&cfg.PublicWriteTimeout, "public-write-timeout", public.DefaultWriteTimeout, "public listeners: limit for writing an answer of the edge's own; proxied answers stream without limit")
 	f.StringVar(&cfg.ACMEDirectory, "acme-directory", "", "ACME directory URL, e.g. https://acme-v02.api.letsencrypt.org/directory")
 	f.StringVar(&cfg.ACMEEmail, "acme-email", "", "contact e-mail for the ACME account")
+	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", "", "PEM bundle to trust for the ACME directory, besides the system roots (private ACME CAs such as step-ca)")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
