@@ -271,6 +271,14 @@ func TestPreflightPermissions(t *testing.T) {
 			t.Errorf("permissions lack %q: %+v", want, c)
 		}
 	}
+	// The Roles of watchNamespaces are asked for in their own namespace.
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path, "--set", "watchNamespaces={team-x}"}, valuesArgs(env.edge.OperatorKey)...)...)
+	c = check(t, decodeReport(t, r), "can create what the install needs")
+	for _, want := range []string{"create roles.rbac.authorization.k8s.io in namespace team-x", "create rolebindings.rbac.authorization.k8s.io in namespace team-x", "create roles.rbac.authorization.k8s.io in namespace tuna-system"} {
+		if c.Result != report.Error || !strings.Contains(c.Error, want) {
+			t.Errorf("permissions lack %q: %+v", want, c)
+		}
+	}
 }
 
 func TestPreflightNoCluster(t *testing.T) {
