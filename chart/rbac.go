@@ -2,6 +2,7 @@ package chart
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -57,7 +58,7 @@ func (r *Rendered) RBAC(component string) (*RBAC, error) {
 		return nil, fmt.Errorf("component %q: %d ServiceAccounts in the rendered chart, want 1: %w", component, sas, ErrNotFound)
 	}
 	sa := out.ServiceAccount
-	check := func(kind, name string, roleRef rbacv1.RoleRef, subjects []rbacv1.Subject) error {
+	check := func(kind, name, namespace string, roleRef rbacv1.RoleRef, subjects []rbacv1.Subject) error {
 		if len(subjects) != 1 || subjects[0].Kind != rbacv1.ServiceAccountKind ||
 			subjects[0].Name != sa.Name || subjects[0].Namespace != sa.Namespace {
 			return fmt.Errorf("%s %s does not bind exactly ServiceAccount %s/%s: %+v", kind, name, sa.Namespace, sa.Name, subjects)
@@ -69,17 +70,18 @@ func (r *Rendered) RBAC(component string) (*RBAC, error) {
 				found = found || cr.Name == roleRef.Name
 			}
 		case "Role":
+			// A RoleBinding can only bind a Role of its own namespace.
 			for _, ro := range out.Roles {
-				found = found || ro.Name == roleRef.Name
+				found = found || (ro.Name == roleRef.Name && ro.Namespace == namespace)
 			}
 		}
 		if !found {
-			return fmt.Errorf("%s %s binds %s %s, which the chart does not render for %s: %w", kind, name, roleRef.Kind, roleRef.Name, component, ErrNotFound)
+			return fmt.Errorf("%s %s binds %s %s, which the chart does not render for %s in its namespace: %w", kind, name, roleRef.Kind, roleRef.Name, component, ErrNotFound)
 		}
 		return nil
 	}
 	for _, b := range out.ClusterRoleBindings {
-		if err := check("ClusterRoleBinding", b.Name, b.RoleRef, b.Subjects); err != nil {
+		if err := check("ClusterRoleBinding", b.Name, "", b.RoleRef, b.Subjects); err != nil {
 			return nil, err
 		}
 	}
@@ -87,7 +89,7 @@ func (r *Rendered) RBAC(component string) (*RBAC, error) {
 		if b.RoleRef.Kind == "ClusterRole" {
 			return nil, fmt.Errorf("RoleBinding %s binds a ClusterRole; the chart binds Roles only", b.Name)
 		}
-		if err := check("RoleBinding", b.Name, b.RoleRef, b.Subjects); err != nil {
+		if err := check("RoleBinding", b.Name, b.Namespace, b.RoleRef, b.Subjects); err != nil {
 			return nil, err
 		}
 	}
@@ -106,8 +108,8 @@ func (b *RBAC) Groups() []string {
 }
 
 // Objects returns copies of all objects, ServiceAccount first, ready to be
-// created with a controller-runtime client (the release namespace must
-// exist).
+// created with a controller-runtime client (the release namespace and
+// those of watchNamespaces must exist).
 func (b *RBAC) Objects() []client.Object {
 	out := []client.Object{b.ServiceAccount.DeepCopy()}
 	for i := range b.ClusterRoles {
@@ -125,8 +127,7 @@ func (b *RBAC) Objects() []client.Object {
 	return out
 }
 
-// ClusterRules are the rules of all the component's ClusterRoles; Rules
-// the rules of its Roles in the release namespace.
+// ClusterRules are the rules of all the component's ClusterRoles.
 func (b *RBAC) ClusterRules() []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
 	for _, cr := range b.ClusterRoles {
@@ -135,12 +136,30 @@ func (b *RBAC) ClusterRules() []rbacv1.PolicyRule {
 	return out
 }
 
-// NamespaceRules are the rules of the component's Roles (in the release
-// namespace).
+// NamespaceRules are the rules of the component's Roles in the release
+// namespace (the ServiceAccount's).
 func (b *RBAC) NamespaceRules() []rbacv1.PolicyRule {
+	return b.RulesIn(b.ServiceAccount.Namespace)
+}
+
+// RulesIn are the rules of the component's Roles in namespace. What the
+// component may do there is these and its ClusterRules.
+func (b *RBAC) RulesIn(namespace string) []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
 	for _, ro := range b.Roles {
-		out = append(out, ro.Rules...)
+		if ro.Namespace == namespace {
+			out = append(out, ro.Rules...)
+		}
 	}
 	return out
+}
+
+// RoleNamespaces are the namespaces the component has Roles in, sorted.
+func (b *RBAC) RoleNamespaces() []string {
+	var out []string
+	for _, ro := range b.Roles {
+		out = append(out, ro.Namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

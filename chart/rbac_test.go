@@ -54,6 +54,9 @@ func TestRBACExact(t *testing.T) {
 		"events.k8s.io/events":               {"create", "patch"},
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
+	if len(ctrl.Roles) != 1 || ctrl.RoleNamespaces()[0] != DefaultNamespace {
+		t.Errorf("controller Roles %v, want one in the release namespace", ctrl.RoleNamespaces())
+	}
 	if len(agent.Roles) != 0 || len(agent.RoleBindings) != 0 {
 		t.Errorf("agent has Roles %v / RoleBindings %v, want none", agent.Roles, agent.RoleBindings)
 	}
@@ -174,5 +177,128 @@ func TestRBACForHarness(t *testing.T) {
 	}
 	if _, err := r.RBAC("nope"); err == nil || !strings.Contains(err.Error(), "0 ServiceAccounts") {
 		t.Errorf("unknown component: err = %v", err)
+	}
+}
+
+// With watchNamespaces, the namespaced permissions of both components are
+// Roles in the listed namespaces, and the ClusterRoles keep only what is
+// cluster-scoped: the agent can get Secrets in the listed namespaces and
+// its own, nowhere else.
+func TestRBACWatchNamespaces(t *testing.T) {
+	r := render(t, withKey(t, "watchNamespaces={team-a,team-b}"))
+	release := DefaultNamespace
+
+	ctrl, err := r.RBAC(ComponentController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareGrants(t, "controller ClusterRole", grants(ctrl.ClusterRules()), map[string][]string{
+		"networking.k8s.io/ingressclasses": {"get", "list", "watch"},
+		"/namespaces:kube-system":          {"get"},
+	})
+	wantCtrlWatched := map[string][]string{
+		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
+		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
+		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
+		"k8s.tuna.am/tunnels/finalizers":      {"update"},
+		"k8s.tuna.am/domains/finalizers":      {"update"},
+		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
+		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
+		"events.k8s.io/events":                {"create", "patch"},
+	}
+	wantCtrlOwn := map[string][]string{
+		"/secrets":                   {"create", "delete", "patch"},
+		"coordination.k8s.io/leases": {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/events":                    {"create", "patch"},
+	}
+	if got, want := ctrl.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {
+		t.Errorf("controller Roles in %v, want %v", got, want)
+	}
+	compareGrants(t, "controller Role team-a", grants(ctrl.RulesIn("team-a")), wantCtrlWatched)
+	compareGrants(t, "controller Role team-b", grants(ctrl.RulesIn("team-b")), wantCtrlWatched)
+	compareGrants(t, "controller Role "+release, grants(ctrl.NamespaceRules()), wantCtrlOwn)
+
+	agent, err := r.RBAC(ComponentAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), map[string][]string{
+		"networking.k8s.io/ingressclasses": {"get", "list", "watch"},
+	})
+	wantAgentWatched := map[string][]string{
+		"k8s.tuna.am/tunnels":                {"get", "list", "watch"},
+		"k8s.tuna.am/tunnels/status":         {"get", "patch", "update"},
+		"networking.k8s.io/ingresses":        {"get", "list", "watch"},
+		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
+		"/services":                          {"get"},
+		"/secrets":                           {"get"},
+		"events.k8s.io/events":               {"create", "patch"},
+	}
+	if got, want := agent.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {
+		t.Errorf("agent Roles in %v, want %v", got, want)
+	}
+	compareGrants(t, "agent Role team-a", grants(agent.RulesIn("team-a")), wantAgentWatched)
+	compareGrants(t, "agent Role team-b", grants(agent.RulesIn("team-b")), wantAgentWatched)
+	compareGrants(t, "agent Role "+release, grants(agent.NamespaceRules()), map[string][]string{"/secrets": {"get"}})
+
+	// What the option is for, stated as RBAC would decide it.
+	may := func(b *RBAC, ns, res, verb string) bool {
+		return allows(b.ClusterRules(), "", res, verb, "x") || allows(b.RulesIn(ns), "", res, verb, "x")
+	}
+	for _, ns := range []string{"team-a", "team-b", release} {
+		if !may(agent, ns, "secrets", "get") {
+			t.Errorf("agent may not get Secrets in %s", ns)
+		}
+	}
+	if may(agent, "elsewhere", "secrets", "get") || may(agent, "elsewhere", "services", "get") {
+		t.Error("agent may get Secrets or Services in an unlisted namespace")
+	}
+	if may(agent, release, "services", "get") {
+		t.Error("agent may get Services in the release namespace, which is not listed")
+	}
+	if allows(ctrl.RulesIn("team-a"), "", "secrets", "create", "x") {
+		t.Error("controller may write Secrets in a watched namespace; only in its own")
+	}
+	for _, b := range []*RBAC{ctrl, agent} {
+		for _, rb := range b.RoleBindings {
+			if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != b.ServiceAccount.Name {
+				t.Errorf("%s RoleBinding %s/%s binds %v", b.Component, rb.Namespace, rb.Name, rb.RoleRef)
+			}
+		}
+		if len(b.Roles) != 3 || len(b.RoleBindings) != 3 {
+			t.Errorf("%s: %d Roles and %d RoleBindings, want one each per namespace (3)", b.Component, len(b.Roles), len(b.RoleBindings))
+		}
+	}
+}
+
+// Listing the release namespace merges its rules into the one Role there:
+// two Roles of the same name in one namespace could not both exist.
+func TestRBACWatchReleaseNamespace(t *testing.T) {
+	r := render(t, withKey(t, "watchNamespaces={team-a,"+DefaultNamespace+"}"))
+	for _, comp := range []string{ComponentController, ComponentAgent} {
+		b, err := r.RBAC(comp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := b.RoleNamespaces(), []string{"team-a", DefaultNamespace}; !slices.Equal(got, want) || len(b.Roles) != 2 {
+			t.Errorf("%s: Roles %d in %v, want one in each of %v", comp, len(b.Roles), got, want)
+		}
+		own := b.NamespaceRules()
+		if !allows(own, "k8s.tuna.am", "tunnels", "watch", "") {
+			t.Errorf("%s may not watch Tunnels in the listed release namespace", comp)
+		}
+		switch comp {
+		case ComponentController:
+			if !allows(own, "", "secrets", "patch", "x") || !allows(own, "coordination.k8s.io", "leases", "update", "x") {
+				t.Error("controller lost its key Secret or lease rules in the listed release namespace")
+			}
+		case ComponentAgent:
+			if !allows(own, "", "secrets", "get", "x") || !allows(own, "", "services", "get", "x") {
+				t.Error("agent may not get Secrets and Services in the listed release namespace")
+			}
+		}
 	}
 }

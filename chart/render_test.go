@@ -492,6 +492,31 @@ func TestAllowExternalUpstreams(t *testing.T) {
 	}
 }
 
+// watchNamespaces reaches both components as one --watch-namespaces flag;
+// empty, neither gets it and both watch every namespace.
+func TestWatchNamespacesFlag(t *testing.T) {
+	for sets, want := range map[string]string{
+		"":                                "",
+		"watchNamespaces={team-a}":        "--watch-namespaces=team-a",
+		"watchNamespaces={team-a,team-b}": "--watch-namespaces=team-a,team-b",
+	} {
+		values := withKey(t)
+		if sets != "" {
+			values = withKey(t, sets)
+		}
+		r := render(t, values)
+		for _, comp := range []string{"controller", "agent"} {
+			c := container(t, deployment(t, r, comp), comp)
+			if want == "" && hasArgPrefix(c, "--watch-namespaces") {
+				t.Errorf("default: %s has %v", comp, c.Args)
+			}
+			if want != "" && !hasArg(c, want) {
+				t.Errorf("%s: %s args %v lack %s", sets, comp, c.Args, want)
+			}
+		}
+	}
+}
+
 func TestImageResourcesAndScheduling(t *testing.T) {
 	r := render(t, withKey(t))
 	appVersion := r.Release.Chart.Metadata.AppVersion

@@ -37,6 +37,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{name: "bad duration", sets: []string{"agentManager.keepaliveInterval=15 seconds"}, want: "/agentManager/keepaliveInterval"},
 		{name: "negative replicas", sets: []string{"controller.replicas=-1"}, want: "/controller/replicas"},
 		{name: "bad Secret name", sets: []string{"credentials.existingSecret=My_Secret"}, want: "/credentials/existingSecret"},
+		{name: "bad namespace in watchNamespaces", sets: []string{"watchNamespaces={Team_A}"}, want: "/watchNamespaces/0"},
+		{name: "namespace listed twice", sets: []string{"watchNamespaces={a,a}"}, want: "/watchNamespaces"},
+		{name: "watchNamespaces as a string", raw: map[string]any{"watchNamespaces": "a,b"}, want: "/watchNamespaces"},
 		{name: "unknown resources key", sets: []string{"controller.resources.limit.cpu=1"}, want: "limit"},
 	}
 	for _, tt := range tests {

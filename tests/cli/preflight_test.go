@@ -268,6 +268,14 @@ func TestPreflightPermissions(t *testing.T) {
 			t.Errorf("permissions lack %q: %+v", want, c)
 		}
 	}
+	// The Roles of watchNamespaces are asked for in their own namespace.
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path, "--set", "watchNamespaces={team-x}"}, valuesArgs(env.edge.OperatorKey)...)...)
+	c = check(t, decodeReport(t, r), "can create what the install needs")
+	for _, want := range []string{"create roles.rbac.authorization.k8s.io in namespace team-x", "create rolebindings.rbac.authorization.k8s.io in namespace team-x", "create roles.rbac.authorization.k8s.io in namespace tuna-system"} {
+		if c.Result != report.Error || !strings.Contains(c.Error, want) {
+			t.Errorf("permissions lack %q: %+v", want, c)
+		}
+	}
 }
 
 func TestPreflightNoCluster(t *testing.T) {
@@ -284,5 +292,43 @@ func TestPreflightNoCluster(t *testing.T) {
 	// The edge is still checked.
 	if c := check(t, rep, "the edge accepts the API key"); c.Result != report.Success {
 		t.Fatalf("edge check without a cluster: %+v", c)
+	}
+}
+
+// Every namespace of watchNamespaces must exist: the chart's Roles go
+// there, and the API server refuses them in a missing namespace. The
+// permissions check asks for Roles in those namespaces, not the release's.
+func TestPreflightWatchNamespaces(t *testing.T) {
+	restoreChartCRDs(t)
+	ctx := context.Background()
+	present, missing := "preflight-watched", "preflight-not-yet"
+	if _, err := env.cp.Namespace(ctx, present); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"preflight", "-o", "json", "--set", "watchNamespaces={" + present + "," + missing + "}"}, valuesArgs(env.edge.OperatorKey)...)
+	r := tuna(t, args...)
+	expectCode(t, r, cmd.ExitFailed)
+	c := check(t, decodeReport(t, r), "the namespaces of watchNamespaces exist")
+	if c.Result != report.Error || c.Error != "missing: "+missing || !strings.Contains(c.Hint, "kubectl create namespace "+missing) {
+		t.Errorf("missing namespace: %+v", c)
+	}
+
+	if _, err := env.cp.Namespace(ctx, missing); err != nil {
+		t.Fatal(err)
+	}
+	r = tuna(t, args...)
+	expectCode(t, r, cmd.ExitOK)
+	rep := decodeReport(t, r)
+	if c := check(t, rep, "the namespaces of watchNamespaces exist"); c.Result != report.Success || c.Detail != present+", "+missing {
+		t.Errorf("both namespaces exist: %+v", c)
+	}
+	if c := check(t, rep, "can create what the install needs"); c.Result != report.Success {
+		t.Errorf("permissions: %+v", c)
+	}
+
+	// Without the option there is nothing to check.
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	if c := check(t, decodeReport(t, r), "the namespaces of watchNamespaces exist"); c.Result != report.Success || !strings.Contains(c.Detail, "every namespace") {
+		t.Errorf("default: %+v", c)
 	}
 }

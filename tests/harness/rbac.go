@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -21,11 +22,20 @@ type Identities struct {
 // permissions the chart grants in a cluster, so a missing or an extra
 // permission shows in the tests.
 func (cp *ControlPlane) ChartIdentities(ctx context.Context) (*Identities, error) {
-	rendered, err := chart.Render(map[string]any{
+	return cp.ChartIdentitiesWith(ctx, nil)
+}
+
+// ChartIdentitiesWith is ChartIdentities with more chart values set at the
+// top level, e.g. {"watchNamespaces": []any{"team-a"}}; the namespaces the
+// chart puts Roles in must exist.
+func (cp *ControlPlane) ChartIdentitiesWith(ctx context.Context, values map[string]any) (*Identities, error) {
+	vals := map[string]any{
 		"credentials": map[string]any{"apiKey": "rendered-for-rbac-only"},
 		"edge":        map[string]any{"apiURL": "http://127.0.0.1:1"},
 		"clusterID":   TestClusterID,
-	}, chart.Options{Namespace: OperatorNamespace})
+	}
+	maps.Copy(vals, values)
+	rendered, err := chart.Render(vals, chart.Options{Namespace: OperatorNamespace})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the chart: %w", err)
 	}

@@ -157,6 +157,9 @@ seccompProfile:
 {{- if .Values.agentManager.allowExternalUpstreams }}
 - --allow-external-upstreams
 {{- end }}
+{{- with .Values.watchNamespaces }}
+- --watch-namespaces={{ join "," . }}
+{{- end }}
 {{- end }}
 
 {{/* Ports, probes and the Downward API namespace both containers have. */}}
@@ -208,4 +211,71 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The namespaced rules of each component: in the ClusterRole when
+watchNamespaces is empty, else in a Role of each listed namespace.
+*/}}
+{{- define "tuna.controllerNamespacedRules" -}}
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels", "domains", "tcpendpoints"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels/status", "domains/status", "tcpendpoints/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels/finalizers", "domains/finalizers", "tcpendpoints/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{- define "tuna.agentNamespacedRules" -}}
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: [""]
+  resources: ["services", "secrets"]
+  verbs: ["get"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The RoleBinding, in one namespace, of the component's Role of the same
+name to its ServiceAccount, starting with "---". Call with
+(dict "c" $c "namespace" $ns), $c as for tuna.componentLabels.
+*/}}
+{{- define "tuna.roleBinding" -}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ include "tuna.componentName" .c }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "tuna.componentLabels" .c | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ include "tuna.componentName" .c }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "tuna.componentName" .c }}
+    namespace: {{ .c.ctx.Release.Namespace }}
 {{- end }}

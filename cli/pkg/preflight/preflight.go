@@ -1,11 +1,13 @@
 // Package preflight checks, before an install or upgrade, that the cluster,
 // the values and the edge are ready for the operator, in the style of
 // `linkerd check --pre`: Kubernetes version, the caller's permissions, the
-// CRDs, IngressClass conflicts, the credentials source, the API key's
-// scope, and the edge's API and SSH transport.
+// CRDs, IngressClass conflicts, the namespaces of watchNamespaces, the
+// credentials source, the API key's scope, and the edge's API and SSH
+// transport.
 package preflight
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +90,7 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 		p.permissions(ctx, rendered)
 		p.crds(ctx)
 		p.ingressClass(ctx, rendered)
+		p.watchNamespaces(ctx, rendered)
 	}
 	key := p.credentials(ctx, rendered)
 	p.edge(ctx, rendered, key)
@@ -175,7 +178,8 @@ func (p *run) permissions(ctx context.Context, r *chart.Rendered) {
 			}
 			ns := ""
 			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-				ns = p.o.Namespace
+				// Roles of watchNamespaces go to their own namespaces.
+				ns = cmp.Or(m.Namespace(), p.o.Namespace)
 			}
 			// Server-side apply is a PATCH that may create: both verbs.
 			for _, verb := range []string{"create", "patch"} {

@@ -48,6 +48,8 @@ func commonFlags(cmd *cobra.Command, c *app.Common) {
 	f.StringVar(&c.Namespace, "namespace", app.NamespaceFromEnv(), "the operator's namespace (default: $POD_NAMESPACE)")
 	f.BoolVar(&c.AllowExternalUpstreams, "allow-external-upstreams", false,
 		"allow upstreams outside the resource's namespace: IPs, external hosts, other namespaces, ExternalName Services")
+	f.StringSliceVar(&c.WatchNamespaces, "watch-namespaces", nil,
+		"watch only these namespaces (comma-separated); empty: all namespaces. Needs RBAC in each (chart: watchNamespaces)")
 	f.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables it")
 	f.StringVar(&c.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
 	f.IntVar(&c.Concurrency, "concurrency", 4, "how many objects of a kind to reconcile at once")

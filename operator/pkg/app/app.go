@@ -41,6 +41,11 @@ type Common struct {
 	Namespace string
 	// AllowExternalUpstreams lifts the upstream policy (R18).
 	AllowExternalUpstreams bool
+	// WatchNamespaces limits the component to these namespaces: its cache
+	// and every list it makes. Empty: all namespaces. The chart grants the
+	// namespaced permissions only there (watchNamespaces), so a component
+	// that looked further would be refused.
+	WatchNamespaces []string
 	// MetricsAddr serves /metrics ("0" disables it).
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables it).
@@ -57,8 +62,12 @@ func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string
 	if c.Namespace == "" {
 		return nil, fmt.Errorf("the operator's namespace is not set: pass --namespace or set POD_NAMESPACE")
 	}
+	if err := validateNamespaces(c.WatchNamespaces); err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
+		Cache:                   cacheOptions(c.WatchNamespaces),
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(c.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(c.HealthAddr, "0"),
 		LeaderElection:          leaderElection,

@@ -91,7 +91,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	apiReader := mgr.GetAPIReader()
 	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
-		IngressHosts: func(ctx context.Context) (map[string]bool, error) { return ingress.ServedHosts(ctx, apiReader) }}
+		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
+		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
+			return ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+		}}
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}

@@ -85,22 +85,33 @@ func MayClaim(ing *networkingv1.Ingress, class string) bool {
 	return true
 }
 
-// Served lists the IngressClasses and Ingresses from reader (the cache)
-// and returns this controller's classes and the Ingresses it serves.
-func Served(ctx context.Context, reader client.Reader) (Classes, []*networkingv1.Ingress, error) {
+// Served lists the IngressClasses and the Ingresses of namespaces (none:
+// all namespaces) from reader and returns this controller's classes and
+// the Ingresses it serves. A component limited to some namespaces passes
+// them: it may not list Ingresses cluster-wide.
+func Served(ctx context.Context, reader client.Reader, namespaces ...string) (Classes, []*networkingv1.Ingress, error) {
 	var classes networkingv1.IngressClassList
 	if err := reader.List(ctx, &classes); err != nil {
 		return Classes{}, nil, fmt.Errorf("listing IngressClasses: %w", err)
 	}
 	c := NewClasses(classes.Items)
-	var list networkingv1.IngressList
-	if err := reader.List(ctx, &list); err != nil {
-		return c, nil, fmt.Errorf("listing Ingresses: %w", err)
+	scopes := []client.ListOption{client.InNamespace("")}
+	if len(namespaces) > 0 {
+		scopes = scopes[:0]
+		for _, ns := range namespaces {
+			scopes = append(scopes, client.InNamespace(ns))
+		}
 	}
 	var out []*networkingv1.Ingress
-	for i := range list.Items {
-		if c.Serves(&list.Items[i]) {
-			out = append(out, &list.Items[i])
+	for _, scope := range scopes {
+		var list networkingv1.IngressList
+		if err := reader.List(ctx, &list, scope); err != nil {
+			return c, nil, fmt.Errorf("listing Ingresses: %w", err)
+		}
+		for i := range list.Items {
+			if c.Serves(&list.Items[i]) {
+				out = append(out, &list.Items[i])
+			}
 		}
 	}
 	SortOldestFirst(out)
@@ -140,9 +151,10 @@ func ServedFor(ctx context.Context, reader client.Reader, host string) ([]*netwo
 	return out, nil
 }
 
-// ServedHosts is the set of hosts that served Ingresses publish.
-func ServedHosts(ctx context.Context, reader client.Reader) (map[string]bool, error) {
-	_, ings, err := Served(ctx, reader)
+// ServedHosts is the set of hosts that served Ingresses of namespaces
+// (none: all) publish.
+func ServedHosts(ctx context.Context, reader client.Reader, namespaces ...string) (map[string]bool, error) {
+	_, ings, err := Served(ctx, reader, namespaces...)
 	if err != nil {
 		return nil, err
 	}

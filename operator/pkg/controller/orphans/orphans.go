@@ -36,6 +36,11 @@ type Collector struct {
 	// kind Ingress belong to a host, not to one object. Nil: such keys are
 	// kept.
 	IngressHosts func(ctx context.Context) (map[string]bool, error)
+	// Watches reports whether the controller handles a namespace
+	// (--watch-namespaces). Keys of Tunnels elsewhere are kept: the
+	// controller may not read those Tunnels, so it cannot tell that they
+	// are gone. Nil: every namespace.
+	Watches func(namespace string) bool
 }
 
 // NeedLeaderElection makes only the leader collect.
@@ -124,6 +129,9 @@ func (c *Collector) ownerExists(ctx context.Context, labels map[string]string, h
 		return true, nil
 	}
 	key := types.NamespacedName{Namespace: labels[edgeapi.LabelNamespace], Name: labels[edgeapi.LabelName]}
+	if c.Watches != nil && !c.Watches(key.Namespace) {
+		return true, nil
+	}
 	if err := c.Reader.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -72,3 +72,24 @@ func scheme(t *testing.T) *runtime.Scheme {
 	}
 	return s
 }
+
+// A controller limited to some namespaces keeps the keys of Tunnels
+// elsewhere: it may not read them, so it cannot know they are gone. The
+// fake client would answer NotFound there, so the test proves the collector
+// never asks.
+func TestCollectKeepsUnwatchedNamespaces(t *testing.T) {
+	ctx := context.Background()
+	kube := crfake.NewClientBuilder().WithScheme(scheme(t)).Build()
+	edge := fake.New()
+	watched := edge.AddKey(labels("c1", "team", "old", "uid-1"))
+	elsewhere := edge.AddKey(labels("c1", "other", "old", "uid-2"))
+	c := &Collector{Reader: kube, Writer: kube, Edge: edge, ClusterID: "c1", Namespace: "tuna-system",
+		Watches: func(ns string) bool { return ns == "team" }}
+	n, err := c.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || edge.Has(watched) || !edge.Has(elsewhere) {
+		t.Errorf("revoked %d; watched key kept = %v (want false), unwatched key kept = %v (want true)", n, edge.Has(watched), edge.Has(elsewhere))
+	}
+}
