@@ -9,7 +9,7 @@ var TCPEndpoint = []Case{
 	{Name: "alias", Spec: "{alias: postgres}"},
 	{Name: "alias with digits", Spec: "{alias: pg-5432}"},
 	{Name: "retain", Spec: "{alias: pg, reclaimPolicy: Retain}"},
-	{Name: "reclaim policy change", Old: "{alias: pg}", Spec: "{alias: pg, reclaimPolicy: Retain}"},
+	{Name: "reclaim policy change", Old: "{alias: admission-pg}", Spec: "{alias: admission-pg, reclaimPolicy: Retain}"},
 
 	{Name: "no spec", Spec: "-", Field: "spec", Message: "Required value"},
 	{Name: "no alias", Spec: "{}", Field: "spec.alias", Message: "Required value"},
@@ -19,5 +19,5 @@ var TCPEndpoint = []Case{
 	{Name: "alias too long", Spec: "{alias: " + strings.Repeat("a", 64) + "}", Field: "spec.alias", Message: "Too long"},
 	{Name: "unknown reclaim policy", Spec: "{alias: pg, reclaimPolicy: Keep}", Field: "spec.reclaimPolicy", Message: "Unsupported value"},
 	{Name: "unknown field", Spec: "{alias: pg, port: 5432}", Field: "spec.port", Message: "unknown field"},
-	{Name: "alias changed", Old: "{alias: pg}", Spec: "{alias: db}", Field: "spec.alias", Message: "alias is immutable: create a new TCPEndpoint"},
+	{Name: "alias changed", Old: "{alias: admission-pg}", Spec: "{alias: admission-db}", Field: "spec.alias", Message: "alias is immutable: create a new TCPEndpoint"},
 }
