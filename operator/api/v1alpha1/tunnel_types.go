@@ -116,6 +116,12 @@ type TunnelSpec struct {
 
 // TunnelUpstream is the address the tunnel forwards to.
 type TunnelUpstream struct {
+	// The CEL rules of URL restate what the agent's parser
+	// (operator/pkg/upstream) refuses whatever the cluster holds, so that
+	// such a URL is refused at create time instead of in status
+	// (TestUpstreamRulesAgreeWithAgent keeps the two in step). Each rule
+	// looks only at the part it names, so one mistake gives one message.
+
 	// URL of the upstream, required: SCHEME://SERVICE:PORT, where SERVICE is
 	// the name of a Service in the Tunnel's namespace and PORT its port
 	// number or port name. Examples: http://web:8080, http://web:http (named
@@ -126,12 +132,6 @@ type TunnelUpstream struct {
 	// other namespaces and ExternalName Services are refused unless the
 	// operator is installed with agentManager.allowExternalUpstreams=true;
 	// write an IPv6 address in brackets, e.g. tcp://[2001:db8::1]:5432.
-	//
-	// The rules below mirror what the agent's parser (operator/pkg/upstream)
-	// refuses whatever the cluster holds, so that such a URL is refused at
-	// create time instead of in status. Each rule only looks at the part it
-	// names, so one mistake gives one message.
-	//
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
