@@ -66,7 +66,7 @@ type TunnelSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="portOrAlias must be a TCPEndpoint alias (a DNS label, e.g. postgres) or a port number (e.g. 31337)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || (size(self) <= 5 && int(self) >= 1 && int(self) <= 65535)",message="portOrAlias is a number, so it must be a port between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || (size(self) <= 5 && int(self) >= 1 && int(self) <= 65535)",message="portOrAlias is a number, so it must be a port between 1 and 65535, e.g. 31337; or write the alias of a TCPEndpoint, e.g. postgres"
 	PortOrAlias string `json:"portOrAlias,omitempty"`
 
 	// Upstream is where the operator sends the tunnel's traffic: a Service
