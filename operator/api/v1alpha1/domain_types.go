@@ -6,9 +6,9 @@ import (
 
 // DomainSpec is the domain to reserve: exactly one of subdomain or domain.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.subdomain) || has(self.domain)",message="set one of subdomain (a name under the edge's base domain, e.g. my-app) or domain (your own domain, e.g. api.example.com)",reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule="!(has(self.subdomain) && has(self.domain))",message="set only one of subdomain or domain: remove one of them",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="has(self.subdomain) == has(oldSelf.subdomain) && has(self.domain) == has(oldSelf.domain)",message="switching a Domain between subdomain and domain is not allowed: create a new Domain"
+// +kubebuilder:validation:XValidation:rule="has(self.subdomain) || has(self.domain)",message="set one of subdomain (a name under the edge's base domain, e.g. my-app) or domain (your own domain, e.g. api.example.com)",fieldPath=".subdomain",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!(has(self.subdomain) && has(self.domain))",message="set only one of subdomain or domain: remove one of them",fieldPath=".domain",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="has(self.subdomain) == has(oldSelf.subdomain) && has(self.domain) == has(oldSelf.domain)",message="switching a Domain between subdomain and domain is not allowed: create a new Domain",fieldPath=".subdomain"
 type DomainSpec struct {
 	// Subdomain reserves a permanent name under the edge's base domain:
 	// "my-app" reserves my-app.<base domain>, e.g. my-app.a.2na.am (see
@@ -31,7 +31,7 @@ type DomainSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?[.])+[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="domain must be a lowercase fully qualified domain name without a trailing dot or wildcard, e.g. api.example.com"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?[.])+[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')",message="domain must be a lowercase fully qualified domain name without a trailing dot or wildcard, each label at most 63 characters, e.g. api.example.com"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="domain is immutable: create a new Domain for the new domain"
 	Domain string `json:"domain,omitempty"`
 

@@ -23,12 +23,13 @@ const (
 // protocol: http takes exactly one of subdomain or domainRef; protocol: tcp
 // takes portOrAlias. upstream.url names a Service of the Tunnel's namespace.
 //
-// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || has(self.subdomain) || has(self.domainRef)",message="protocol http needs a public name: set subdomain (e.g. my-app) or domainRef.name (a Domain in this namespace)",reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule="!(has(self.subdomain) && has(self.domainRef))",message="set only one of subdomain or domainRef: remove one of them",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || has(self.subdomain) || has(self.domainRef)",message="protocol http needs a public name: set subdomain (e.g. my-app) or domainRef.name (a Domain in this namespace)",fieldPath=".subdomain",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!(has(self.subdomain) && has(self.domainRef))",message="set only one of subdomain or domainRef: remove one of them",fieldPath=".domainRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || !has(self.portOrAlias)",message="portOrAlias applies only to protocol tcp: remove it, or set protocol: tcp",fieldPath=".portOrAlias",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || !has(self.proxyProtocol)",message="proxyProtocol applies only to protocol tcp: remove it, or set protocol: tcp",fieldPath=".proxyProtocol",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || has(self.portOrAlias)",message="protocol tcp needs portOrAlias: the alias of a TCPEndpoint in this namespace (e.g. postgres) or a port reserved on the account",reason=FieldValueRequired
-// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || (!has(self.subdomain) && !has(self.domainRef))",message="subdomain and domainRef apply only to protocol http: remove them and use portOrAlias, or set protocol: http",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || has(self.portOrAlias)",message="protocol tcp needs portOrAlias: the alias of a TCPEndpoint in this namespace (e.g. postgres) or a port reserved on the account",fieldPath=".portOrAlias",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || !has(self.subdomain)",message="subdomain applies only to protocol http: remove it and use portOrAlias, or set protocol: http",fieldPath=".subdomain",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || !has(self.domainRef)",message="domainRef applies only to protocol http: remove it and use portOrAlias, or set protocol: http",fieldPath=".domainRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || self.upstream.url.startsWith('http://') || self.upstream.url.startsWith('https://')",message="protocol http needs an upstream.url that starts with http:// or https://, e.g. http://web:8080",fieldPath=".upstream.url"
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || self.upstream.url.startsWith('tcp://')",message="protocol tcp needs an upstream.url that starts with tcp://, e.g. tcp://postgres:5432",fieldPath=".upstream.url"
 type TunnelSpec struct {
@@ -65,7 +66,7 @@ type TunnelSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="portOrAlias must be a TCPEndpoint alias (a DNS label, e.g. postgres) or a port number (e.g. 31337)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || (size(self) <= 5 && int(self) >= 1 && int(self) <= 65535)",message="portOrAlias is a number, so it must be a port between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || (size(self) <= 5 && int(self) >= 1 && int(self) <= 65535)",message="portOrAlias is a number, so it must be a port between 1 and 65535, e.g. 31337; or write the alias of a TCPEndpoint, e.g. postgres"
 	PortOrAlias string `json:"portOrAlias,omitempty"`
 
 	// Upstream is where the operator sends the tunnel's traffic: a Service
@@ -114,20 +115,34 @@ type TunnelSpec struct {
 }
 
 // TunnelUpstream is the address the tunnel forwards to.
-// +kubebuilder:validation:XValidation:rule="!self.url.startsWith('tcp://') || self.url.matches('^tcp://[^/?#@ ]+:[a-z0-9-]+$')",message="a tcp:// upstream.url is tcp://SERVICE:PORT with no path, e.g. tcp://postgres:5432",fieldPath=".url"
 type TunnelUpstream struct {
+	// The CEL rules of URL restate what the agent's parser
+	// (operator/pkg/upstream) refuses whatever the cluster holds, so that
+	// such a URL is refused at create time instead of in status
+	// (TestUpstreamRulesAgreeWithAgent keeps the two in step). Each rule
+	// looks only at the part it names, so one mistake gives one message.
+
 	// URL of the upstream, required: SCHEME://SERVICE:PORT, where SERVICE is
 	// the name of a Service in the Tunnel's namespace and PORT its port
 	// number or port name. Examples: http://web:8080, http://web:http (named
 	// port), https://web:8443 (the Service speaks TLS), tcp://postgres:5432.
 	// The scheme is http:// or https:// for protocol http and tcp:// for
-	// protocol tcp. IP addresses, external hosts, Services of other
-	// namespaces and ExternalName Services are refused unless the operator
-	// is installed with agentManager.allowExternalUpstreams=true.
+	// protocol tcp; http:// and https:// may leave out the port (80, 443).
+	// No path, query or user name. IP addresses, external hosts, Services of
+	// other namespaces and ExternalName Services are refused unless the
+	// operator is installed with agentManager.allowExternalUpstreams=true;
+	// write an IPv6 address in brackets, e.g. tcp://[2001:db8::1]:5432.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|tcp)://[^/?#@ ]+([/?#].*)?$')",message="upstream.url must be SCHEME://SERVICE:PORT with scheme http, https or tcp, e.g. http://web:8080, http://web:http or tcp://postgres:5432"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|tcp)://')",message="upstream.url must start with http://, https:// or tcp://, e.g. http://web:8080 or tcp://postgres:5432"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/]*//.*([?#@ ]|/.)')",message="upstream.url takes no path, query, user name or spaces: write SCHEME://SERVICE:PORT only, e.g. http://web:8080 (requests keep their own path)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^/]*//(\\[\\])?(:[^/]*)?/?$')",message="upstream.url needs a host after //: the name of a Service in this namespace, e.g. http://web:8080"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^/]*//[^/?#@ ]+/?$') || self.matches(r'^[^/]*//(\\[[^\\[\\]]+\\]|[^:\\[\\]]+)(:[^:\\[\\]]*)?/?$')",message="upstream.url has a stray ':' or bracket: write HOST:PORT with a single ':', and an IPv6 address in brackets, e.g. tcp://[2001:db8::1]:5432"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(':[0-9]+/?$') || self.matches(':0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/?$')",message="the port of upstream.url must be between 1 and 65535, e.g. http://web:8080"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r':[^:\\]/?#@ ]*[^0-9:\\]/?#@ ][^:\\]/?#@ ]*/?$') || (self.matches(r':[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?/?$') && self.matches(r':[^:\\]/?#@ ]*[a-z][^:\\]/?#@ ]*/?$') && !self.matches(r':[^:\\]/?#@ ]*--[^:\\]/?#@ ]*/?$'))",message="the port of upstream.url is a number or the name of a port of the Service: at most 15 lowercase letters, digits and single '-', with at least one letter, e.g. http://web:http"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r':[^:\\]/?#@ ]*[^0-9:\\]/?#@ ][^:\\]/?#@ ]*/?$') || self.matches(r'^[a-z]+://[a-z]([-a-z0-9]{0,61}[a-z0-9])?([.][a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?([.]svc([.]cluster[.]local)?)?)?[.]?:')",message="a named port needs a Service as host, e.g. http://web:http or http://web.NAMESPACE.svc:http: for an IP address or an external host, write the port number"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('tcp://') || self.matches(r':[^:\\]/?#@ ]+/?$')",message="a tcp:// upstream.url needs a port: tcp://SERVICE:PORT, e.g. tcp://postgres:5432"
 	URL string `json:"url"`
 }
 
@@ -138,6 +153,7 @@ type LocalDomainReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="domainRef.name must be the metadata.name of a Domain: lowercase letters, digits, '-' and '.', e.g. my-app (not the domain name with upper case or a trailing dot)"
 	Name string `json:"name"`
 }
 
@@ -151,6 +167,7 @@ type SecretKeyReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="apiKeySecretRef.name must be the name of a Secret: lowercase letters, digits, '-' and '.', e.g. team-tuna-api-key"
 	Name string `json:"name"`
 }
 
