@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -122,14 +123,38 @@ func Forced(obj client.Object) bool {
 	return obj.GetAnnotations()[tunav1.AnnotationForceRelease] == "true"
 }
 
-// setReady writes Ready unless it already says the same.
+// setReady writes Ready unless it already says the same. The status values
+// the object has are applied again: server-side apply removes the fields a
+// manager owned and leaves out, and a failure must not wipe what was
+// reserved (status.port or status.fqdn decide adoption and release).
 func setReady(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
 	existing []metav1.Condition, generation int64, st metav1.ConditionStatus, reason, msg string) error {
 	cond := status.Condition(existing, tunav1.ConditionReady, st, reason, msg, generation)
 	if status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
 		return nil
 	}
-	return WriteStatus(ctx, c, rec, obj, kind, existing, cond, map[string]any{"observedGeneration": generation})
+	values, err := statusValues(obj)
+	if err != nil {
+		return err
+	}
+	values["observedGeneration"] = generation
+	return WriteStatus(ctx, c, rec, obj, kind, existing, cond, values)
+}
+
+// statusValues are the status fields of obj other than conditions.
+func statusValues(obj client.Object) (map[string]any, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("reading the status of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	values := map[string]any{}
+	st, _ := u["status"].(map[string]any)
+	for k, v := range st {
+		if k != "conditions" {
+			values[k] = v
+		}
+	}
+	return values, nil
 }
 
 // AdoptedLive decides whether an existing reservation is adopted, on a
