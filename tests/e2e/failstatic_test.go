@@ -93,6 +93,7 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 		l.finish()
 		assert.Zero(t, l.failed.Load(), "requests through a live tunnel failed during the API outage: %v", l.failures)
 		assert.Greater(t, l.ok.Load(), int64(100), "too few requests to tell")
+		t.Logf("%d requests succeeded, %d failed", l.ok.Load(), l.failed.Load())
 	}
 	assert.Equal(t, keyID, healed.Status.KeyID, "the key was replaced")
 	assert.Equal(t, issued, fault.seen("POST /v1/tunnel-keys"), "a key was issued during the outage")
