@@ -3,11 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -120,47 +115,21 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 			ns := namespace(t)
 			echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 
-			target, err := url.Parse(env.edge.APIURL())
-			require.NoError(t, err)
-			var failed, issued atomic.Int32
-			var failing atomic.Bool
-			failing.Store(true)
-			proxy := httputil.NewSingleHostReverseProxy(target)
-			fault := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/tunnel-keys") {
-					if failing.Load() {
-						failed.Add(1)
-						if tc.retryAfter != "" {
-							w.Header().Set("Retry-After", tc.retryAfter)
-						}
-						w.Header().Set("Content-Type", "application/json")
-						w.WriteHeader(tc.status)
-						_, _ = w.Write([]byte(`{"code":"rate_limited","error":"injected failure","request_id":"fault-proxy"}`))
-						return
-					}
-					issued.Add(1)
-				}
-				proxy.ServeHTTP(w, r)
-			}))
-			defer fault.Close()
-
-			require.NoError(t, env.controller.Stop())
-			env.controller = startController(func(o *app.ControllerOptions) { o.EdgeAPIURL = fault.URL })
-			defer func() {
-				require.NoError(t, env.controller.Stop())
-				env.controller = startController()
-			}()
+			fault := newFaultProxy(t)
+			fault.fail(faultRule{match: request(http.MethodPost, "/v1/tunnel-keys"), status: tc.status, code: "rate_limited", retryAfter: tc.retryAfter})
+			controllerBehind(t, fault)
 			require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 			tun := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
 			assert.Contains(t, readyMessage(tun.Status.Conditions), "injected failure")
 
 			time.Sleep(3 * time.Second) // observing a rate over a window: nothing to await
-			assert.LessOrEqual(t, failed.Load(), tc.maxCalls, "the controller must back off")
-			assert.GreaterOrEqual(t, failed.Load(), int32(1))
+			failed := fault.failed.Load()
+			assert.LessOrEqual(t, failed, tc.maxCalls, "the controller must back off")
+			assert.GreaterOrEqual(t, failed, int32(1))
 
-			failing.Store(false)
+			fault.heal()
 			waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-			assert.Equal(t, int32(1), issued.Load(), "one key once the edge accepts")
+			assert.Equal(t, 1, fault.seen("POST /v1/tunnel-keys")-int(fault.failed.Load()), "one key once the edge accepts")
 		})
 	}
 }

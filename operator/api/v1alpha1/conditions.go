@@ -50,8 +50,11 @@ const (
 	// because it expired); the operator issues a new one.
 	ReasonKeyRevoked = "KeyRevoked"
 
-	// ReasonEdgeUnreachable: the operator cannot reach the Tuna edge or API;
-	// it retries with backoff.
+	// ReasonEdgeUnreachable: the operator cannot reach the Tuna edge or API,
+	// or the API fails (5xx, 429, timeout); it retries with backoff. On
+	// KeyIssued, and on Ready of a Domain or TCPEndpoint, it comes with
+	// status Unknown: the operator keeps what it had, so a running tunnel
+	// keeps its key and serves traffic while the API is down.
 	ReasonEdgeUnreachable = "EdgeUnreachable"
 
 	// ReasonAddressTaken: the subdomain, domain, port or alias belongs to
@@ -89,10 +92,28 @@ const (
 	// has the edge's answer.
 	ReasonReservationFailed = "ReservationFailed"
 
+	// ReasonReleaseBlocked: the Domain or TCPEndpoint is being deleted but
+	// the edge refused to release its reservation; the finalizer stays so
+	// the reservation does not leak. Fix what the message names, or release
+	// the reservation on the edge by hand and set the annotation
+	// k8s.tuna.am/force-release: "true" to let the resource go.
+	ReasonReleaseBlocked = "ReleaseBlocked"
+
+	// ReasonReleaseForced (an event): the finalizer was removed without
+	// releasing the reservation, because of the force-release annotation;
+	// the reservation may remain on the edge account.
+	ReasonReleaseForced = "ReleaseForced"
+
 	// ReasonInvalidSpec: the spec passed the API server's validation but the
 	// operator cannot use it; the message says what to change.
 	ReasonInvalidSpec = "InvalidSpec"
 )
+
+// AnnotationForceRelease on a Domain or TCPEndpoint, set to "true", lets
+// its deletion finish when the edge refuses (or cannot be reached) to
+// release the reservation: the finalizer is removed without releasing it.
+// Release the reservation on the edge by hand (or keep it on purpose).
+const AnnotationForceRelease = "k8s.tuna.am/force-release"
 
 // Finalizers the operator puts on its resources. A resource that carries one
 // is deleted only after the running operator has cleaned up on the edge.

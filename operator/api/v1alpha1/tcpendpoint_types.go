@@ -55,7 +55,8 @@ type TCPEndpointStatus struct {
 
 	// Conditions of the TCPEndpoint: Ready is True when the port is
 	// reserved; when False, its reason and message say why, e.g.
-	// ReservationFailed or EdgeUnreachable.
+	// ReservationFailed or ReleaseBlocked; Unknown (EdgeUnreachable) while
+	// the edge API fails and the reservation is kept.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

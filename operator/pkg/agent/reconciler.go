@@ -121,7 +121,13 @@ func (r *Reconciler) connection(ctx context.Context, tun *tunav1.Tunnel) (sessio
 		st := notReady(tunav1.ReasonKeyPending, "waiting for the operator's controller to issue a tunnel key")
 		return session.Config{}, &st, nil
 	}
-	if issued.Status != metav1.ConditionTrue {
+	// Unknown means the controller cannot reach the edge API and keeps the
+	// key it had: a control-plane failure must not stop a tunnel that
+	// serves traffic, so the agent goes on with the recorded key. Only
+	// False (no usable key), a revocation or a refused bind stop it.
+	usable := issued.Status == metav1.ConditionTrue ||
+		issued.Status == metav1.ConditionUnknown && (tun.Status.KeyID != "" || tun.Spec.APIKeySecretRef != nil)
+	if !usable {
 		st := notReady(issued.Reason, issued.Message)
 		return session.Config{}, &st, nil
 	}

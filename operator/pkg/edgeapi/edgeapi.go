@@ -1,14 +1,10 @@
 // Package edgeapi is the operator's view of the tuna-edge control API: a
 // small interface (so reconcilers can be unit-tested against a fake) and the
-// mapping of API errors to requeue rules. 5xx and 429 are transient and back
-// off, honouring Retry-After; other 4xx need a change of spec and surface as
-// a condition without a hot loop.
+// one mapping of API errors to requeue rules and conditions (failure.go).
 package edgeapi
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 )
@@ -54,40 +50,6 @@ const (
 	// keys carry no namespace, name or UID.
 	LabelHost = "k8s.tuna.am/host"
 )
-
-// Transient reports whether err may pass without a change of input (network
-// errors, 5xx, 429), and how long the server asked to wait (0: use backoff).
-func Transient(err error) (bool, time.Duration) {
-	var ae *client.APIError
-	if errors.As(err, &ae) {
-		return ae.Retryable(), ae.RetryAfter
-	}
-	// Not an API answer at all: the edge could not be reached.
-	return err != nil, 0
-}
-
-// Message is a user-facing summary of an API error.
-func Message(err error) string {
-	var ae *client.APIError
-	if errors.As(err, &ae) {
-		return ae.Message + " (" + ae.Code + ")"
-	}
-	return err.Error()
-}
-
-// Outcome turns an edge API failure into the reconcile result: transient
-// failures back off (Retry-After when the edge gave one, else the
-// workqueue's exponential backoff); the others wait for a spec change.
-func Outcome(err error) (transient bool, requeueAfter time.Duration, retErr error) {
-	transient, after := Transient(err)
-	switch {
-	case !transient:
-		return false, 0, nil
-	case after > 0:
-		return true, after, nil
-	}
-	return true, 0, err
-}
 
 // Code is the API error code of err, or "".
 func Code(err error) string { return client.CodeOf(err) }

@@ -175,7 +175,8 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 	}
 	if reservation.Release(d.Status.Adopted, d.Spec.ReclaimPolicy) && d.Status.FQDN != "" {
 		if err := r.Edge.DeleteDomain(ctx, d.Status.FQDN); err != nil && !edgeclient.IsNotFound(err) {
-			return r.failed(ctx, d, fmt.Errorf("releasing domain %s: %w", d.Status.FQDN, err))
+			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation,
+				"domain "+d.Status.FQDN, reservation.Resync(r.Resync), err)
 		}
 		log.FromContext(ctx).Info("released domain", "domain", d.Status.FQDN)
 	}

@@ -40,9 +40,11 @@ import (
 // FieldOwner is the controller's field manager for the key Secrets.
 const FieldOwner = "tuna-controller"
 
-// Event reasons on Ingresses (R17).
+// Event reasons on Ingresses (R17). An edge API refusal has the reason
+// edgeapi.Classify gives it (APIKeyInvalid, say), else EdgeRefused.
 const (
 	ReasonRuleSkipped = "RuleSkipped"
+	ReasonEdgeRefused = "EdgeRefused"
 )
 
 // Edge is what the reconciler needs of the edge API.
@@ -132,8 +134,13 @@ func (r *Reconciler) checkRules(ctx context.Context, req reconcile.Request) erro
 
 // skip records a RuleSkipped event once per change of its message.
 func (r *Reconciler) skip(ing *networkingv1.Ingress, subject, msg string) {
+	r.warn(ing, subject, ReasonRuleSkipped, msg)
+}
+
+// warn records a Warning event once per change of its message.
+func (r *Reconciler) warn(ing *networkingv1.Ingress, subject, reason, msg string) {
 	if r.notes.Set(ing, subject, msg) {
-		r.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonRuleSkipped, ingress.Action("Publish", subject, msg), "%s", msg)
+		r.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, reason, ingress.Action("Publish", subject, msg), "%s", msg)
 	}
 }
 
@@ -147,15 +154,21 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 	if len(ings) == 0 {
 		return reconcile.Result{}, r.release(ctx, host)
 	}
+	subject := "host/" + host
 	res, err := r.reservation(ctx, host, ings)
 	if err != nil {
-		transient, after, retErr := edgeapi.Outcome(err)
-		if transient {
-			return reconcile.Result{RequeueAfter: after}, retErr
+		// The edge did not say the host is unreserved, only that it
+		// cannot answer: keep the host's key, so its live tunnel keeps
+		// serving (fail static), and tell the user when it refused.
+		f := edgeapi.Classify(err, ReasonEdgeRefused)
+		if f.Transient {
+			return f.Result()
 		}
-		res = reservation{problem: "the edge refused to look up domain " + host + ": " + edgeapi.Message(err)}
+		for _, ing := range ings {
+			r.warn(ing, subject, f.Reason, fmt.Sprintf("cannot check that host %s is a reserved domain: %s; its tunnel is kept as it is", host, f.Message))
+		}
+		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
-	subject := "host/" + host
 	if res.problem != "" {
 		if err := r.release(ctx, host); err != nil {
 			return reconcile.Result{}, err
@@ -169,15 +182,17 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 		r.notes.Clear(ing, subject)
 	}
 	if err := r.ensureKey(ctx, host, res.lbHostname); err != nil {
-		transient, after, retErr := edgeapi.Outcome(err)
-		if !transient {
-			log.FromContext(ctx).Info("the edge refused a tunnel key for an Ingress host", "host", host, "error", err.Error())
-			for _, ing := range ings {
-				r.skip(ing, subject, fmt.Sprintf("rules for host %s skipped: the edge refused a tunnel key: %s", host, edgeapi.Message(err)))
-			}
-			return reconcile.Result{RequeueAfter: r.resync()}, nil
+		// ensureKey revokes nothing before it has a new key handed over,
+		// so a failure leaves the host's tunnel as it was.
+		f := edgeapi.Classify(err, ReasonEdgeRefused)
+		if f.Transient {
+			return f.Result()
 		}
-		return reconcile.Result{RequeueAfter: after}, retErr
+		log.FromContext(ctx).Info("the edge refused a tunnel key call for an Ingress host", "host", host, "error", err.Error())
+		for _, ing := range ings {
+			r.warn(ing, subject, f.Reason, fmt.Sprintf("the key of host %s cannot be checked or issued: %s", host, f.Message))
+		}
+		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
 	return reconcile.Result{RequeueAfter: r.resync()}, nil
 }
@@ -206,7 +221,9 @@ func (r *Reconciler) reservation(ctx context.Context, host string, ings []*netwo
 		}
 		for _, d := range domains.Items {
 			ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
-			if d.Status.FQDN == host && ready != nil && ready.Status == metav1.ConditionTrue {
+			// Unknown: reserved, and the edge API cannot confirm it right
+			// now; the host stays published (fail static).
+			if d.Status.FQDN == host && ready != nil && ready.Status != metav1.ConditionFalse {
 				return reservation{lbHostname: lbHostname(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
 			}
 		}

@@ -35,11 +35,18 @@ type edge struct {
 	mu       sync.Mutex
 	domains  map[string]edgeclient.Domain
 	sessions map[string]bool // key ID -> a live session uses it
+	// domainErrs fail the next GetDomain calls, in order.
+	domainErrs []error
 }
 
 func (e *edge) GetDomain(_ context.Context, name string) (*edgeclient.Domain, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if len(e.domainErrs) > 0 {
+		err := e.domainErrs[0]
+		e.domainErrs = e.domainErrs[1:]
+		return nil, err
+	}
 	d, ok := e.domains[name]
 	if !ok {
 		return nil, fake.APIError(http.StatusNotFound, edgeclient.CodeNotFound)
@@ -295,5 +302,56 @@ func TestRuleProblems(t *testing.T) {
 	}
 	if strings.Count(ev, "RuleSkipped") != 3 {
 		t.Errorf("want exactly three events, got:\n%s", ev)
+	}
+}
+
+// An edge API failure never cuts a published host: neither a transient
+// one nor a refusal to look the domain up (the operator's key rotated,
+// say) revokes the host's key or deletes its Secret. A refusal is told
+// once, and the host is re-checked.
+func TestEdgeFailureKeepsHostKey(t *testing.T) {
+	f := newFixture(t, tunaIngress("team", "a", host))
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	r := f.reconciler()
+	reconcileHost(t, r)
+	live := f.keys(t)[0]
+	f.edge.sessions[live.ID] = true
+
+	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal)}
+	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+		t.Error("a transient failure goes back to the workqueue for backoff")
+	}
+	f.edge.domainErrs = []error{
+		fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized),
+		fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized),
+	}
+	for range 2 {
+		if res := reconcileHost(t, r); res.RequeueAfter <= 0 {
+			t.Error("a refused lookup is re-checked: fixing the operator's key changes no Ingress")
+		}
+	}
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("RevokeTunnelKey") != 0 {
+		t.Fatalf("keys %v after %d revocations: the live key %s must stay", keys, f.edge.Calls("RevokeTunnelKey"), live.ID)
+	}
+	if s := f.secret(t); s == nil || string(s.Data[keysecret.KeyKeyID]) != live.ID {
+		t.Fatalf("Secret %v: the agent must keep the live key", s)
+	}
+	ev := f.drain()
+	if len(ev) != 1 || !strings.Contains(ev[0], tunav1.ReasonAPIKeyInvalid) || !strings.Contains(ev[0], "its tunnel is kept") {
+		t.Errorf("events %v: want one warning that says the key is refused and the tunnel kept", ev)
+	}
+
+	// A Domain whose Ready is Unknown (its own check hit the outage) still
+	// publishes the host, without asking the edge.
+	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "shop"},
+		Status: tunav1.DomainStatus{FQDN: host, Conditions: []metav1.Condition{{Type: tunav1.ConditionReady, Status: metav1.ConditionUnknown, Reason: tunav1.ReasonEdgeUnreachable}}}}
+	if err := f.kube.Create(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.edge.Calls("CreateTunnelKey")
+	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal)}
+	reconcileHost(t, r)
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("CreateTunnelKey") != calls {
+		t.Errorf("keys %v: a Domain with Ready=Unknown keeps the host's key", keys)
 	}
 }

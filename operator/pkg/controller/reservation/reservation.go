@@ -6,10 +6,12 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -66,28 +68,93 @@ func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorde
 	return nil
 }
 
-// Failed records an edge failure on Ready and returns the retry: transient
-// failures back off, the others wait for a spec change.
+// Failed records an edge failure on Ready and returns the retry (see
+// edgeapi.Failure): a transient failure shows Ready=Unknown and backs off,
+// keeping the reservation as it was; a refusal shows Ready=False and waits
+// for a spec change.
 func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
 	existing []metav1.Condition, generation int64, err error) (reconcile.Result, error) {
-	transient, after, retErr := edgeapi.Outcome(err)
-	reason := tunav1.ReasonReservationFailed
-	if transient {
-		reason = tunav1.ReasonEdgeUnreachable
+	f := edgeapi.Classify(err, tunav1.ReasonReservationFailed)
+	if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
+		return reconcile.Result{}, werr
 	}
-	if code := edgeapi.Code(err); code == "name_taken" {
-		reason = tunav1.ReasonAddressTaken
-	}
-	cond := status.Condition(existing, tunav1.ConditionReady, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), generation)
-	if !status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
-		if werr := WriteStatus(ctx, c, rec, obj, kind, existing, cond, map[string]any{"observedGeneration": generation}); werr != nil {
-			return reconcile.Result{}, werr
-		}
-	}
-	if !transient {
+	if !f.Transient {
 		log.FromContext(ctx).Info("the edge refused the reservation; waiting for a spec change", "error", err.Error())
 	}
-	return reconcile.Result{RequeueAfter: after}, retErr
+	return f.Result()
+}
+
+// ReleaseFailed handles a finalizer whose release the edge did not do. The
+// finalizer stays (a zero Result and no error would drop it and leak the
+// reservation on the edge), unless the object carries the force-release
+// annotation. what names the reservation ("domain a.example.com"); recheck
+// is how often a refused release is tried again: what unblocks it (a new
+// operator API key, a fix on the edge) changes no spec.
+func ReleaseFailed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
+	existing []metav1.Condition, generation int64, what string, recheck time.Duration, err error) (reconcile.Result, error) {
+	f := edgeapi.Classify(err, tunav1.ReasonReleaseBlocked)
+	f.Err = fmt.Errorf("releasing %s: %w", what, err)
+	if Forced(obj) {
+		log.FromContext(ctx).Info("release failed; the finalizer is removed as the force-release annotation asks", "reservation", what, "error", err.Error())
+		rec.Eventf(obj, nil, corev1.EventTypeWarning, tunav1.ReasonReleaseForced, "Release",
+			"%s was not released (%s) and may remain on the edge account: the annotation %s let the %s go; delete it on the edge if it is not wanted",
+			what, f.Message, tunav1.AnnotationForceRelease, kind)
+		return reconcile.Result{}, nil
+	}
+	unblock := fmt.Sprintf("the finalizer stays so that %s does not leak; once the cause is fixed it is released, or release it on the edge by hand and run `kubectl annotate %s %s -n %s %s=true` to let the %s go",
+		what, strings.ToLower(kind), obj.GetName(), obj.GetNamespace(), tunav1.AnnotationForceRelease, kind)
+	reason := tunav1.ReasonReleaseBlocked
+	if f.Transient {
+		reason = tunav1.ReasonEdgeUnreachable
+	}
+	msg := "releasing " + what + ": " + f.Message + "; " + unblock
+	if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), reason, msg); werr != nil {
+		return reconcile.Result{}, werr
+	}
+	if f.Transient {
+		return f.Result()
+	}
+	log.FromContext(ctx).Info("the edge refused to release the reservation; the finalizer stays", "reservation", what, "error", err.Error())
+	return reconcile.Result{RequeueAfter: recheck}, nil
+}
+
+// Forced reports whether obj carries the force-release annotation.
+func Forced(obj client.Object) bool {
+	return obj.GetAnnotations()[tunav1.AnnotationForceRelease] == "true"
+}
+
+// setReady writes Ready unless it already says the same. The status values
+// the object has are applied again: server-side apply removes the fields a
+// manager owned and leaves out, and a failure must not wipe what was
+// reserved (status.port or status.fqdn decide adoption and release).
+func setReady(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
+	existing []metav1.Condition, generation int64, st metav1.ConditionStatus, reason, msg string) error {
+	cond := status.Condition(existing, tunav1.ConditionReady, st, reason, msg, generation)
+	if status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
+		return nil
+	}
+	values, err := statusValues(obj)
+	if err != nil {
+		return err
+	}
+	values["observedGeneration"] = generation
+	return WriteStatus(ctx, c, rec, obj, kind, existing, cond, values)
+}
+
+// statusValues are the status fields of obj other than conditions.
+func statusValues(obj client.Object) (map[string]any, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("reading the status of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	values := map[string]any{}
+	st, _ := u["status"].(map[string]any)
+	for k, v := range st {
+		if k != "conditions" {
+			values[k] = v
+		}
+	}
+	return values, nil
 }
 
 // AdoptedLive decides whether an existing reservation is adopted, on a

@@ -104,8 +104,8 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	}
 	if reservation.Release(e.Status.Adopted, e.Spec.ReclaimPolicy) && e.Status.Port != 0 {
 		if err := r.Edge.DeleteTCPEndpoint(ctx, e.Spec.Alias); err != nil && !edgeclient.IsNotFound(err) {
-			return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation,
-				fmt.Errorf("releasing TCP endpoint %s: %w", e.Spec.Alias, err))
+			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation,
+				"TCP endpoint "+e.Spec.Alias, reservation.Resync(r.Resync), err)
 		}
 		log.FromContext(ctx).Info("released TCP endpoint", "alias", e.Spec.Alias)
 	}

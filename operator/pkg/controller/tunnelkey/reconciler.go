@@ -56,13 +56,21 @@ func (r *Reconciler) recheck() reconcile.Result {
 }
 
 // sameAddress reports whether a key's stored address is the wanted one: the
-// edge stores a subdomain label expanded under its base domain.
-func (r *Reconciler) sameAddress(ctx context.Context, have, want string) bool {
+// edge stores a subdomain label expanded under its base domain. When the
+// edge's facts cannot be read it says so: "cannot tell" must never be
+// taken for "changed", which would revoke a working key.
+func (r *Reconciler) sameAddress(ctx context.Context, have, want string) (bool, error) {
 	if have == want {
-		return true
+		return true, nil
+	}
+	if strings.Contains(want, ".") {
+		return false, nil
 	}
 	info, err := r.Info.Get(ctx)
-	return err == nil && !strings.Contains(want, ".") && have == want+"."+info.BaseDomain
+	if err != nil {
+		return false, fmt.Errorf("reading the edge's base domain: %w", err)
+	}
+	return have == want+"."+info.BaseDomain, nil
 }
 
 // Hooks observe key operations for metrics; nil fields are skipped.
@@ -94,7 +102,14 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 		return r.edgeFailed(ctx, tun, err)
 	}
 	for _, k := range keys {
-		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && r.sameAddress(ctx, k.Address, want.Address) {
+		if k.ID != tun.Status.KeyID || k.Protocol != want.Protocol {
+			continue
+		}
+		same, err := r.sameAddress(ctx, k.Address, want.Address)
+		if err != nil {
+			return r.edgeFailed(ctx, tun, err)
+		}
+		if same {
 			// The key the agent holds still fits; drop any strays (a crash
 			// between issuing and recording a key leaves one behind).
 			if err := r.revoke(ctx, keys, k.ID); err != nil {
@@ -144,8 +159,10 @@ func (r *Reconciler) domainAddress(ctx context.Context, namespace, name string) 
 		}
 		return "", nil, fmt.Errorf("reading Domain %s/%s: %w", namespace, name, err)
 	}
+	// Unknown is a Domain whose reservation was made and that the edge API
+	// cannot confirm right now: keep serving it (fail static).
 	ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
-	if ready == nil || ready.Status != metav1.ConditionTrue || d.Status.FQDN == "" {
+	if ready == nil || ready.Status == metav1.ConditionFalse || d.Status.FQDN == "" {
 		msg := fmt.Sprintf("Domain %s/%s is not Ready yet", namespace, name)
 		if ready != nil {
 			msg += ": " + ready.Message
@@ -197,12 +214,18 @@ func (r *Reconciler) ownerLabels(tun *tunav1.Tunnel) map[string]string {
 // it to the agent. The Secret is written before status names the key, so a
 // keyID in status always has its Secret.
 func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey, old []edgeclient.TunnelKey) (reconcile.Result, error) {
+	// The Secret needs the edge's facts: fail before revoking anything,
+	// not with a new key in hand that no Secret holds.
+	if _, err := r.Info.Get(ctx); err != nil {
+		return r.edgeFailed(ctx, tun, err)
+	}
 	if err := r.revoke(ctx, old, ""); err != nil {
 		return r.edgeFailed(ctx, tun, err)
 	}
 	key, err := r.Edge.CreateTunnelKey(ctx, want)
 	if err != nil {
-		return r.edgeFailed(ctx, tun, err)
+		// The old keys are revoked by now: no key is live to keep.
+		return r.issueFailed(ctx, tun, err)
 	}
 	if r.Hooks.Issued != nil {
 		r.Hooks.Issued()
@@ -253,25 +276,42 @@ func (r *Reconciler) finalize(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 	return reconcile.Result{}, nil
 }
 
-// edgeFailed records an edge API failure. Transient failures back off
-// (honouring Retry-After); the others wait for a change of spec.
+// edgeFailed records an edge API failure that left the tunnel's key as it
+// was: whatever the edge answered, the key in status.keyID is not known to
+// be bad, so KeyIssued goes Unknown (never False, which would make the
+// agent stop a tunnel that serves traffic) and the check is repeated.
 func (r *Reconciler) edgeFailed(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
-	transient, after := edgeapi.Transient(err)
-	reason := tunav1.ReasonKeyIssueFailed
-	if transient {
-		reason = tunav1.ReasonEdgeUnreachable
+	f := edgeapi.Classify(err, tunav1.ReasonKeyIssueFailed)
+	st, res, retErr := f.KeepLive(r.recheck().RequeueAfter)
+	if tun.Status.KeyID == "" && tun.Spec.APIKeySecretRef == nil {
+		st = f.Status() // nothing runs yet: a refusal is final until the spec changes
+		res, retErr = f.Result()
 	}
-	if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), tun.Status.KeyID); serr != nil {
+	msg := f.Message
+	if st == metav1.ConditionUnknown && tun.Status.KeyID != "" {
+		msg += "; the tunnel keeps serving with its key " + tun.Status.KeyID
+	}
+	if serr := r.setKeyIssued(ctx, tun, st, f.Reason, msg, tun.Status.KeyID); serr != nil {
 		return reconcile.Result{}, serr
 	}
-	switch {
-	case !transient:
-		log.FromContext(ctx).Info("edge refused the tunnel key; waiting for a spec change", "error", err.Error())
-		return reconcile.Result{}, nil
-	case after > 0:
-		return reconcile.Result{RequeueAfter: after}, nil
+	if !f.Transient {
+		log.FromContext(ctx).Info("the edge refused a tunnel key call", "error", err.Error())
 	}
-	return reconcile.Result{}, err // the workqueue's rate limiter backs off
+	return res, retErr
+}
+
+// issueFailed records a failure to issue a key once the old ones are gone:
+// a refusal is final until the spec changes (KeyIssued=False), a transient
+// failure retries with KeyIssued=Unknown.
+func (r *Reconciler) issueFailed(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
+	f := edgeapi.Classify(err, tunav1.ReasonKeyIssueFailed)
+	if serr := r.setKeyIssued(ctx, tun, f.Status(), f.Reason, f.Message, ""); serr != nil {
+		return reconcile.Result{}, serr
+	}
+	if !f.Transient {
+		log.FromContext(ctx).Info("the edge refused the tunnel key; waiting for a spec change", "error", err.Error())
+	}
+	return f.Result()
 }
 
 func (r *Reconciler) setKeyIssued(ctx context.Context, tun *tunav1.Tunnel, st metav1.ConditionStatus, reason, msg, keyID string) error {

@@ -8,11 +8,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 )
+
+// BaseDomain is the fake edge's base domain.
+const BaseDomain = "tuna.test"
 
 // Edge is the fake. The zero value is not usable; call New.
 type Edge struct {
@@ -64,7 +68,7 @@ func (e *Edge) Edge(context.Context) (*client.EdgeInfo, error) {
 	if err := e.enter("Edge"); err != nil {
 		return nil, err
 	}
-	return &client.EdgeInfo{BaseDomain: "tuna.test", SSHAddr: "127.0.0.1:2222", SSHHostKey: "ssh-ed25519 AAAA fake"}, nil
+	return &client.EdgeInfo{BaseDomain: BaseDomain, SSHAddr: "127.0.0.1:2222", SSHHostKey: "ssh-ed25519 AAAA fake"}, nil
 }
 
 // CreateTunnelKey implements edgeapi.TunnelKeys.
@@ -75,7 +79,11 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 		return nil, err
 	}
 	e.nextID++
-	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: in.Address,
+	addr := in.Address
+	if in.Protocol == "http" && addr != "" && !strings.Contains(addr, ".") {
+		addr += "." + BaseDomain // as the real edge stores a subdomain
+	}
+	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
 		Labels: in.Labels, CreatedAt: time.Now()}
 	e.keys[k.ID] = k
 	k.Key = "tunt_" + k.ID + "_secret"

@@ -1,0 +1,139 @@
+package tunnelkey
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// The Kubernetes side is controller-runtime's fake client and the edge the
+// in-memory fake: these tests inject edge failures on exact calls, which
+// the end-to-end tests do through a fault-injecting proxy.
+type fixture struct {
+	kube client.Client
+	edge *fake.Edge
+	key  types.NamespacedName
+}
+
+func newFixture(t *testing.T) *fixture {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := tunav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	tun := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-1", Generation: 1},
+		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, Subdomain: "web", Upstream: tunav1.TunnelUpstream{URL: "http://web:8080"}}}
+	return &fixture{
+		kube: crfake.NewClientBuilder().WithScheme(s).WithObjects(tun).WithStatusSubresource(tun).Build(),
+		edge: fake.New(),
+		key:  types.NamespacedName{Namespace: "team", Name: "web"},
+	}
+}
+
+// reconciler is a controller process: a new one (a restart) has nothing
+// of the edge cached.
+func (f *fixture) reconciler() *Reconciler {
+	return &Reconciler{Client: f.kube, Edge: f.edge, Info: &edgeapi.InfoCache{API: f.edge}, Namespace: "tuna-system", ClusterID: "c1"}
+}
+
+// converge runs one reconcile on a fresh read of the Tunnel and returns
+// the Tunnel after it.
+func (f *fixture) converge(t *testing.T, r *Reconciler) (*tunav1.Tunnel, error, bool) {
+	t.Helper()
+	var tun tunav1.Tunnel
+	if err := f.kube.Get(context.Background(), f.key, &tun); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.converge(context.Background(), &tun)
+	if err := f.kube.Get(context.Background(), f.key, &tun); err != nil {
+		t.Fatal(err)
+	}
+	return &tun, err, res.RequeueAfter > 0
+}
+
+func keyIssued(tun *tunav1.Tunnel) metav1.Condition {
+	if c := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// An edge API failure during the key check never takes the key away: the
+// agent goes on with it while KeyIssued is Unknown. That holds for a
+// restart that cannot read the edge's base domain (which once read as "the
+// address changed" and re-issued the key), for 5xx, and for a refused
+// check; the key stays the same and comes back True.
+func TestKeyCheckFailureKeepsKey(t *testing.T) {
+	f := newFixture(t)
+	tun, err, _ := f.converge(t, f.reconciler())
+	if err != nil || keyIssued(tun).Status != metav1.ConditionTrue || tun.Status.KeyID == "" {
+		t.Fatalf("first reconcile: %v, KeyIssued %+v, keyID %q", err, keyIssued(tun), tun.Status.KeyID)
+	}
+	keyID := tun.Status.KeyID
+
+	for _, step := range []struct {
+		name      string
+		op        string
+		err       error
+		reason    string
+		returnErr bool
+	}{
+		{"restart, GET /v1/edge fails", "Edge", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
+		{"key list 503", "ListTunnelKeys", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
+		{"key list 429", "ListTunnelKeys", fake.APIError(http.StatusTooManyRequests, edgeclient.CodeRateLimited), tunav1.ReasonEdgeUnreachable, true},
+		{"key list refused", "ListTunnelKeys", fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized), tunav1.ReasonAPIKeyInvalid, false},
+	} {
+		f.edge.FailNext(step.op, step.err)
+		tun, err, requeued := f.converge(t, f.reconciler())
+		cond := keyIssued(tun)
+		if cond.Status != metav1.ConditionUnknown || cond.Reason != step.reason || tun.Status.KeyID != keyID {
+			t.Errorf("%s: KeyIssued=%s %s (%s), keyID %q; want Unknown %s and key %s kept", step.name, cond.Status, cond.Reason, cond.Message, tun.Status.KeyID, step.reason, keyID)
+		}
+		if !strings.Contains(cond.Message, "keeps serving with its key "+keyID) {
+			t.Errorf("%s: message %q does not say the tunnel keeps serving", step.name, cond.Message)
+		}
+		if (err != nil) != step.returnErr || (!step.returnErr && !requeued) {
+			t.Errorf("%s: err %v, requeued %v: a transient failure backs off, a refused check is repeated", step.name, err, requeued)
+		}
+	}
+	if !f.edge.Has(keyID) || f.edge.Calls("CreateTunnelKey") != 1 || f.edge.Calls("RevokeTunnelKey") != 0 {
+		t.Fatalf("the key must stay: has %v, %d issued, %d revoked", f.edge.Has(keyID), f.edge.Calls("CreateTunnelKey"), f.edge.Calls("RevokeTunnelKey"))
+	}
+	tun, err, _ = f.converge(t, f.reconciler())
+	if err != nil || keyIssued(tun).Status != metav1.ConditionTrue || tun.Status.KeyID != keyID {
+		t.Errorf("after the API recovers: %v, KeyIssued %+v, keyID %q; want True with %s", err, keyIssued(tun), tun.Status.KeyID, keyID)
+	}
+}
+
+// Without a key yet, a refusal to issue one is final until the spec
+// changes (False, no retry), and a transient failure shows Unknown and
+// backs off.
+func TestIssueFailures(t *testing.T) {
+	f := newFixture(t)
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal))
+	tun, err, _ := f.converge(t, f.reconciler())
+	if c := keyIssued(tun); err == nil || c.Status != metav1.ConditionUnknown || c.Reason != tunav1.ReasonEdgeUnreachable {
+		t.Errorf("503: %v, KeyIssued %+v; want Unknown EdgeUnreachable and backoff", err, c)
+	}
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusConflict, edgeclient.CodeNameTaken))
+	tun, err, requeued := f.converge(t, f.reconciler())
+	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonAddressTaken {
+		t.Errorf("409: %v, requeued %v, KeyIssued %+v; want False AddressTaken, waiting for a spec change", err, requeued, c)
+	}
+}
