@@ -6,6 +6,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -17,8 +18,12 @@ var Version = "dev"
 // Config configures an Edge. Listen addresses may use port 0; the chosen
 // addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
 type Config struct {
-	// DataDir holds edge.db (keys, reservations, host key) and the ACME cache.
+	// DataDir holds edge.db (keys, reservations), the SSH host key and the
+	// ACME cache.
 	DataDir string
+	// HostKeyFile is the SSH host private key (mode 0600), created on first
+	// start; default <DataDir>/ssh_host_ed25519_key.
+	HostKeyFile string
 	// BaseDomain publishes subdomains: <sub>.<BaseDomain>.
 	BaseDomain string
 
@@ -89,6 +94,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
 		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
+	}
+	if c.HostKeyFile == "" {
+		c.HostKeyFile = filepath.Join(c.DataDir, hostKeyFileName)
 	}
 	if c.TCPPortRange == [2]int{} {
 		c.TCPPortRange = [2]int{20000, 20999}

@@ -54,8 +54,9 @@ type Edge struct {
 	wg        sync.WaitGroup
 }
 
-// New opens the store (creating the host key on first run) and builds the
-// edge's parts. Nothing listens until Start.
+// New opens the store and the SSH host key (creating it on first run,
+// moving it out of an old database) and builds the edge's parts. Nothing
+// listens until Start.
 func New(cfg Config) (*Edge, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func New(cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := loadHostKey(st)
+	signer, err := loadHostKey(st, cfg.HostKeyFile, cfg.Logger)
 	if err != nil {
 		_ = st.Close()
 		return nil, err

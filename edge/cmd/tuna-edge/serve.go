@@ -59,7 +59,8 @@ func newServe() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/tuna-edge", "directory of the state database (keys, reservations, SSH host key)")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/tuna-edge", "directory of the state database (keys, reservations) and the SSH host key")
+	f.StringVar(&cfg.HostKeyFile, "host-key-file", "", "SSH host private key, mode 0600, created on first start (default <data-dir>/ssh_host_ed25519_key)")
 	f.StringVar(&cfg.BaseDomain, "base-domain", "", "domain under which subdomains are published (required), e.g. tunnels.example.com")
 	f.StringVar(&cfg.APIListen, "api-listen", ":8443", "control API listen address")
 	f.StringVar(&cfg.APITLSCert, "api-tls-cert", "", "certificate file for the API (plain HTTP when empty, for use behind a TLS proxy)")
