@@ -15,6 +15,16 @@ import (
 // Version is reported by GET /v1/edge; set at build time with -ldflags.
 var Version = "dev"
 
+// Default limits: generous for one cluster's agent, small enough that a
+// runaway or hostile client cannot exhaust the edge's memory or sockets.
+const (
+	DefaultMaxHandshakes           = 64
+	DefaultMaxSessionsPerKey       = 10
+	DefaultMaxBindsPerSession      = 16
+	DefaultMaxChannelsPerSession   = 1024
+	DefaultMaxConnectionsPerTunnel = 1024
+)
+
 // Config configures an Edge. Listen addresses may use port 0; the chosen
 // addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
 type Config struct {
@@ -64,6 +74,26 @@ type Config struct {
 	// KeepaliveInterval and KeepaliveTimeout tune the SSH keepalives
 	// (default 15s and 3 intervals).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+
+	// Limits, each refused at once with the code limit_exceeded and counted
+	// in tuna_edge_limit_refusals_total. 0 takes the default; a negative
+	// value turns the limit off.
+	//
+	// MaxHandshakes caps SSH connections that have not finished logging in
+	// (default 64): more are closed at once.
+	MaxHandshakes int
+	// MaxSessionsPerKey caps the live sessions of one tunnels:connect API
+	// key (default 10); a tunnel key always carries one.
+	MaxSessionsPerKey int
+	// MaxBindsPerSession caps the addresses one session binds (default 16).
+	MaxBindsPerSession int
+	// MaxChannelsPerSession caps one session's open forward channels, one
+	// per public connection or pooled HTTP connection (default 1024).
+	MaxChannelsPerSession int
+	// MaxConnectionsPerTunnel caps the concurrent public connections of one
+	// TCP endpoint and the requests in flight to one HTTP host (default
+	// 1024): HTTP answers 503, TCP is closed at once.
+	MaxConnectionsPerTunnel int
 
 	// MetricsListen optionally serves /metrics on its own address; /metrics
 	// is always served on the API listener too, without auth.
@@ -118,6 +148,20 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = 3 * c.KeepaliveInterval
+	}
+	for _, l := range []struct {
+		v   *int
+		def int
+	}{
+		{&c.MaxHandshakes, DefaultMaxHandshakes},
+		{&c.MaxSessionsPerKey, DefaultMaxSessionsPerKey},
+		{&c.MaxBindsPerSession, DefaultMaxBindsPerSession},
+		{&c.MaxChannelsPerSession, DefaultMaxChannelsPerSession},
+		{&c.MaxConnectionsPerTunnel, DefaultMaxConnectionsPerTunnel},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -83,7 +83,14 @@ func New(cfg Config) (*Edge, error) {
 		Ports:             e.ports,
 		KeepaliveInterval: cfg.KeepaliveInterval,
 		KeepaliveTimeout:  cfg.KeepaliveTimeout,
-		Logger:            cfg.Logger,
+		Limits: sshd.Limits{
+			Handshakes:           cfg.MaxHandshakes,
+			SessionsPerKey:       cfg.MaxSessionsPerKey,
+			BindsPerSession:      cfg.MaxBindsPerSession,
+			ChannelsPerSession:   cfg.MaxChannelsPerSession,
+			ConnectionsPerTunnel: cfg.MaxConnectionsPerTunnel,
+		},
+		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
 	e.api = api.New(api.Config{
 		BaseDomain:    cfg.BaseDomain,
@@ -96,7 +103,7 @@ func New(cfg Config) (*Edge, error) {
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		Logger:        cfg.Logger,
 	}, st, e.reg, e.m)
-	e.public = public.New(e.reg, e.knownHost, e.m, cfg.Logger)
+	e.public = public.New(e.reg, e.knownHost, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
 	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
 		e.acme = &autocert.Manager{
 			Prompt:     autocert.AcceptTOS,

@@ -9,6 +9,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
@@ -72,8 +73,9 @@ func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *pr
 	return ss.bindTCP(req, list)
 }
 
-// checkOneBind keeps a tunnel key to one address per session; binding the
-// same address again answers with the existing reply, so an agent may retry.
+// checkOneBind keeps a tunnel key to one address per session, and any
+// session to BindsPerSession; binding the same address again answers with
+// the existing reply, so an agent may retry.
 func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protocol.ErrorReply) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -82,6 +84,12 @@ func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protoco
 	}
 	if ss.p.Kind == keys.KindTunnel && len(ss.binds) > 0 {
 		return protocol.BindReply{}, false, refusal(protocol.CodeForbidden, "a tunnel key carries one tunnel and this session is already bound")
+	}
+	if limit := ss.srv.cfg.Limits.BindsPerSession; limit > 0 && len(ss.binds) >= limit {
+		ss.srv.m.LimitRefused(metrics.LimitBindsPerSession)
+		err := &registry.LimitError{Limit: metrics.LimitBindsPerSession, Value: limit,
+			What: fmt.Sprintf("this session already binds %d addresses; open another session for more", len(ss.binds))}
+		return protocol.BindReply{}, false, &protocol.ErrorReply{Code: protocol.CodeLimitExceeded, Error: err.Error()}
 	}
 	return protocol.BindReply{}, false, nil
 }
@@ -205,7 +213,8 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	if err != nil {
 		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", ep.Alias, err)
 	}
-	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol) }
+	conns := new(registry.Slots) // this endpoint's public connections
+	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol, conns) }
 	if err := cfg.Ports.Attach(ep.Port, ss.id, serve); err != nil {
 		ss.srv.reg.UnbindTCP(ss.id, ep.Port)
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken,
