@@ -15,6 +15,11 @@ import (
 // Version is reported by GET /v1/edge; set at build time with -ldflags.
 var Version = "dev"
 
+// DefaultTunnelKeyTTL is a tunnel key's lifetime without renewal: a key
+// that leaks from a cluster stops working within a day unless its
+// controller keeps renewing it.
+const DefaultTunnelKeyTTL = 24 * time.Hour
+
 // Default limits: generous for one cluster's agent, small enough that a
 // runaway or hostile client cannot exhaust the edge's memory or sockets.
 const (
@@ -74,6 +79,12 @@ type Config struct {
 	// KeepaliveInterval and KeepaliveTimeout tune the SSH keepalives
 	// (default 15s and 3 intervals).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+
+	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
+	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log
+	// in and its session is ended with key_expired. 0 takes the default
+	// (24h); a negative value turns expiry off.
+	TunnelKeyTTL time.Duration
 
 	// Limits, each refused at once with the code limit_exceeded and counted
 	// in tuna_edge_limit_refusals_total. 0 takes the default; a negative
@@ -148,6 +159,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = 3 * c.KeepaliveInterval
+	}
+	if c.TunnelKeyTTL == 0 {
+		c.TunnelKeyTTL = DefaultTunnelKeyTTL
 	}
 	for _, l := range []struct {
 		v   *int

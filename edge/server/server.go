@@ -42,6 +42,8 @@ type Edge struct {
 	api     *api.Server
 	public  *public.Handler
 	acme    *autocert.Manager
+	// stopExpiry ends the expired-key sweep on Close.
+	stopExpiry context.CancelFunc
 
 	mu        sync.Mutex
 	started   bool
@@ -72,6 +74,10 @@ func New(cfg Config) (*Edge, error) {
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
+	if err := e.alignExpiries(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	e.ssh = sshd.New(sshd.Config{
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
@@ -101,6 +107,7 @@ func New(cfg Config) (*Edge, error) {
 		Ports:         e.ports,
 		EdgeInfo:      e.Info,
 		Verifier:      dnsverify.New(cfg.DNSResolver),
+		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
 		Logger:        cfg.Logger,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
@@ -145,6 +152,15 @@ func (e *Edge) start(ctx context.Context) error {
 	}
 
 	e.holdReservedPorts()
+	if e.cfg.TunnelKeyTTL > 0 {
+		sweep, stop := context.WithCancel(context.Background())
+		e.stopExpiry = stop
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.expireSessions(sweep)
+		}()
+	}
 
 	sshLn, err := listen("SSH", e.cfg.SSHListen)
 	if err != nil {
@@ -283,6 +299,9 @@ func (e *Edge) Close() error {
 		errs = append(errs, err)
 	}
 	e.ports.Close()
+	if e.stopExpiry != nil {
+		e.stopExpiry()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {

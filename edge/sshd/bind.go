@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/acl"
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -52,6 +54,14 @@ func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *pr
 			protocol.ProtocolHTTP, protocol.ProtocolTCP, req.Protocol)
 	}
 	tk := ss.p.Tunnel
+	if tk != nil {
+		// The key may have expired since login (renewals change the stored
+		// record, not the one the session holds).
+		cur, err := ss.srv.st.GetTunnelKey(tk.ID)
+		if err == nil && cur.Expired(time.Now()) {
+			return protocol.BindReply{}, refusal(protocol.CodeKeyExpired, "%v", &auth.ExpiredError{ID: cur.ID, At: cur.ExpiresAt})
+		}
+	}
 	if tk != nil && tk.Protocol != req.Protocol {
 		return protocol.BindReply{}, refusal(protocol.CodeForbidden, "this tunnel key is for %s tunnels, not %s", tk.Protocol, req.Protocol)
 	}

@@ -169,6 +169,10 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 		if errors.Is(err, auth.ErrInvalidKey) {
 			return nil, refuse("invalid or revoked key")
 		}
+		var expired *auth.ExpiredError
+		if errors.As(err, &expired) {
+			return nil, refuse("%s: %v", protocol.CodeKeyExpired, expired)
+		}
 		s.log.Error("authenticating agent", "err", err)
 		return nil, refuse("internal error while checking the key")
 	}

@@ -53,6 +53,17 @@ type TunnelKey struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Hash      []byte            `json:"hash"`
 	CreatedAt time.Time         `json:"created_at"`
+	// ExpiresAt is when the key stops working unless renewed; zero means
+	// never (the edge's TTL is off).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// TTL is the lifetime each renewal gives, recorded so clients can tell
+	// when half of it is gone.
+	TTL time.Duration `json:"ttl,omitempty"`
+}
+
+// Expired reports whether the key's expiry has passed at now.
+func (k TunnelKey) Expired(now time.Time) bool {
+	return !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt)
 }
 
 // Domain is a reserved host name.
@@ -216,6 +227,24 @@ func (s *Store) GetTunnelKey(id string) (TunnelKey, error) {
 // ListTunnelKeys returns all tunnel keys, ordered by id.
 func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
 	return listAll[TunnelKey](s, bucketTunnelKeys)
+}
+
+// UpdateTunnelKey rewrites a tunnel key with update, in one transaction;
+// ErrNotFound when it does not exist, update's error as is.
+func (s *Store) UpdateTunnelKey(id string, update func(*TunnelKey) error) (TunnelKey, error) {
+	var out TunnelKey
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		k, err := get[TunnelKey](tx, bucketTunnelKeys, id)
+		if err != nil {
+			return err
+		}
+		if err := update(&k); err != nil {
+			return err
+		}
+		out = k
+		return put(tx, bucketTunnelKeys, id, k, false)
+	})
+	return out, err
 }
 
 // DeleteTunnelKey removes a tunnel key.

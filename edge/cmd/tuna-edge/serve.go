@@ -82,6 +82,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.CNAMETarget, "cname-target", "", "what custom domains must CNAME to (default: the base domain)")
 	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", 15*time.Second, "SSH keepalive interval")
 	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "drop a session whose keepalive is unanswered this long")
+	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
 	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")
 	f.IntVar(&cfg.MaxSessionsPerKey, "max-sessions-per-key", server.DefaultMaxSessionsPerKey, "live sessions of one tunnels:connect API key (-1: no limit)")
 	f.IntVar(&cfg.MaxBindsPerSession, "max-binds-per-session", server.DefaultMaxBindsPerSession, "addresses one session may bind (-1: no limit)")
