@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -55,20 +56,28 @@ func (e *Edge) expireSessions(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ks, err := e.st.ListTunnelKeys()
-		if err != nil {
-			e.log.Error("listing tunnel keys to end expired ones' sessions", "err", err)
-			continue
-		}
-		now := time.Now()
-		for _, k := range ks {
-			if !k.Expired(now) || len(e.reg.ByKey(k.ID)) == 0 {
+		// Only keys with a live session matter: walk the sessions, not
+		// every stored key.
+		now, seen := time.Now(), map[string]bool{}
+		// Each termination waits briefly for its agent's acknowledgement:
+		// in parallel, so one silent agent delays no other.
+		var wg sync.WaitGroup
+		for _, in := range e.reg.List() {
+			if seen[in.KeyID] {
 				continue
 			}
-			n := e.reg.TerminateKey(k.ID, protocol.CodeKeyExpired, fmt.Sprintf(
-				"tunnel key %s expired at %s without renewal; the operator renews its keys, so check that its controller runs",
-				k.ID, k.ExpiresAt.UTC().Format(time.RFC3339)))
-			e.log.Info("ended the sessions of an expired tunnel key", "key", k.ID, "sessions", n)
+			seen[in.KeyID] = true
+			k, err := e.st.GetTunnelKey(in.KeyID)
+			if err != nil || !k.Expired(now) {
+				continue // an API key's session, or a key revoked meanwhile
+			}
+			wg.Go(func() {
+				n := e.reg.TerminateKey(k.ID, protocol.CodeKeyExpired, fmt.Sprintf(
+					"tunnel key %s expired at %s without renewal; the operator renews its keys, so check that its controller runs",
+					k.ID, k.ExpiresAt.UTC().Format(time.RFC3339)))
+				e.log.Info("ended the sessions of an expired tunnel key", "key", k.ID, "sessions", n)
+			})
 		}
+		wg.Wait()
 	}
 }
