@@ -33,7 +33,7 @@ func TestTunnelKeyExpires(t *testing.T) {
 	}
 	_, err := e.dial(t, tk.Key)
 	var ae *tunnelclient.AuthError
-	if !errors.As(err, &ae) || !strings.HasPrefix(ae.Reason, "key_expired: tunnel key "+tk.ID+" expired at ") {
+	if !errors.As(err, &ae) || ae.Code != protocol.CodeKeyExpired || !strings.HasPrefix(ae.Reason, "key_expired: tunnel key "+tk.ID+" expired at ") {
 		t.Fatalf("login with the expired key: %v, want an AuthError starting with key_expired", err)
 	}
 	_, err = e.client(e.writeKey).RenewTunnelKey(context.Background(), tk.ID)

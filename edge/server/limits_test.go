@@ -98,7 +98,7 @@ func TestSessionsPerKeyLimit(t *testing.T) {
 	e.mustDial(t, key)
 	_, err = e.dial(t, key)
 	var ae *tunnelclient.AuthError
-	if !errors.As(err, &ae) || !strings.HasPrefix(ae.Reason, "limit_exceeded: ") || !strings.Contains(ae.Reason, "(limit sessions_per_key=2)") {
+	if !errors.As(err, &ae) || ae.Code != protocol.CodeLimitExceeded || !strings.Contains(ae.Reason, "(limit sessions_per_key=2)") {
 		t.Fatalf("third session: %v, want an AuthError limit_exceeded naming sessions_per_key=2", err)
 	}
 	if n := limitRefusals(t, e, "sessions_per_key"); n != 1 {
