@@ -224,7 +224,9 @@ func (s *Server) refuseHandshake(c net.Conn) {
 	s.m.LimitRefused(metrics.LimitHandshakes)
 	err := &registry.LimitError{Limit: metrics.LimitHandshakes, Value: s.cfg.Limits.Handshakes,
 		What: "too many SSH logins in progress on this edge; retry shortly"}
-	s.log.Warn("refused SSH connection", "remote", c.RemoteAddr().String(), "err", err)
+	// Debug, not Warn: a flood of connections would flood the log; the
+	// metric counts them.
+	s.log.Debug("refused SSH connection", "remote", c.RemoteAddr().String(), "err", err)
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = c.Write([]byte("tuna-edge: " + err.Error() + "\r\n"))
 	_ = c.Close()
