@@ -41,6 +41,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// Now is the clock (tests may pin it).
 	Now func() time.Time
+	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
+	// renewal; 0 means keys never expire.
+	TunnelKeyTTL time.Duration
 }
 
 // Server is the API's http.Handler.
@@ -113,6 +116,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/tunnel-keys", writeAccess, s.listTunnelKeys)
 	s.handle("GET /v1/tunnel-keys/{id}", writeAccess, s.getTunnelKey)
 	s.handle("DELETE /v1/tunnel-keys/{id}", writeAccess, s.deleteTunnelKey)
+	s.handle("POST /v1/tunnel-keys/{id}/renew", writeAccess, s.renewTunnelKey)
 
 	s.handle("POST /v1/domains", writeAccess, s.createDomain)
 	s.handle("GET /v1/domains", writeAccess, s.listDomains)
@@ -180,6 +184,10 @@ func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
 	p, err := auth.Authenticate(s.st, strings.TrimSpace(secret))
 	if errors.Is(err, auth.ErrInvalidKey) {
 		return nil, fail(http.StatusUnauthorized, client.CodeUnauthorized, "invalid or revoked API key")
+	}
+	var expired *auth.ExpiredError
+	if errors.As(err, &expired) {
+		return nil, fail(http.StatusUnauthorized, client.CodeKeyExpired, "%v", expired)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticating: %w", err)

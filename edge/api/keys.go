@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
@@ -160,6 +161,10 @@ func checkLabels(labels map[string]string) error {
 
 func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
 	out := client.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, CreatedAt: r.CreatedAt}
+	if !r.ExpiresAt.IsZero() {
+		at := r.ExpiresAt
+		out.ExpiresAt, out.TTLSeconds = &at, int64(r.TTL/time.Second)
+	}
 	if live := s.reg.ByKey(r.ID); len(live) > 0 {
 		in := live[0]
 		out.Session = &client.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt}
@@ -187,7 +192,11 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	rec := store.TunnelKey{ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Hash: k.Hash(), CreatedAt: s.cfg.Now()}
+	now := s.cfg.Now()
+	rec := store.TunnelKey{ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Hash: k.Hash(), CreatedAt: now}
+	if ttl := s.cfg.TunnelKeyTTL; ttl > 0 {
+		rec.ExpiresAt, rec.TTL = now.Add(ttl), ttl
+	}
 	if err := s.st.CreateTunnelKey(rec); err != nil {
 		return 0, nil, fmt.Errorf("storing tunnel key: %w", err)
 	}
@@ -249,4 +258,34 @@ func (s *Server) deleteTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	}
 	s.reg.TerminateKey(id, protocol.CodeKeyRevoked, fmt.Sprintf(revokedReasonFm, id))
 	return http.StatusNoContent, nil, nil
+}
+
+// renewTunnelKey gives a live key a full TTL from now. An expired key stays
+// expired: its session has been ended, and the owner issues a new key, so
+// a key that went unrenewed cannot come back to life later.
+func (s *Server) renewTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+	id := r.PathValue("id")
+	ttl := s.cfg.TunnelKeyTTL
+	now := s.cfg.Now()
+	rec, err := s.st.UpdateTunnelKey(id, func(k *store.TunnelKey) error {
+		if k.Expired(now) {
+			return fail(http.StatusConflict, client.CodeKeyExpired,
+				"tunnel key %s expired at %s: an expired key cannot be renewed; issue a new one", id, k.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		if ttl > 0 {
+			k.ExpiresAt, k.TTL = now.Add(ttl), ttl
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("tunnel key", id)
+	}
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return 0, nil, ae
+		}
+		return 0, nil, fmt.Errorf("renewing tunnel key: %w", err)
+	}
+	return http.StatusOK, s.tunnelKeyOut(rec), nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
@@ -16,6 +17,18 @@ import (
 // ErrInvalidKey is returned for unknown, malformed or revoked keys. One error
 // for all three, so a caller cannot probe which ids exist.
 var ErrInvalidKey = errors.New("invalid or revoked key")
+
+// ExpiredError is a tunnel key whose expiry passed without a renewal. It is
+// returned only to a caller that presented the key's secret.
+type ExpiredError struct {
+	ID string
+	At time.Time
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("tunnel key %s expired at %s without renewal; the operator renews its keys well before they expire, so check that its controller runs, or issue a new key",
+		e.ID, e.At.UTC().Format(time.RFC3339))
+}
 
 // Principal is an authenticated caller.
 type Principal struct {
@@ -69,6 +82,9 @@ func Authenticate(st Store, secret string) (*Principal, error) {
 		}
 		if !keys.Matches(k, rec.Hash) {
 			return nil, ErrInvalidKey
+		}
+		if rec.Expired(time.Now()) {
+			return nil, &ExpiredError{ID: rec.ID, At: rec.ExpiresAt}
 		}
 		return &Principal{Kind: keys.KindTunnel, ID: rec.ID, Tunnel: &rec}, nil
 	}

@@ -112,6 +112,13 @@ func (c *Client) GetDomain(ctx context.Context, name string) (*Domain, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/domains/"+url.PathEscape(name), nil, &out)
 }
 
+// RenewTunnelKey extends a tunnel key's expiry by the edge's TTL. An
+// already expired key is refused with code key_expired.
+func (c *Client) RenewTunnelKey(ctx context.Context, id string) (*TunnelKey, error) {
+	var out TunnelKey
+	return &out, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/"+url.PathEscape(id)+"/renew", nil, &out)
+}
+
 // VerifyDomain re-runs the DNS check of a custom domain.
 func (c *Client) VerifyDomain(ctx context.Context, name string) (*Domain, error) {
 	var out Domain

@@ -18,7 +18,10 @@ const (
 	CodePortsExhausted = "ports_exhausted"
 	CodeInvalidDomain  = "invalid_domain"
 	CodeRateLimited    = "rate_limited"
-	CodeInternal       = "internal"
+	// CodeKeyExpired: the tunnel key expired before it was renewed; issue
+	// a new one.
+	CodeKeyExpired = "key_expired"
+	CodeInternal   = "internal"
 )
 
 // APIError is a non-2xx answer of the control API.

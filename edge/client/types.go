@@ -67,8 +67,25 @@ type TunnelKey struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Key       string            `json:"key,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
+	// ExpiresAt is when the key stops working unless renewed (POST
+	// /v1/tunnel-keys/{id}/renew); absent when the edge's keys never
+	// expire. An expired key cannot log in, and its session is ended with
+	// key_expired.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// TTLSeconds is the lifetime a renewal gives: renew when less than half
+	// of it is left.
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
 	// Session is the live session, if any.
 	Session *Session `json:"session,omitempty"`
+}
+
+// RenewAt is when a key should be renewed: once half of its lifetime is
+// gone. ok is false for a key that never expires.
+func (k *TunnelKey) RenewAt() (at time.Time, ok bool) {
+	if k.ExpiresAt == nil {
+		return time.Time{}, false
+	}
+	return k.ExpiresAt.Add(-time.Duration(k.TTLSeconds) * time.Second / 2), true
 }
 
 // Session is a live tunnel session on the edge.

@@ -24,7 +24,26 @@ type Metrics struct {
 	httpRequests      *prometheus.CounterVec
 	bytes             *prometheus.CounterVec
 	apiRequests       *prometheus.CounterVec
+	limitRefusals     *prometheus.CounterVec
 }
+
+// The edge's limits, as named in refusals and in the limit label of
+// tuna_edge_limit_refusals_total.
+const (
+	// LimitHandshakes: SSH connections that have not finished logging in.
+	LimitHandshakes = "handshakes"
+	// LimitSessionsPerKey: live sessions of one tunnels:connect API key.
+	LimitSessionsPerKey = "sessions_per_key"
+	// LimitBindsPerSession: addresses bound by one session.
+	LimitBindsPerSession = "binds_per_session"
+	// LimitChannelsPerSession: open forward channels of one session.
+	LimitChannelsPerSession = "channels_per_session"
+	// LimitConnectionsPerTunnel: concurrent public connections (HTTP
+	// requests) of one bound host or TCP endpoint.
+	LimitConnectionsPerTunnel = "connections_per_tunnel"
+)
+
+var allLimits = []string{LimitHandshakes, LimitSessionsPerKey, LimitBindsPerSession, LimitChannelsPerSession, LimitConnectionsPerTunnel}
 
 // New creates and registers the edge's metrics.
 func New() *Metrics {
@@ -48,8 +67,16 @@ func New() *Metrics {
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tuna_edge_api_requests_total", Help: "Control API requests by route pattern and status code.",
 		}, []string{"route", "code"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_limit_refusals_total", Help: "Connections, logins, binds and channels refused by a limit, by limit.",
+		}, []string{"limit"}),
 	}
-	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests,
+	// Every limit is exported from the start, at 0, so an alert on its
+	// rate needs no "absent" clause.
+	for _, l := range allLimits {
+		m.limitRefusals.WithLabelValues(l)
+	}
+	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -108,5 +135,12 @@ func (m *Metrics) Bytes(direction string, n int) {
 func (m *Metrics) APIRequest(route string, code int) {
 	if m != nil {
 		m.apiRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	}
+}
+
+// LimitRefused counts a refusal by one of the Limit* limits.
+func (m *Metrics) LimitRefused(limit string) {
+	if m != nil {
+		m.limitRefusals.WithLabelValues(limit).Inc()
 	}
 }

@@ -13,8 +13,14 @@
 //     channel carries HTTP/1.1 from the edge; for TCP, the raw client bytes.
 //  4. Either side sends KeepaliveRequestType (want-reply) periodically and
 //     closes the connection when replies stop.
-//  5. Before the edge ends a session (key revoked, edge shutting down) it
-//     sends TerminateRequestType with a JSON Terminate, then closes.
+//  5. Before the edge ends a session (key revoked or expired, edge shutting
+//     down) it sends TerminateRequestType with a JSON Terminate, then closes.
+//
+// A refused login carries its reason in the SSH auth banner,
+// "tuna-edge: <reason>"; a reason that has a stable code starts with it,
+// "tuna-edge: limit_exceeded: ...". A connection refused before the SSH
+// handshake (too many handshakes in progress) gets one such line before the
+// SSH version exchange, which SSH clients skip, and is closed.
 package protocol
 
 import "encoding/json"
@@ -78,6 +84,11 @@ const (
 	CodeKeyRevoked       = "key_revoked"
 	CodeEdgeShuttingDown = "edge_shutting_down"
 	CodeSessionReplaced  = "session_replaced"
+	// CodeLimitExceeded refuses what would pass one of the edge's limits;
+	// the message names the limit and its value. Retrying later may work.
+	CodeLimitExceeded = "limit_exceeded"
+	// CodeKeyExpired: the key's expiry passed without a renewal.
+	CodeKeyExpired = "key_expired"
 )
 
 // ForwardInfo describes the public connection a channel carries.

@@ -6,6 +6,7 @@ package public
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,6 +34,8 @@ type Handler struct {
 	m     *metrics.Metrics
 	log   *slog.Logger
 	proxy *httputil.ReverseProxy
+	// maxConns caps each host's requests in flight (0: no limit).
+	maxConns int
 }
 
 // openTimeout bounds the wait for the agent to accept a channel.
@@ -56,11 +59,13 @@ type connState struct {
 }
 
 // New returns the handler; zero timeouts take the defaults of Timeouts.
-func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics, log *slog.Logger) *Handler {
+// maxConns caps the requests in flight to one bound host (WebSockets count
+// while open); 0 means no limit.
+func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics, maxConns int, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{reg: reg, known: known, t: t.withDefaults(), m: m, log: log.With("component", "public")}
+	h := &Handler{reg: reg, known: known, t: t.withDefaults(), m: m, maxConns: maxConns, log: log.With("component", "public")}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite:      h.rewrite,
 		Transport:    roundTripper{h},
@@ -134,6 +139,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
 		return
 	}
+	if !rt.Conns.Take(h.maxConns) {
+		h.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
+		limitExceeded(w, &registry.LimitError{Limit: metrics.LimitConnectionsPerTunnel, Value: h.maxConns,
+			What: fmt.Sprintf("the tunnel for %s has too many requests in flight; retry later", host)})
+		return
+	}
+	defer rt.Conns.Put()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
 	ctx := context.WithValue(r.Context(), keyRoute, rt)
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
@@ -163,8 +175,20 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Set("X-Forwarded-Proto", scheme)
 }
 
+// limitExceeded answers 503: the tunnel is there, but busy. Retry-After
+// tells clients and proxies that a retry may work.
+func limitExceeded(w http.ResponseWriter, err *registry.LimitError) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "tuna-edge: "+err.Error(), http.StatusServiceUnavailable)
+}
+
 func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Debug("proxying through tunnel failed", "err", err)
+	var le *registry.LimitError
+	if errors.As(err, &le) {
+		limitExceeded(w, le)
+		return
+	}
 	http.Error(w, "tuna-edge: the tunnel did not answer: "+err.Error(), http.StatusBadGateway)
 }
 

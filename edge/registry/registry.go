@@ -44,6 +44,9 @@ type Route struct {
 	URL     string
 	Session Session
 	ACL     *acl.List
+	// Conns counts the host's requests in flight, for the per-tunnel
+	// connection limit.
+	Conns Slots
 }
 
 // Info describes a live session for the API.

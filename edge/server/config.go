@@ -6,6 +6,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -14,11 +15,30 @@ import (
 // Version is reported by GET /v1/edge; set at build time with -ldflags.
 var Version = "dev"
 
+// DefaultTunnelKeyTTL is a tunnel key's lifetime without renewal: a key
+// that leaks from a cluster stops working within a day unless its
+// controller keeps renewing it.
+const DefaultTunnelKeyTTL = 24 * time.Hour
+
+// Default limits: generous for one cluster's agent, small enough that a
+// runaway or hostile client cannot exhaust the edge's memory or sockets.
+const (
+	DefaultMaxHandshakes           = 64
+	DefaultMaxSessionsPerKey       = 10
+	DefaultMaxBindsPerSession      = 16
+	DefaultMaxChannelsPerSession   = 1024
+	DefaultMaxConnectionsPerTunnel = 1024
+)
+
 // Config configures an Edge. Listen addresses may use port 0; the chosen
 // addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
 type Config struct {
-	// DataDir holds edge.db (keys, reservations, host key) and the ACME cache.
+	// DataDir holds edge.db (keys, reservations), the SSH host key and the
+	// ACME cache.
 	DataDir string
+	// HostKeyFile is the SSH host private key (mode 0600), created on first
+	// start; default <DataDir>/ssh_host_ed25519_key.
+	HostKeyFile string
 	// BaseDomain publishes subdomains: <sub>.<BaseDomain>.
 	BaseDomain string
 
@@ -75,6 +95,32 @@ type Config struct {
 	// (default 15s and 3 intervals).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 
+	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
+	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log
+	// in and its session is ended with key_expired. 0 takes the default
+	// (24h); a negative value turns expiry off.
+	TunnelKeyTTL time.Duration
+
+	// Limits, each refused at once with the code limit_exceeded and counted
+	// in tuna_edge_limit_refusals_total. 0 takes the default; a negative
+	// value turns the limit off.
+	//
+	// MaxHandshakes caps SSH connections that have not finished logging in
+	// (default 64): more are closed at once.
+	MaxHandshakes int
+	// MaxSessionsPerKey caps the live sessions of one tunnels:connect API
+	// key (default 10); a tunnel key always carries one.
+	MaxSessionsPerKey int
+	// MaxBindsPerSession caps the addresses one session binds (default 16).
+	MaxBindsPerSession int
+	// MaxChannelsPerSession caps one session's open forward channels, one
+	// per public connection or pooled HTTP connection (default 1024).
+	MaxChannelsPerSession int
+	// MaxConnectionsPerTunnel caps the concurrent public connections of one
+	// TCP endpoint and the requests in flight to one HTTP host (default
+	// 1024): HTTP answers 503, TCP is closed at once.
+	MaxConnectionsPerTunnel int
+
 	// MetricsListen optionally serves /metrics on its own address; /metrics
 	// is always served on the API listener too, without auth.
 	MetricsListen string
@@ -105,6 +151,9 @@ func (c *Config) setDefaults() error {
 	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
 		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
 	}
+	if c.HostKeyFile == "" {
+		c.HostKeyFile = filepath.Join(c.DataDir, hostKeyFileName)
+	}
 	if c.TCPPortRange == [2]int{} {
 		c.TCPPortRange = [2]int{20000, 20999}
 	}
@@ -125,6 +174,23 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = 3 * c.KeepaliveInterval
+	}
+	if c.TunnelKeyTTL == 0 {
+		c.TunnelKeyTTL = DefaultTunnelKeyTTL
+	}
+	for _, l := range []struct {
+		v   *int
+		def int
+	}{
+		{&c.MaxHandshakes, DefaultMaxHandshakes},
+		{&c.MaxSessionsPerKey, DefaultMaxSessionsPerKey},
+		{&c.MaxBindsPerSession, DefaultMaxBindsPerSession},
+		{&c.MaxChannelsPerSession, DefaultMaxChannelsPerSession},
+		{&c.MaxConnectionsPerTunnel, DefaultMaxConnectionsPerTunnel},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

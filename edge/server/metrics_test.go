@@ -38,6 +38,12 @@ func TestMetrics(t *testing.T) {
 		`tuna_edge_public_connections_total{protocol="http"} 1`,
 		`tuna_edge_api_requests_total{code="201",route="POST /v1/tunnel-keys"} 1`,
 		`tuna_edge_bytes_total{direction="out"}`,
+		// Every limit is exported before it is ever hit.
+		`tuna_edge_limit_refusals_total{limit="handshakes"} 0`,
+		`tuna_edge_limit_refusals_total{limit="sessions_per_key"} 0`,
+		`tuna_edge_limit_refusals_total{limit="binds_per_session"} 0`,
+		`tuna_edge_limit_refusals_total{limit="channels_per_session"} 0`,
+		`tuna_edge_limit_refusals_total{limit="connections_per_tunnel"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)

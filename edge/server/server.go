@@ -44,6 +44,8 @@ type Edge struct {
 	api     *api.Server
 	public  *public.Handler
 	acme    *autocert.Manager
+	// stopExpiry ends the expired-key sweep on Close.
+	stopExpiry context.CancelFunc
 
 	mu        sync.Mutex
 	started   bool
@@ -56,8 +58,9 @@ type Edge struct {
 	wg        sync.WaitGroup
 }
 
-// New opens the store (creating the host key on first run) and builds the
-// edge's parts. Nothing listens until Start.
+// New opens the store and the SSH host key (creating it on first run,
+// moving it out of an old database) and builds the edge's parts. Nothing
+// listens until Start.
 func New(cfg Config) (*Edge, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -66,13 +69,17 @@ func New(cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := loadHostKey(st)
+	signer, err := loadHostKey(st, cfg.HostKeyFile, cfg.Logger)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
+	if err := e.alignExpiries(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	e.ssh = sshd.New(sshd.Config{
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
@@ -84,7 +91,14 @@ func New(cfg Config) (*Edge, error) {
 		Ports:             e.ports,
 		KeepaliveInterval: cfg.KeepaliveInterval,
 		KeepaliveTimeout:  cfg.KeepaliveTimeout,
-		Logger:            cfg.Logger,
+		Limits: sshd.Limits{
+			Handshakes:           cfg.MaxHandshakes,
+			SessionsPerKey:       cfg.MaxSessionsPerKey,
+			BindsPerSession:      cfg.MaxBindsPerSession,
+			ChannelsPerSession:   cfg.MaxChannelsPerSession,
+			ConnectionsPerTunnel: cfg.MaxConnectionsPerTunnel,
+		},
+		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
 	e.api = api.New(api.Config{
 		BaseDomain:    cfg.BaseDomain,
@@ -95,6 +109,7 @@ func New(cfg Config) (*Edge, error) {
 		Ports:         e.ports,
 		EdgeInfo:      e.Info,
 		Verifier:      dnsverify.New(cfg.DNSResolver),
+		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
 		Logger:        cfg.Logger,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
@@ -102,7 +117,7 @@ func New(cfg Config) (*Edge, error) {
 		Idle:       cfg.PublicIdleTimeout,
 		Read:       cfg.PublicReadTimeout,
 		Write:      cfg.PublicWriteTimeout,
-	}, e.m, cfg.Logger)
+	}, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
 	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
 		ac := &acme.Client{DirectoryURL: cfg.ACMEDirectory}
 		if cfg.ACMECAFile != "" {
@@ -170,6 +185,15 @@ func (e *Edge) start(ctx context.Context) error {
 	}
 
 	e.holdReservedPorts()
+	if e.cfg.TunnelKeyTTL > 0 {
+		sweep, stop := context.WithCancel(context.Background())
+		e.stopExpiry = stop
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.expireSessions(sweep)
+		}()
+	}
 
 	sshLn, err := listen("SSH", e.cfg.SSHListen)
 	if err != nil {
@@ -308,6 +332,9 @@ func (e *Edge) Close() error {
 		errs = append(errs, err)
 	}
 	e.ports.Close()
+	if e.stopExpiry != nil {
+		e.stopExpiry()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {

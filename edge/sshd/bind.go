@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/acl"
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
@@ -51,6 +54,14 @@ func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *pr
 			protocol.ProtocolHTTP, protocol.ProtocolTCP, req.Protocol)
 	}
 	tk := ss.p.Tunnel
+	if tk != nil {
+		// The key may have expired since login (renewals change the stored
+		// record, not the one the session holds).
+		cur, err := ss.srv.st.GetTunnelKey(tk.ID)
+		if err == nil && cur.Expired(time.Now()) {
+			return protocol.BindReply{}, refusal(protocol.CodeKeyExpired, "%v", &auth.ExpiredError{ID: cur.ID, At: cur.ExpiresAt})
+		}
+	}
 	if tk != nil && tk.Protocol != req.Protocol {
 		return protocol.BindReply{}, refusal(protocol.CodeForbidden, "this tunnel key is for %s tunnels, not %s", tk.Protocol, req.Protocol)
 	}
@@ -72,8 +83,9 @@ func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *pr
 	return ss.bindTCP(req, list)
 }
 
-// checkOneBind keeps a tunnel key to one address per session; binding the
-// same address again answers with the existing reply, so an agent may retry.
+// checkOneBind keeps a tunnel key to one address per session, and any
+// session to BindsPerSession; binding the same address again answers with
+// the existing reply, so an agent may retry.
 func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protocol.ErrorReply) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -82,6 +94,12 @@ func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protoco
 	}
 	if ss.p.Kind == keys.KindTunnel && len(ss.binds) > 0 {
 		return protocol.BindReply{}, false, refusal(protocol.CodeForbidden, "a tunnel key carries one tunnel and this session is already bound")
+	}
+	if limit := ss.srv.cfg.Limits.BindsPerSession; limit > 0 && len(ss.binds) >= limit {
+		ss.srv.m.LimitRefused(metrics.LimitBindsPerSession)
+		err := &registry.LimitError{Limit: metrics.LimitBindsPerSession, Value: limit,
+			What: fmt.Sprintf("this session already binds %d addresses; open another session for more", len(ss.binds))}
+		return protocol.BindReply{}, false, &protocol.ErrorReply{Code: protocol.CodeLimitExceeded, Error: err.Error()}
 	}
 	return protocol.BindReply{}, false, nil
 }
@@ -205,7 +223,8 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	if err != nil {
 		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", ep.Alias, err)
 	}
-	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol) }
+	conns := new(registry.Slots) // this endpoint's public connections
+	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol, conns) }
 	if err := cfg.Ports.Attach(ep.Port, ss.id, serve); err != nil {
 		ss.srv.reg.UnbindTCP(ss.id, ep.Port)
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken,

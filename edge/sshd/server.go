@@ -50,7 +50,26 @@ type Config struct {
 	Ports             *tcpports.Manager
 	KeepaliveInterval time.Duration
 	KeepaliveTimeout  time.Duration
+	Limits            Limits
 	Logger            *slog.Logger
+}
+
+// Limits bound what one agent, or a crowd of connections, can hold on the
+// edge. Each is refused at once when reached, with the code limit_exceeded,
+// and counted in tuna_edge_limit_refusals_total; 0 means no limit.
+type Limits struct {
+	// Handshakes caps connections that have not finished logging in.
+	Handshakes int
+	// SessionsPerKey caps the live sessions of one tunnels:connect API key
+	// (a tunnel key always carries one).
+	SessionsPerKey int
+	// BindsPerSession caps the addresses one session binds.
+	BindsPerSession int
+	// ChannelsPerSession caps one session's open forward channels.
+	ChannelsPerSession int
+	// ConnectionsPerTunnel caps the concurrent public connections of one
+	// bound TCP endpoint (the HTTP side applies it per host).
+	ConnectionsPerTunnel int
 }
 
 // Server accepts agent connections.
@@ -63,14 +82,44 @@ type Server struct {
 	sshCfg  *ssh.ServerConfig
 	pending sync.Map // remote addr -> *pendingAuth, between password check and session start
 	closing atomic.Bool
-	mu      sync.Mutex
-	lns     []net.Listener
-	wg      sync.WaitGroup
+	// handshakes counts connections from accept to the end of login.
+	handshakes registry.Slots
+	mu         sync.Mutex
+	lns        []net.Listener
+	keyUses    map[string]int // API key id -> logins and live sessions (under mu)
+	wg         sync.WaitGroup
 }
 
 type pendingAuth struct {
 	p   *auth.Principal
 	sid string
+}
+
+// release gives back what the login took: the tunnel key's claim or the
+// API key's session slot.
+func (s *Server) release(pa *pendingAuth) {
+	if pa.p.Kind == keys.KindTunnel {
+		s.reg.ReleaseClaim(pa.p.ID, pa.sid)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keyUses[pa.p.ID]--; s.keyUses[pa.p.ID] <= 0 {
+		delete(s.keyUses, pa.p.ID)
+	}
+}
+
+// takeKeySession counts a login of an API key against SessionsPerKey.
+func (s *Server) takeKeySession(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := s.cfg.Limits.SessionsPerKey
+	if n := s.keyUses[id]; limit > 0 && n >= limit {
+		return &registry.LimitError{Limit: metrics.LimitSessionsPerKey, Value: limit,
+			What: fmt.Sprintf("API key %s already has %d live sessions; end one or use another key", id, n)}
+	}
+	s.keyUses[id]++
+	return nil
 }
 
 // New builds a server; call Serve to accept connections.
@@ -84,7 +133,7 @@ func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics
 	if cfg.KeepaliveTimeout <= 0 {
 		cfg.KeepaliveTimeout = 3 * cfg.KeepaliveInterval
 	}
-	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "sshd")}
+	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "sshd"), keyUses: map[string]int{}}
 	s.sshCfg = &ssh.ServerConfig{
 		PasswordCallback: s.password,
 		ServerVersion:    "SSH-2.0-tuna-edge",
@@ -120,6 +169,10 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 		if errors.Is(err, auth.ErrInvalidKey) {
 			return nil, refuse("invalid or revoked key")
 		}
+		var expired *auth.ExpiredError
+		if errors.As(err, &expired) {
+			return nil, refuse("%s: %v", protocol.CodeKeyExpired, expired)
+		}
 		s.log.Error("authenticating agent", "err", err)
 		return nil, refuse("internal error while checking the key")
 	}
@@ -131,6 +184,9 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 		if err := s.claimKey(p.ID, sid); err != nil {
 			return nil, refuse("tunnel key %s already has a live session: a tunnel key carries one session at a time", p.ID)
 		}
+	} else if err := s.takeKeySession(p.ID); err != nil {
+		s.m.LimitRefused(metrics.LimitSessionsPerKey)
+		return nil, refuse("%v", err)
 	}
 	s.pending.Store(meta.RemoteAddr().String(), &pendingAuth{p: p, sid: sid})
 	return &ssh.Permissions{}, nil
@@ -149,6 +205,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("ssh accept: %w", err)
 		}
+		if !s.handshakes.Take(s.cfg.Limits.Handshakes) {
+			s.refuseHandshake(c)
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -157,15 +217,30 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// refuseHandshake closes a connection over the handshake limit at once.
+// The one line it writes comes before the SSH version exchange, where SSH
+// allows other lines, so a person or a log sees why.
+func (s *Server) refuseHandshake(c net.Conn) {
+	s.m.LimitRefused(metrics.LimitHandshakes)
+	err := &registry.LimitError{Limit: metrics.LimitHandshakes, Value: s.cfg.Limits.Handshakes,
+		What: "too many SSH logins in progress on this edge; retry shortly"}
+	// Debug, not Warn: a flood of connections would flood the log; the
+	// metric counts them.
+	s.log.Debug("refused SSH connection", "remote", c.RemoteAddr().String(), "err", err)
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write([]byte("tuna-edge: " + err.Error() + "\r\n"))
+	_ = c.Close()
+}
+
 func (s *Server) handle(raw net.Conn) {
 	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
 	sc, chans, reqs, err := ssh.NewServerConn(raw, s.sshCfg)
+	s.handshakes.Put()
 	pa, _ := s.pending.LoadAndDelete(raw.RemoteAddr().String())
 	if err != nil {
 		_ = raw.Close()
 		if pa != nil {
-			pend := pa.(*pendingAuth)
-			s.reg.ReleaseClaim(pend.p.ID, pend.sid)
+			s.release(pa.(*pendingAuth))
 		}
 		s.log.Debug("ssh handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
 		return
@@ -189,6 +264,9 @@ func (s *Server) handle(raw net.Conn) {
 		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
 	}
 	ss.run(chans, reqs) // unregisters the session before it returns
+	if pend.p.Kind != keys.KindTunnel {
+		s.release(pend) // a tunnel key's claim went with the session
+	}
 	s.m.SessionClosed()
 	s.log.Info("session ended", "session", ss.id, "key", pend.p.ID)
 }

@@ -12,7 +12,9 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
 )
 
 // terminateAckTimeout bounds how long Terminate waits for the agent to
@@ -31,6 +33,7 @@ type session struct {
 	connected time.Time
 	done      chan struct{}
 	termOnce  sync.Once
+	chans     registry.Slots // open forward channels
 
 	mu    sync.Mutex
 	binds map[string]protocol.BindReply // resolved address -> reply
@@ -179,8 +182,44 @@ func (ss *session) Terminate(code, reason string) {
 	<-ss.done
 }
 
-// OpenForward opens one channel for one public connection.
+// OpenForward opens one channel for one public connection. Over the
+// session's channel limit it fails at once with a *registry.LimitError.
 func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
+	if limit := ss.srv.cfg.Limits.ChannelsPerSession; !ss.chans.Take(limit) {
+		ss.srv.m.LimitRefused(metrics.LimitChannelsPerSession)
+		return nil, &registry.LimitError{Limit: metrics.LimitChannelsPerSession, Value: limit,
+			What: fmt.Sprintf("tunnel session %s has too many open connections", ss.id)}
+	}
+	c, err := ss.openForward(ctx, info)
+	if err != nil {
+		ss.chans.Put()
+		return nil, err
+	}
+	return &slotConn{Conn: c, put: ss.chans.Put}, nil
+}
+
+// slotConn gives its channel's slot back when closed, once.
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	put  func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.put)
+	return err
+}
+
+// CloseWrite passes half-closes through (see Pipe).
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (ss *session) openForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
 	type result struct {
 		ch   ssh.Channel
 		reqs <-chan *ssh.Request

@@ -12,13 +12,16 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/proxyproto"
+	"code.tuna.am/tuna/k8s-operator/edge/registry"
 )
 
 // openTimeout bounds how long a public client waits for the agent to accept
 // its channel.
 const openTimeout = 30 * time.Second
 
-func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string) {
+// forwardTCP carries one public TCP connection of an endpoint whose open
+// connections conns counts.
+func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string, conns *registry.Slots) {
 	remote := c.RemoteAddr().String()
 	if !list.AllowedAddr(remote) {
 		// Closing without a byte is all TCP can say; the agent never sees
@@ -27,6 +30,14 @@ func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string) {
 		_ = c.Close()
 		return
 	}
+	if limit := ss.srv.cfg.Limits.ConnectionsPerTunnel; !conns.Take(limit) {
+		ss.srv.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
+		ss.srv.log.Info("tcp client refused", "session", ss.id, "err", &registry.LimitError{
+			Limit: metrics.LimitConnectionsPerTunnel, Value: limit, What: "the TCP endpoint has too many open connections"})
+		_ = c.Close()
+		return
+	}
+	defer conns.Put()
 	ss.srv.m.PublicConnection(protocol.ProtocolTCP)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	ch, err := ss.OpenForward(ctx, protocol.ForwardInfo{RemoteAddr: remote})

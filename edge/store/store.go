@@ -1,6 +1,7 @@
 // Package store persists the edge's state in one bbolt file: API keys and
-// tunnel keys (hashes only), reserved domains, TCP endpoints and the SSH host
-// key. Values are JSON so the file stays readable with bbolt's tools and
+// tunnel keys (hashes only), reserved domains and TCP endpoints. No secret
+// is kept in it: the SSH host key lives in its own file (edge/server), and
+// an old database's copy is removed by DropLegacyHostKey. Values are JSON so the file stays readable with bbolt's tools and
 // fields can be added without a migration.
 package store
 
@@ -54,6 +55,17 @@ type TunnelKey struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Hash      []byte            `json:"hash"`
 	CreatedAt time.Time         `json:"created_at"`
+	// ExpiresAt is when the key stops working unless renewed; zero means
+	// never (the edge's TTL is off).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// TTL is the lifetime each renewal gives, recorded so clients can tell
+	// when half of it is gone.
+	TTL time.Duration `json:"ttl,omitempty"`
+}
+
+// Expired reports whether the key's expiry has passed at now.
+func (k TunnelKey) Expired(now time.Time) bool {
+	return !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt)
 }
 
 // Domain is a reserved host name.
@@ -77,7 +89,8 @@ type TCPEndpoint struct {
 
 // Store is a handle on the database file; safe for concurrent use.
 type Store struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
 
 	// hosts indexes the host names that keys and domains serve (hosts.go).
 	hostsMu sync.Mutex
@@ -90,11 +103,9 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("creating data dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, "edge.db")
-	// The timeout turns "another tuna-edge holds the file" into an error
-	// instead of a hang.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := openDB(path)
 	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", path, err)
+		return nil, err
 	}
 	var idx *hostIndex
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -111,9 +122,19 @@ func Open(dir string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialising store %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, path: path}
 	s.hosts.Store(idx)
 	return s, nil
+}
+
+func openDB(path string) (*bolt.DB, error) {
+	// The timeout turns "another tuna-edge holds the file" into an error
+	// instead of a hang.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // Close closes the database file.
@@ -223,6 +244,29 @@ func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
 	return listAll[TunnelKey](s, bucketTunnelKeys)
 }
 
+// UpdateTunnelKey rewrites a tunnel key with update, in one transaction;
+// ErrNotFound when it does not exist, update's error as is.
+// The host index follows the key, in case update changes its address.
+func (s *Store) UpdateTunnelKey(id string, update func(*TunnelKey) error) (TunnelKey, error) {
+	var before, out TunnelKey
+	err := s.updateHosts(func(tx *bolt.Tx) error {
+		k, err := get[TunnelKey](tx, bucketTunnelKeys, id)
+		if err != nil {
+			return err
+		}
+		before = k
+		if err := update(&k); err != nil {
+			return err
+		}
+		out = k
+		return put(tx, bucketTunnelKeys, id, k, false)
+	}, func(x *hostIndex) {
+		x.addKey(before, -1)
+		x.addKey(out, 1)
+	})
+	return out, err
+}
+
 // DeleteTunnelKey removes a tunnel key.
 func (s *Store) DeleteTunnelKey(id string) error {
 	var k TunnelKey
@@ -321,8 +365,10 @@ func (s *Store) CreateTCPEndpoint(alias string, now time.Time, pick PortPicker) 
 	return out, err
 }
 
-// HostKey returns the stored SSH host key (PEM), or ErrNotFound.
-func (s *Store) HostKey() ([]byte, error) {
+// LegacyHostKey returns the SSH host key (PEM) that edges before the
+// host key file kept in the database, or ErrNotFound. It is read only to
+// move the key out.
+func (s *Store) LegacyHostKey() ([]byte, error) {
 	var out []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMeta).Get(metaHostKey)
@@ -335,9 +381,52 @@ func (s *Store) HostKey() ([]byte, error) {
 	return out, err
 }
 
-// SetHostKey stores the SSH host key (PEM).
-func (s *Store) SetHostKey(pemBytes []byte) error {
+// SetLegacyHostKey writes a host key where old edges kept it. Only tests
+// use it, to build the database an old edge left behind.
+func (s *Store) SetLegacyHostKey(pemBytes []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(metaHostKey, pemBytes)
 	})
+}
+
+// DropLegacyHostKey deletes the database's copy of the host key and
+// compacts the file. Deleting alone is not enough: bbolt leaves a freed
+// page's bytes in the file until the page is reused, so the private key
+// would still be readable in a copied database. Compaction rewrites the
+// live data into a new file, which replaces the old one. It must run before
+// the store is shared (it reopens the database).
+func (s *Store) DropLegacyHostKey() error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Delete(metaHostKey)
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the host key from %s: %w", s.path, err)
+	}
+	tmp := s.path + ".compact"
+	_ = os.Remove(tmp) // left by a crash during an earlier attempt
+	dst, err := openDB(tmp)
+	if err != nil {
+		return err
+	}
+	if err := bolt.Compact(dst, s.db, 0); err != nil {
+		_ = dst.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("compacting %s: %w", s.path, err)
+	}
+	if err := dst.Close(); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("compacting %s: %w", s.path, err)
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing %s to replace it: %w", s.path, err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("replacing %s with its compacted copy: %w", s.path, err)
+	}
+	db, err := openDB(s.path)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	return nil
 }

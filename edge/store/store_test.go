@@ -40,7 +40,7 @@ func TestRecordsRoundTripAndPersist(t *testing.T) {
 			return s.UpdateDomain(Domain{Name: "x.example.com", Custom: true, Token: "tok", Verified: true})
 		}, nil},
 		{"delete missing key", func() error { return s.DeleteAPIKey("zz") }, ErrNotFound},
-		{"host key", func() error { return s.SetHostKey([]byte("PEM")) }, nil},
+		{"legacy host key", func() error { return s.SetLegacyHostKey([]byte("PEM")) }, nil},
 	}
 	for _, st := range steps {
 		if err := st.do(); !errors.Is(err, st.want) {
@@ -65,8 +65,17 @@ func TestRecordsRoundTripAndPersist(t *testing.T) {
 	if err != nil || !d.Verified || d.Token != "tok" {
 		t.Fatalf("domain after reopen: %+v %v", d, err)
 	}
-	if hk, err := s.HostKey(); err != nil || string(hk) != "PEM" {
-		t.Fatalf("host key after reopen: %q %v", hk, err)
+	if hk, err := s.LegacyHostKey(); err != nil || string(hk) != "PEM" {
+		t.Fatalf("legacy host key after reopen: %q %v", hk, err)
+	}
+	if err := s.DropLegacyHostKey(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LegacyHostKey(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("legacy host key after drop: %v", err)
+	}
+	if _, err := s.GetDomain("x.example.com"); err != nil {
+		t.Fatalf("domain after compaction: %v", err)
 	}
 	if err := s.DeleteTunnelKey("t1"); err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 			err = ctx.Err()
 		}
 		if reason := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(banner.String()), "tuna-edge:")); reason != "" {
-			return nil, &AuthError{Reason: reason, Err: err}
+			return nil, &AuthError{Code: reasonCode(reason), Reason: reason, Err: err}
 		}
 		if strings.Contains(err.Error(), "unable to authenticate") {
 			return nil, &AuthError{Err: err}

@@ -114,3 +114,18 @@ func TestListenerCloseStopsAccept(t *testing.T) {
 	default:
 	}
 }
+
+func TestReasonCode(t *testing.T) {
+	for reason, want := range map[string]string{
+		"limit_exceeded: API key x already has 10 live sessions (limit sessions_per_key=10)": "limit_exceeded",
+		"key_expired: tunnel key k expired at 2026-01-01T00:00:00Z":                          "key_expired",
+		"invalid or revoked key":                                    "",
+		`unknown user "x": agents log in as "tuna"`:                 "",
+		"tunnel key k already has a live session: a tunnel key ...": "",
+		"API key k has scopes [full]: only tunnel keys ...":         "",
+	} {
+		if got := reasonCode(reason); got != want {
+			t.Errorf("reasonCode(%q) = %q, want %q", reason, got, want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package tunnelclient
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // BindError is the edge's refusal of a bind.
 type BindError struct {
@@ -23,10 +26,23 @@ func (e *TerminatedError) Error() string {
 	return fmt.Sprintf("tuna-edge ended the session: %s (%s)", e.Reason, e.Code)
 }
 
-// AuthError is a refused login; Reason is the edge's banner when it sent one.
+// AuthError is a refused login; Reason is the edge's banner when it sent
+// one, and Code the stable code it starts with, if any (limit_exceeded,
+// key_expired).
 type AuthError struct {
+	Code   string
 	Reason string
 	Err    error
+}
+
+// reasonCode is the stable code a banner reason starts with, e.g.
+// "limit_exceeded: ...": lower-case words joined by underscores.
+func reasonCode(reason string) string {
+	code, _, ok := strings.Cut(reason, ": ")
+	if !ok || !strings.Contains(code, "_") || strings.Trim(code, "abcdefghijklmnopqrstuvwxyz_") != "" {
+		return ""
+	}
+	return code
 }
 
 func (e *AuthError) Error() string {

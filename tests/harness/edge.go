@@ -44,6 +44,9 @@ type EdgeOptions struct {
 	TCPPortRange [2]int
 	// DNSResolver verifies custom domains (a dnstest server in tests).
 	DNSResolver string
+	// TunnelKeyTTL, when set, is the tunnel keys' lifetime (default 24h):
+	// a few seconds make the controller's renewals observable.
+	TunnelKeyTTL time.Duration
 }
 
 // StartEdge starts an edge with its state in dataDir. Starting another edge
@@ -82,6 +85,7 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		KeepaliveInterval: o.KeepaliveInterval,
 		KeepaliveTimeout:  o.KeepaliveTimeout,
 		DNSResolver:       o.DNSResolver,
+		TunnelKeyTTL:      o.TunnelKeyTTL,
 	}
 	e, err := server.New(cfg)
 	if err != nil {

@@ -60,7 +60,8 @@ func newServe() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/tuna-edge", "directory of the state database (keys, reservations, SSH host key)")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/tuna-edge", "directory of the state database (keys, reservations) and the SSH host key")
+	f.StringVar(&cfg.HostKeyFile, "host-key-file", "", "SSH host private key, mode 0600, created on first start (default <data-dir>/ssh_host_ed25519_key)")
 	f.StringVar(&cfg.BaseDomain, "base-domain", "", "domain under which subdomains are published (required), e.g. tunnels.example.com")
 	f.StringVar(&cfg.APIListen, "api-listen", ":8443", "control API listen address")
 	f.StringVar(&cfg.APITLSCert, "api-tls-cert", "", "certificate file for the API (plain HTTP when empty, for use behind a TLS proxy)")
@@ -87,6 +88,12 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.CNAMETarget, "cname-target", "", "what custom domains must CNAME to (default: the base domain)")
 	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", 15*time.Second, "SSH keepalive interval")
 	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "drop a session whose keepalive is unanswered this long")
+	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
+	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")
+	f.IntVar(&cfg.MaxSessionsPerKey, "max-sessions-per-key", server.DefaultMaxSessionsPerKey, "live sessions of one tunnels:connect API key (-1: no limit)")
+	f.IntVar(&cfg.MaxBindsPerSession, "max-binds-per-session", server.DefaultMaxBindsPerSession, "addresses one session may bind (-1: no limit)")
+	f.IntVar(&cfg.MaxChannelsPerSession, "max-channels-per-session", server.DefaultMaxChannelsPerSession, "open forward channels of one session (-1: no limit)")
+	f.IntVar(&cfg.MaxConnectionsPerTunnel, "max-connections-per-tunnel", server.DefaultMaxConnectionsPerTunnel, "concurrent public connections of one TCP endpoint, requests in flight to one HTTP host (-1: no limit)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "extra listen address for /metrics (it is also on the API listener)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -15,6 +15,8 @@ type TunnelKeys interface {
 	CreateTunnelKey(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error)
 	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error)
 	RevokeTunnelKey(ctx context.Context, id string) error
+	// RenewTunnelKey extends a key's expiry by the edge's TTL.
+	RenewTunnelKey(ctx context.Context, id string) (*client.TunnelKey, error)
 }
 
 // Reservations is what the Domain and TCPEndpoint reconcilers need.

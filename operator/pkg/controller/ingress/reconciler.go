@@ -16,6 +16,7 @@ package ingress
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +73,10 @@ type Reconciler struct {
 	Hooks     Hooks
 	// Resync re-checks each served host this often: a reservation made or
 	// deleted by hand on the edge, a key revoked by hand (default 1 minute).
+	// A key is also looked at when it is due for renewal, if that is sooner.
 	Resync time.Duration
+	// Now is the clock that decides renewals (default time.Now).
+	Now func() time.Time
 
 	// handedOver remembers, per host, the key whose Secret this process
 	// wrote. The controller never reads Secrets, so after a restart it
@@ -88,6 +92,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.reconcileHost(ctx, req.Name)
 	}
 	return reconcile.Result{}, r.checkRules(ctx, req)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 func (r *Reconciler) resync() time.Duration {
@@ -181,9 +192,11 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 	for _, ing := range ings {
 		r.notes.Clear(ing, subject)
 	}
-	if err := r.ensureKey(ctx, host, res.lbHostname); err != nil {
+	next, err := r.ensureKey(ctx, host, res.lbHostname)
+	if err != nil {
 		// ensureKey revokes nothing before it has a new key handed over,
-		// so a failure leaves the host's tunnel as it was.
+		// and a renewal the edge could not answer keeps the key, so a
+		// failure leaves the host's tunnel as it was.
 		f := edgeapi.Classify(err, ReasonEdgeRefused)
 		if f.Transient {
 			return f.Result()
@@ -194,7 +207,7 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 		}
 		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
-	return reconcile.Result{RequeueAfter: r.resync()}, nil
+	return reconcile.Result{RequeueAfter: edgeapi.Sooner(r.resync(), next)}, nil
 }
 
 type reservation struct {
@@ -278,13 +291,14 @@ func (r *Reconciler) keyLabels(host string) map[string]string {
 	}
 }
 
-// ensureKey keeps one key for host whose Secret the agent holds. A new
-// key's Secret is written before the old keys are revoked, so the agent
-// always has a valid key to switch to.
-func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
+// ensureKey keeps one key for host whose Secret the agent holds, renewed
+// before it expires, and says when the key is next due for renewal (0:
+// never). A new key's Secret is written before the old keys are revoked,
+// so the agent always has a valid key to switch to.
+func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) (time.Duration, error) {
 	keys, err := r.Edge.ListTunnelKeys(ctx, r.keyLabels(host))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	handed, _ := r.handedOver.Load(host)
 	keep := ""
@@ -303,30 +317,43 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
 		}
 	}
 	if keep != "" {
-		r.handedOver.Store(host, keep)
-		return r.revoke(ctx, keys, keep)
+		i := slices.IndexFunc(keys, func(k edgeclient.TunnelKey) bool { return k.ID == keep })
+		next, expired, err := edgeapi.KeepKey(ctx, r.Edge, &keys[i], r.now())
+		if err != nil {
+			return 0, err
+		}
+		if !expired {
+			r.handedOver.Store(host, keep)
+			return next, r.revoke(ctx, keys, keep)
+		}
+		// Renewals were missed: a new key, revoking the expired one.
+		log.FromContext(ctx).Info("the Ingress host's key expired before it was renewed; issuing a new one", "host", host, "keyID", keep)
 	}
 	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: r.keyLabels(host)})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if r.Hooks.Issued != nil {
 		r.Hooks.Issued()
 	}
 	info, err := r.Info.Get(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	secret := keysecret.ApplyHost(r.Namespace, host, keysecret.Contents{
 		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
 		Address: key.Address, LBHostname: lb,
 	})
 	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
+		return 0, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
 	}
 	r.handedOver.Store(host, key.ID)
 	log.FromContext(ctx).Info("issued tunnel key for Ingress host", "host", host, "keyID", key.ID)
-	return r.revoke(ctx, keys, key.ID)
+	var next time.Duration
+	if at, ok := key.RenewAt(); ok {
+		next = max(at.Sub(r.now()), time.Second)
+	}
+	return next, r.revoke(ctx, keys, key.ID)
 }
 
 // release revokes the host's keys and deletes its Secret.

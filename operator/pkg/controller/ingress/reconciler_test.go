@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -353,5 +354,81 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	reconcileHost(t, r)
 	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("CreateTunnelKey") != calls {
 		t.Errorf("keys %v: a Domain with Ready=Unknown keeps the host's key", keys)
+	}
+}
+
+// A host's key is renewed once half of its TTL is gone, the host is looked
+// at again when the next renewal is due, and a key that expired anyway
+// (the controller was down) is replaced.
+func TestKeyRenewedBeforeExpiry(t *testing.T) {
+	f := newFixture(t, tunaIngress("team", "a", host))
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.TTL = time.Hour
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.edge.SetNow(t0)
+	r := f.reconciler()
+	r.Now, r.Resync = f.edge.Now, 24*time.Hour // only renewals requeue sooner
+
+	if res := reconcileHost(t, r); res.RequeueAfter != 30*time.Minute {
+		t.Fatalf("after issuing: requeue in %v, want 30m (half the TTL)", res.RequeueAfter)
+	}
+	k := f.keys(t)[0]
+
+	f.edge.SetNow(t0.Add(10 * time.Minute))
+	if res := reconcileHost(t, r); res.RequeueAfter != 20*time.Minute || f.edge.Calls("RenewTunnelKey") != 0 {
+		t.Fatalf("before half the TTL: requeue in %v after %d renewals, want 20m and none", res.RequeueAfter, f.edge.Calls("RenewTunnelKey"))
+	}
+
+	f.edge.SetNow(t0.Add(31 * time.Minute))
+	if res := reconcileHost(t, r); res.RequeueAfter != 30*time.Minute {
+		t.Fatalf("after renewing: requeue in %v, want 30m", res.RequeueAfter)
+	}
+	keys := f.keys(t)
+	if f.edge.Calls("RenewTunnelKey") != 1 || len(keys) != 1 || keys[0].ID != k.ID ||
+		!keys[0].ExpiresAt.Equal(t0.Add(31*time.Minute+time.Hour)) {
+		t.Fatalf("keys %+v after %d renewals: want %s renewed once until %v", keys, f.edge.Calls("RenewTunnelKey"), k.ID, t0.Add(91*time.Minute))
+	}
+
+	f.edge.SetNow(t0.Add(5 * time.Hour)) // renewals missed: the key expired
+	reconcileHost(t, r)
+	keys = f.keys(t)
+	if len(keys) != 1 || keys[0].ID == k.ID {
+		t.Fatalf("keys %v: want one new key replacing the expired %s", keys, k.ID)
+	}
+	if s := f.secret(t); string(s.Data[keysecret.KeyKeyID]) != keys[0].ID {
+		t.Fatalf("Secret holds %s, want the new key %s", s.Data[keysecret.KeyKeyID], keys[0].ID)
+	}
+}
+
+// A renewal the edge cannot answer (5xx) keeps the host's key and Secret:
+// the key is valid for up to another half TTL, so the host goes on
+// serving while the renewal is retried with backoff, and the retry renews
+// the same key.
+func TestRenewalFailureKeepsHostKey(t *testing.T) {
+	f := newFixture(t, tunaIngress("team", "a", host))
+	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.TTL = time.Hour
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.edge.SetNow(t0)
+	r := f.reconciler()
+	r.Now = f.edge.Now
+	reconcileHost(t, r)
+	k := f.keys(t)[0]
+
+	f.edge.SetNow(t0.Add(40 * time.Minute)) // due for renewal
+	f.edge.FailNext("RenewTunnelKey", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal))
+	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+		t.Error("a failed renewal goes back to the workqueue for backoff")
+	}
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != k.ID || f.edge.Calls("RevokeTunnelKey") != 0 || f.edge.Calls("CreateTunnelKey") != 1 {
+		t.Fatalf("keys %v after %d revocations: the key %s must stay", keys, f.edge.Calls("RevokeTunnelKey"), k.ID)
+	}
+	if s := f.secret(t); s == nil || string(s.Data[keysecret.KeyKeyID]) != k.ID {
+		t.Fatalf("Secret %v: the agent must keep the key", s)
+	}
+
+	reconcileHost(t, r)
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != k.ID || !keys[0].ExpiresAt.Equal(t0.Add(100*time.Minute)) {
+		t.Fatalf("keys %+v: want %s renewed until %v once the edge answers", keys, k.ID, t0.Add(100*time.Minute))
 	}
 }

@@ -43,8 +43,28 @@ type Reconciler struct {
 	// Info caches the edge's facts (base domain, SSH address, host key).
 	Info *edgeapi.InfoCache
 	// Resync re-checks that a tunnel's key still exists on the edge, so a
-	// key revoked there by hand is replaced (default 2 minutes).
+	// key revoked there by hand is replaced (default 2 minutes). A key is
+	// also looked at when it is due for renewal, if that comes sooner.
 	Resync time.Duration
+	// Now is the clock that decides renewals (default time.Now; unit tests
+	// pin it with the fake edge's).
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// recheckKey is recheck, or sooner when key is due for renewal before.
+func (r *Reconciler) recheckKey(key *edgeclient.TunnelKey) reconcile.Result {
+	res := r.recheck()
+	if at, ok := key.RenewAt(); ok {
+		res.RequeueAfter = edgeapi.Sooner(res.RequeueAfter, max(at.Sub(r.now()), time.Second))
+	}
+	return res
 }
 
 // recheck schedules the next look at the key on the edge.
@@ -101,6 +121,7 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 	if err != nil {
 		return r.edgeFailed(ctx, tun, err)
 	}
+	gone := "the tunnel's key is gone on the edge (revoked by hand?); issuing a new one"
 	for _, k := range keys {
 		if k.ID != tun.Status.KeyID || k.Protocol != want.Protocol {
 			continue
@@ -110,17 +131,32 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 			return r.edgeFailed(ctx, tun, err)
 		}
 		if same {
+			// A renewal the edge could not answer keeps the key: it is
+			// still valid for up to half its TTL, and edgeFailed shows
+			// Unknown and retries with backoff.
+			next, expired, err := edgeapi.KeepKey(ctx, r.Edge, &k, r.now())
+			if err != nil {
+				return r.edgeFailed(ctx, tun, err)
+			}
+			if expired {
+				// Renewals were missed (controller or edge down longer
+				// than half a TTL): only a new key brings the tunnel back.
+				gone = "the tunnel's key expired on the edge before it was renewed; issuing a new one"
+				break
+			}
 			// The key the agent holds still fits; drop any strays (a crash
 			// between issuing and recording a key leaves one behind).
 			if err := r.revoke(ctx, keys, k.ID); err != nil {
 				return r.edgeFailed(ctx, tun, err)
 			}
-			return r.recheck(), r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+			res := r.recheck()
+			res.RequeueAfter = edgeapi.Sooner(res.RequeueAfter, next)
+			return res, r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 				"a temporary tunnel key is issued for "+describe(want), k.ID)
 		}
 	}
 	if tun.Status.KeyID != "" {
-		log.FromContext(ctx).Info("the tunnel's key is gone on the edge (revoked by hand?); issuing a new one", "keyID", tun.Status.KeyID)
+		log.FromContext(ctx).Info(gone, "keyID", tun.Status.KeyID)
 	}
 	return r.issue(ctx, tun, want, keys)
 }
@@ -234,7 +270,7 @@ func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgecli
 		return r.edgeFailed(ctx, tun, err)
 	}
 	log.FromContext(ctx).Info("issued tunnel key", "keyID", key.ID, "address", want.Address)
-	return r.recheck(), r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
+	return r.recheckKey(key), r.setKeyIssued(ctx, tun, metav1.ConditionTrue, tunav1.ReasonKeyIssued,
 		"a temporary tunnel key is issued for "+describe(want), key.ID)
 }
 

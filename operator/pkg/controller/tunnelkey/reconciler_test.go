@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,5 +136,92 @@ func TestIssueFailures(t *testing.T) {
 	tun, err, requeued := f.converge(t, f.reconciler())
 	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonAddressTaken {
 		t.Errorf("409: %v, requeued %v, KeyIssued %+v; want False AddressTaken, waiting for a spec change", err, requeued, c)
+	}
+}
+
+// A Tunnel's key is renewed once half of its TTL is gone, the Tunnel is
+// looked at again when the next renewal is due, and a key that expired
+// anyway (the controller was down) is replaced.
+func TestKeyRenewedBeforeExpiry(t *testing.T) {
+	f := newFixture(t)
+	f.edge.TTL = time.Hour
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := f.reconciler()
+	r.Resync, r.Now = 24*time.Hour, f.edge.Now // only renewals requeue sooner
+	converge := func(at time.Duration) (time.Duration, string) {
+		t.Helper()
+		f.edge.SetNow(t0.Add(at))
+		var cur tunav1.Tunnel
+		if err := f.kube.Get(context.Background(), f.key, &cur); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.converge(context.Background(), &cur)
+		if err != nil {
+			t.Fatalf("converge at +%v: %v", at, err)
+		}
+		if err := f.kube.Get(context.Background(), f.key, &cur); err != nil {
+			t.Fatal(err)
+		}
+		return res.RequeueAfter, cur.Status.KeyID
+	}
+
+	next, id := converge(0)
+	if id == "" || next != 30*time.Minute {
+		t.Fatalf("after issuing: key %q, requeue in %v; want a key and 30m (half the TTL)", id, next)
+	}
+	if next, _ := converge(10 * time.Minute); next != 20*time.Minute || f.edge.Calls("RenewTunnelKey") != 0 {
+		t.Fatalf("before half the TTL: requeue in %v after %d renewals, want 20m and none", next, f.edge.Calls("RenewTunnelKey"))
+	}
+	next, same := converge(31 * time.Minute)
+	k, _ := f.edge.Key(id)
+	if same != id || next != 30*time.Minute || f.edge.Calls("RenewTunnelKey") != 1 || !k.ExpiresAt.Equal(t0.Add(91*time.Minute)) {
+		t.Fatalf("after renewing: key %s (was %s) until %v, requeue in %v, %d renewals; want the same key until %v, 30m, 1",
+			same, id, k.ExpiresAt, next, f.edge.Calls("RenewTunnelKey"), t0.Add(91*time.Minute))
+	}
+	_, fresh := converge(5 * time.Hour) // renewals missed: the key expired
+	if fresh == "" || fresh == id || f.edge.Has(id) {
+		t.Fatalf("after expiry: key %q, old key %s still there: %v; want a new key and the old one revoked", fresh, id, f.edge.Has(id))
+	}
+}
+
+// A renewal that fails for a transient reason keeps the key: it is valid
+// for up to another half TTL, so the tunnel goes on serving with KeyIssued
+// Unknown/EdgeUnreachable, the renewal is retried with backoff, and it
+// succeeds once the edge answers again, with the same key.
+func TestRenewalFailureKeepsKey(t *testing.T) {
+	f := newFixture(t)
+	f.edge.TTL = time.Hour
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.edge.SetNow(t0)
+	r := f.reconciler()
+	r.Now = f.edge.Now
+	tun, err, _ := f.converge(t, r)
+	if err != nil || tun.Status.KeyID == "" {
+		t.Fatalf("first reconcile: %v, keyID %q", err, tun.Status.KeyID)
+	}
+	keyID := tun.Status.KeyID
+
+	f.edge.SetNow(t0.Add(40 * time.Minute)) // due for renewal
+	for _, injected := range []error{
+		fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal),
+		fake.APIError(http.StatusTooManyRequests, edgeclient.CodeRateLimited),
+	} {
+		f.edge.FailNext("RenewTunnelKey", injected)
+		tun, err, _ := f.converge(t, r)
+		cond := keyIssued(tun)
+		if err == nil || cond.Status != metav1.ConditionUnknown || cond.Reason != tunav1.ReasonEdgeUnreachable || tun.Status.KeyID != keyID {
+			t.Errorf("renewal fails with %v: err %v, KeyIssued=%s %s, keyID %q; want backoff, Unknown EdgeUnreachable and key %s kept",
+				injected, err, cond.Status, cond.Reason, tun.Status.KeyID, keyID)
+		}
+	}
+	if !f.edge.Has(keyID) || f.edge.Calls("CreateTunnelKey") != 1 || f.edge.Calls("RevokeTunnelKey") != 0 {
+		t.Fatalf("the key must stay: has %v, %d issued, %d revoked", f.edge.Has(keyID), f.edge.Calls("CreateTunnelKey"), f.edge.Calls("RevokeTunnelKey"))
+	}
+
+	tun, err, _ = f.converge(t, r)
+	k, _ := f.edge.Key(keyID)
+	if err != nil || keyIssued(tun).Status != metav1.ConditionTrue || tun.Status.KeyID != keyID || !k.ExpiresAt.Equal(t0.Add(100*time.Minute)) {
+		t.Errorf("after the edge recovers: %v, KeyIssued %+v, keyID %q, expiry %v; want True, key %s renewed until %v",
+			err, keyIssued(tun), tun.Status.KeyID, k.ExpiresAt, keyID, t0.Add(100*time.Minute))
 	}
 }

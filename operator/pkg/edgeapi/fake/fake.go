@@ -20,7 +20,12 @@ const BaseDomain = "tuna.test"
 
 // Edge is the fake. The zero value is not usable; call New.
 type Edge struct {
+	// TTL, when set, gives new and renewed keys an expiry, as the edge's
+	// --tunnel-key-ttl does. Set it before use.
+	TTL time.Duration
+
 	mu      sync.Mutex
+	now     time.Time // the fake clock; zero: the real one
 	keys    map[string]client.TunnelKey
 	nextID  int
 	calls   map[string]int
@@ -50,6 +55,37 @@ func (e *Edge) Calls(op string) int {
 // APIError builds an error as the real client returns it.
 func APIError(status int, code string) error {
 	return &client.APIError{Status: status, Code: code, Message: "injected " + code, RequestID: "fake"}
+}
+
+// Now is the fake's clock: the real time until SetNow pins it.
+func (e *Edge) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.clock()
+}
+
+// SetNow pins the fake's clock, so a test can move a key towards its
+// expiry without waiting.
+func (e *Edge) SetNow(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = t
+}
+
+func (e *Edge) clock() time.Time {
+	if e.now.IsZero() {
+		return time.Now()
+	}
+	return e.now
+}
+
+// expire gives k a full TTL from now, when the fake has one.
+func (e *Edge) expire(k *client.TunnelKey) {
+	if e.TTL <= 0 {
+		return
+	}
+	at := e.clock().Add(e.TTL)
+	k.ExpiresAt, k.TTLSeconds = &at, int64(e.TTL/time.Second)
 }
 
 func (e *Edge) enter(op string) error {
@@ -84,7 +120,8 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 		addr += "." + BaseDomain // as the real edge stores a subdomain
 	}
 	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
-		Labels: in.Labels, CreatedAt: time.Now()}
+		Labels: in.Labels, CreatedAt: e.clock()}
+	e.expire(&k)
 	e.keys[k.ID] = k
 	k.Key = "tunt_" + k.ID + "_secret"
 	return &k, nil
@@ -122,6 +159,34 @@ func (e *Edge) RevokeTunnelKey(_ context.Context, id string) error {
 	}
 	delete(e.keys, id)
 	return nil
+}
+
+// RenewTunnelKey implements edgeapi.TunnelKeys as the edge does: a full TTL
+// from now, 404 for a missing key, 409 key_expired for an expired one.
+func (e *Edge) RenewTunnelKey(_ context.Context, id string) (*client.TunnelKey, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.enter("RenewTunnelKey"); err != nil {
+		return nil, err
+	}
+	k, ok := e.keys[id]
+	if !ok {
+		return nil, APIError(http.StatusNotFound, client.CodeNotFound)
+	}
+	if k.ExpiresAt != nil && !e.clock().Before(*k.ExpiresAt) {
+		return nil, APIError(http.StatusConflict, client.CodeKeyExpired)
+	}
+	e.expire(&k)
+	e.keys[id] = k
+	return &k, nil
+}
+
+// Key returns a stored key.
+func (e *Edge) Key(id string) (client.TunnelKey, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k, ok := e.keys[id]
+	return k, ok
 }
 
 // Has reports whether a key exists.
