@@ -72,8 +72,8 @@ type apiError struct {
 	status int
 	code   string
 	msg    string
-	// owner is sent with address_owned.
-	owner string
+	// owner and address are sent with address_owned.
+	owner, address string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -154,7 +154,7 @@ func (s *Server) handle(pattern string, need access, h handlerFunc) {
 				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
 			}
 			status = ae.status
-			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner}
+			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address}
 		}
 		s.m.APIRequest(route, status)
 		writeJSON(w, status, body)

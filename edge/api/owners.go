@@ -74,7 +74,7 @@ func ownedFail(err error) error {
 	ae := fail(http.StatusForbidden, client.CodeAddressOwned,
 		"address %s belongs to owner %s: ask that owner to share it with yours (shared_with), or choose another address",
 		oe.Address, oe.Owner)
-	ae.owner = oe.Owner
+	ae.owner, ae.address = oe.Owner, oe.Address
 	return ae
 }
 

@@ -30,8 +30,10 @@ type APIError struct {
 	Code      string `json:"code"`
 	Message   string `json:"error"`
 	RequestID string `json:"request_id"`
-	// Owner is the owner of the address, set with CodeAddressOwned.
-	Owner string `json:"owner,omitempty"`
+	// Owner and Address are set with CodeAddressOwned: who owns which
+	// address.
+	Owner   string `json:"owner,omitempty"`
+	Address string `json:"address,omitempty"`
 	// RetryAfter is the server's Retry-After, zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }

@@ -6,6 +6,8 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -67,18 +70,23 @@ func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorde
 }
 
 // Failed records an edge failure on Ready and returns the retry: transient
-// failures back off, the others wait for a spec change.
+// failures back off, an address another owner holds is looked at again
+// after a resync (its owner may release or share it), and the others wait
+// for a spec change. clusterID turns edge owners into namespace names.
 func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
-	existing []metav1.Condition, generation int64, err error) (reconcile.Result, error) {
+	existing []metav1.Condition, generation int64, clusterID string, err error) (reconcile.Result, error) {
 	transient, after, retErr := edgeapi.Outcome(err)
-	reason := tunav1.ReasonReservationFailed
+	reason, msg := tunav1.ReasonReservationFailed, "the edge API failed: "+edgeapi.Message(err)
 	if transient {
 		reason = tunav1.ReasonEdgeUnreachable
 	}
 	if code := edgeapi.Code(err); code == "name_taken" {
 		reason = tunav1.ReasonAddressTaken
 	}
-	cond := status.Condition(existing, tunav1.ConditionReady, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), generation)
+	if m, ok := edgeapi.Owned(err, clusterID, obj.GetNamespace()); ok {
+		reason, msg, after = tunav1.ReasonAddressOwned, m, Resync(0)
+	}
+	cond := status.Condition(existing, tunav1.ConditionReady, metav1.ConditionFalse, reason, msg, generation)
 	if !status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
 		if werr := WriteStatus(ctx, c, rec, obj, kind, existing, cond, map[string]any{"observedGeneration": generation}); werr != nil {
 			return reconcile.Result{}, werr
@@ -112,4 +120,21 @@ func Fresh[T client.Object](ctx context.Context, reader client.Reader, obj T) (T
 		return fresh, fmt.Errorf("re-reading %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
 	return fresh, nil
+}
+
+// Foreign refuses to adopt a reservation another owner made: adopting it
+// would hand this namespace an address another namespace (or cluster)
+// reserved. Sharing lets others use an address, never manage it.
+func Foreign(address string, have edgeclient.Sharing, owner string) error {
+	if have.Owner == "" || have.Owner == owner {
+		return nil
+	}
+	return &edgeclient.APIError{Status: http.StatusForbidden, Code: edgeclient.CodeAddressOwned, Owner: have.Owner, Address: address,
+		Message: fmt.Sprintf("%s is reserved on the edge by owner %s", address, have.Owner)}
+}
+
+// SharingChanged reports whether the edge's shared_with differs from want
+// (both are sets).
+func SharingChanged(have, want []string) bool {
+	return !slices.Equal(slices.Compact(slices.Sorted(slices.Values(have))), slices.Compact(slices.Sorted(slices.Values(want))))
 }

@@ -94,7 +94,7 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 		return r.edgeFailed(ctx, tun, err)
 	}
 	for _, k := range keys {
-		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && r.sameAddress(ctx, k.Address, want.Address) {
+		if k.ID == tun.Status.KeyID && k.Protocol == want.Protocol && k.Owner == want.Owner && r.sameAddress(ctx, k.Address, want.Address) {
 			// The key the agent holds still fits; drop any strays (a crash
 			// between issuing and recording a key leaves one behind).
 			if err := r.revoke(ctx, keys, k.ID); err != nil {
@@ -118,7 +118,8 @@ func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (edgecl
 		}
 		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
 	}
-	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun)}
+	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun),
+		Owner: edgeapi.Owner(r.ClusterID, tun.Namespace)}
 	switch {
 	case tun.Spec.Protocol == tunav1.ProtocolTCP:
 		want.Address = tun.Spec.PortOrAlias
@@ -254,14 +255,22 @@ func (r *Reconciler) finalize(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 }
 
 // edgeFailed records an edge API failure. Transient failures back off
-// (honouring Retry-After); the others wait for a change of spec.
+// (honouring Retry-After); an address another namespace owns is tried
+// again at the next resync (its owner may share it meanwhile); the others
+// wait for a change of spec.
 func (r *Reconciler) edgeFailed(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
 	transient, after := edgeapi.Transient(err)
-	reason := tunav1.ReasonKeyIssueFailed
+	reason, msg := tunav1.ReasonKeyIssueFailed, "the edge API failed: "+edgeapi.Message(err)
 	if transient {
 		reason = tunav1.ReasonEdgeUnreachable
 	}
-	if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, reason, "the edge API failed: "+edgeapi.Message(err), tun.Status.KeyID); serr != nil {
+	if m, ok := edgeapi.Owned(err, r.ClusterID, tun.Namespace); ok {
+		if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, tunav1.ReasonAddressOwned, m, ""); serr != nil {
+			return reconcile.Result{}, serr
+		}
+		return r.recheck(), nil
+	}
+	if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, reason, msg, tun.Status.KeyID); serr != nil {
 		return reconcile.Result{}, serr
 	}
 	switch {
