@@ -132,8 +132,13 @@ func (r *Reconciler) checkRules(ctx context.Context, req reconcile.Request) erro
 
 // skip records a RuleSkipped event once per change of its message.
 func (r *Reconciler) skip(ing *networkingv1.Ingress, subject, msg string) {
+	r.warn(ing, ReasonRuleSkipped, subject, msg)
+}
+
+// warn records a warning event once per change of its message.
+func (r *Reconciler) warn(ing *networkingv1.Ingress, reason, subject, msg string) {
 	if r.notes.Set(ing, subject, msg) {
-		r.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, ReasonRuleSkipped, ingress.Action("Publish", subject, msg), "%s", msg)
+		r.Recorder.Eventf(ing, nil, corev1.EventTypeWarning, reason, ingress.Action("Publish", subject, msg), "%s", msg)
 	}
 }
 
@@ -165,11 +170,32 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 		}
 		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
+	ten, err := r.tenancy(ctx, host, ings)
+	if err != nil {
+		transient, after, retErr := edgeapi.Outcome(err)
+		if transient {
+			return reconcile.Result{RequeueAfter: after}, retErr
+		}
+		ten = tenancy{}
+	}
 	for _, ing := range ings {
+		if msg := ten.refused[ing.Namespace]; msg != "" {
+			r.warn(ing, ReasonAddressOwned, subject, fmt.Sprintf("rules for host %s skipped: %s", host, msg))
+			continue
+		}
 		r.notes.Clear(ing, subject)
 	}
-	if err := r.ensureKey(ctx, host, res.lbHostname); err != nil {
+	if len(ten.allowed) == 0 {
+		return reconcile.Result{RequeueAfter: r.resync()}, r.release(ctx, host)
+	}
+	if err := r.ensureKey(ctx, host, res.lbHostname, ten); err != nil {
 		transient, after, retErr := edgeapi.Outcome(err)
+		if m, ok := edgeapi.Owned(err, r.ClusterID, ten.owner); ok {
+			for _, ing := range ings {
+				r.warn(ing, ReasonAddressOwned, subject, fmt.Sprintf("rules for host %s skipped: %s", host, m))
+			}
+			return reconcile.Result{RequeueAfter: r.resync()}, nil
+		}
 		if !transient {
 			log.FromContext(ctx).Info("the edge refused a tunnel key for an Ingress host", "host", host, "error", err.Error())
 			for _, ing := range ings {
@@ -264,7 +290,9 @@ func (r *Reconciler) keyLabels(host string) map[string]string {
 // ensureKey keeps one key for host whose Secret the agent holds. A new
 // key's Secret is written before the old keys are revoked, so the agent
 // always has a valid key to switch to.
-func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
+// The key is issued for the owner namespace of the host and names, in its
+// Secret, the namespaces whose Ingresses the agent may serve on it.
+func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy) error {
 	keys, err := r.Edge.ListTunnelKeys(ctx, r.keyLabels(host))
 	if err != nil {
 		return err
@@ -272,7 +300,8 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
 	handed, _ := r.handedOver.Load(host)
 	keep := ""
 	for _, k := range keys {
-		if k.Protocol != "http" || !strings.EqualFold(k.Address, host) {
+		if k.Protocol != "http" || !strings.EqualFold(k.Address, host) ||
+			k.Owner != edgeapi.Owner(r.ClusterID, ten.owner) || k.Labels[labelNamespaces] != ten.digest() {
 			continue
 		}
 		if k.ID == handed {
@@ -289,7 +318,10 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
 		r.handedOver.Store(host, keep)
 		return r.revoke(ctx, keys, keep)
 	}
-	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: r.keyLabels(host)})
+	labels := r.keyLabels(host)
+	labels[labelNamespaces] = ten.digest()
+	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: labels,
+		Owner: edgeapi.Owner(r.ClusterID, ten.owner)})
 	if err != nil {
 		return err
 	}
@@ -302,7 +334,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) error {
 	}
 	secret := keysecret.ApplyHost(r.Namespace, host, keysecret.Contents{
 		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
-		Address: key.Address, LBHostname: lb,
+		Address: key.Address, LBHostname: lb, Namespaces: ten.allowed,
 	})
 	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)

@@ -160,12 +160,14 @@ func TestKeyPerHost(t *testing.T) {
 	}
 	k := keys[0]
 	want := map[string]string{edgeapi.LabelCluster: "c1", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}
-	if k.Address != host || k.Protocol != "http" || len(k.Labels) != 3 || k.Labels[edgeapi.LabelHost] != host || k.Labels[edgeapi.LabelCluster] != "c1" {
+	if k.Address != host || k.Protocol != "http" || len(k.Labels) != 4 || k.Labels[edgeapi.LabelHost] != host || k.Labels[edgeapi.LabelCluster] != "c1" ||
+		k.Owner != "c1/team" {
 		t.Errorf("key %+v, want address %s, protocol http, labels %v", k, host, want)
 	}
 	s := f.secret(t)
 	if s == nil || string(s.Data[keysecret.KeyKeyID]) != k.ID || string(s.Data[keysecret.KeyTunnelKey]) == "" ||
-		string(s.Data[keysecret.KeyLBHostname]) != host || s.Annotations[keysecret.AnnotationHost] != host {
+		string(s.Data[keysecret.KeyLBHostname]) != host || s.Annotations[keysecret.AnnotationHost] != host ||
+		string(s.Data[keysecret.KeyNamespaces]) != "team" {
 		t.Fatalf("Secret %+v does not hand over key %s", s, k.ID)
 	}
 	reconcileHost(t, r)
