@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -466,6 +467,10 @@ func TestValidationRules(t *testing.T) {
 		{name: "alias retain", obj: endpoint("  alias: pg\n  reclaimPolicy: Retain\n")},
 		{name: "alias upper case", obj: endpoint("  alias: Postgres\n"), expect: "alias must be a DNS label"},
 		{name: "endpoint reclaim change", old: endpoint("  alias: pg\n"), obj: endpoint("  alias: pg\n  reclaimPolicy: Retain\n")},
+		{name: "shared with namespaces", obj: domain("  subdomain: a\n  sharedWith: [shop-dev, team2]\n")},
+		{name: "shared with a bad name", obj: domain("  subdomain: a\n  sharedWith: [Shop_Dev]\n"), expect: "sharedWith[0]"},
+		{name: "shared with too many", obj: endpoint("  alias: pg\n  sharedWith: [" + manyNamespaces(33) + "]\n"), expect: "Too many"},
+		{name: "endpoint shared with a long name", obj: endpoint("  alias: pg\n  sharedWith: [" + strings.Repeat("a", 64) + "]\n"), expect: "Too long"},
 	}
 	parse := func(s string) doc {
 		var obj map[string]any
@@ -516,4 +521,13 @@ func TestReclaimPolicyDefaultsToDelete(t *testing.T) {
 			t.Errorf("%s: reclaimPolicy defaulted to %v, want Delete", kind, got)
 		}
 	}
+}
+
+// manyNamespaces is a YAML flow list body of n distinct namespace names.
+func manyNamespaces(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("ns%d", i)
+	}
+	return strings.Join(names, ", ")
 }

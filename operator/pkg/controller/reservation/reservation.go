@@ -84,7 +84,10 @@ func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, ob
 		reason = tunav1.ReasonAddressTaken
 	}
 	if m, ok := edgeapi.Owned(err, clusterID, obj.GetNamespace()); ok {
-		reason, msg, after = tunav1.ReasonAddressOwned, m, Resync(0)
+		// Sharing lets this namespace publish on the address, never manage it.
+		reason, after = tunav1.ReasonAddressOwned, Resync(0)
+		msg = fmt.Sprintf("%s; this %s cannot take the reservation over, since only the owner's namespace manages it: delete this %s",
+			m, kind, kind)
 	}
 	cond := status.Condition(existing, tunav1.ConditionReady, metav1.ConditionFalse, reason, msg, generation)
 	if !status.Same(status.Find(existing, tunav1.ConditionReady), cond) {
