@@ -44,8 +44,9 @@ func (e *OwnedError) Error() string {
 	return fmt.Sprintf("address %s is owned by %s", e.Address, e.Owner)
 }
 
-// hostOwner returns the refusal for owner using host, or nil: a reserved
-// domain decides by its Ownership, otherwise a claim by its owner.
+// hostOwner says whether a reservation holds host, and refuses owner with
+// an *OwnedError when it may not use host: a reserved domain decides by its
+// Ownership, otherwise a claim by its owner.
 func hostOwner(tx *bolt.Tx, host, owner string) (reserved bool, err error) {
 	d, err := get[Domain](tx, bucketDomains, host)
 	if err == nil {
