@@ -84,7 +84,7 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 		addr += "." + BaseDomain // as the real edge stores a subdomain
 	}
 	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
-		Labels: in.Labels, CreatedAt: time.Now()}
+		Labels: in.Labels, Owner: in.Owner, CreatedAt: time.Now()}
 	e.keys[k.ID] = k
 	k.Key = "tunt_" + k.ID + "_secret"
 	return &k, nil
