@@ -75,6 +75,8 @@ type apiError struct {
 	status int
 	code   string
 	msg    string
+	// owner and address are sent with address_owned.
+	owner, address string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -122,11 +124,13 @@ func (s *Server) routes() {
 	s.handle("GET /v1/domains", writeAccess, s.listDomains)
 	s.handle("GET /v1/domains/{name}", writeAccess, s.getDomain)
 	s.handle("DELETE /v1/domains/{name}", writeAccess, s.deleteDomain)
+	s.handle("PATCH /v1/domains/{name}", writeAccess, s.shareDomain)
 	s.handle("POST /v1/domains/{name}/verify", writeAccess, s.verifyDomain)
 
 	s.handle("POST /v1/tcp-endpoints", writeAccess, s.createTCPEndpoint)
 	s.handle("GET /v1/tcp-endpoints", writeAccess, s.listTCPEndpoints)
 	s.handle("GET /v1/tcp-endpoints/{alias}", writeAccess, s.getTCPEndpoint)
+	s.handle("PATCH /v1/tcp-endpoints/{alias}", writeAccess, s.shareTCPEndpoint)
 	s.handle("DELETE /v1/tcp-endpoints/{alias}", writeAccess, s.deleteTCPEndpoint)
 
 	// Everything else gets a JSON not_found rather than the mux's text.
@@ -154,7 +158,7 @@ func (s *Server) handle(pattern string, need access, h handlerFunc) {
 				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
 			}
 			status = ae.status
-			body = map[string]string{"code": ae.code, "error": ae.msg, "request_id": reqID}
+			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address}
 		}
 		s.m.APIRequest(route, status)
 		writeJSON(w, status, body)

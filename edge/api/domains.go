@@ -16,7 +16,7 @@ import (
 func (s *Server) domainOut(d store.Domain) client.Domain {
 	out := client.Domain{
 		Name: d.Name, Subdomain: d.Subdomain, Custom: d.Custom, Verified: d.Verified,
-		VerifyError: d.VerifyError, CreatedAt: d.CreatedAt,
+		VerifyError: d.VerifyError, Sharing: sharingOut(d.Ownership), CreatedAt: d.CreatedAt,
 	}
 	if d.Custom {
 		out.DNSRecords = []client.DNSRecord{
@@ -64,6 +64,9 @@ func (s *Server) createDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
+	if d.Ownership, err = checkSharing(in.Sharing); err != nil {
+		return 0, nil, err
+	}
 	if d.Custom {
 		// Check at once: the records may already be in place (re-created
 		// reservation), which saves the user a verify call.
@@ -71,6 +74,8 @@ func (s *Server) createDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	}
 	if err := s.st.CreateDomain(d); errors.Is(err, store.ErrExists) {
 		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "domain %s is already reserved", d.Name)
+	} else if oerr := ownedFail(err); oerr != err {
+		return 0, nil, oerr
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("storing domain: %w", err)
 	}
@@ -125,7 +130,13 @@ func (s *Server) verifyDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	}
 	if d.Custom {
 		s.check(r, &d)
-		if err := s.st.UpdateDomain(d); err != nil {
+		// Only the verification fields change: a PATCH of shared_with during
+		// the DNS lookups must not be undone.
+		d, err = s.st.ChangeDomain(d.Name, func(cur *store.Domain) error {
+			cur.Verified, cur.VerifyError = d.Verified, d.VerifyError
+			return nil
+		})
+		if err != nil {
 			return 0, nil, fmt.Errorf("saving verification of %s: %w", d.Name, err)
 		}
 	}

@@ -160,7 +160,7 @@ func checkLabels(labels map[string]string) error {
 }
 
 func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
-	out := client.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, CreatedAt: r.CreatedAt}
+	out := client.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, Owner: r.Owner, CreatedAt: r.CreatedAt}
 	if !r.ExpiresAt.IsZero() {
 		at := r.ExpiresAt
 		out.ExpiresAt, out.TTLSeconds = &at, int64(r.TTL/time.Second)
@@ -188,16 +188,31 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	if err := checkLabels(in.Labels); err != nil {
 		return 0, nil, err
 	}
+	if in.Owner != "" {
+		if err := checkOwner("owner", in.Owner); err != nil {
+			return 0, nil, err
+		}
+	}
 	k, err := keys.New(keys.KindTunnel)
 	if err != nil {
 		return 0, nil, err
 	}
 	now := s.cfg.Now()
-	rec := store.TunnelKey{ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Hash: k.Hash(), CreatedAt: now}
+	rec := store.TunnelKey{
+		ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Owner: in.Owner,
+		Hash: k.Hash(), CreatedAt: now,
+	}
 	if ttl := s.cfg.TunnelKeyTTL; ttl > 0 {
 		rec.ExpiresAt, rec.TTL = now.Add(ttl), ttl
 	}
-	if err := s.st.CreateTunnelKey(rec); err != nil {
+	// Only a bare subdomain can be claimed: custom domains and TCP
+	// addresses exist only as reservations, which carry their owner.
+	_, claimable := names.SubdomainOf(addr, s.cfg.BaseDomain)
+	claimable = claimable && in.Protocol == protocol.ProtocolHTTP
+	if err := s.st.IssueTunnelKey(rec, claimable); err != nil {
+		if oerr := ownedFail(err); oerr != err {
+			return 0, nil, oerr
+		}
 		return 0, nil, fmt.Errorf("storing tunnel key: %w", err)
 	}
 	out := s.tunnelKeyOut(rec)

@@ -17,7 +17,7 @@ import (
 
 func (s *Server) tcpOut(e store.TCPEndpoint) client.TCPEndpoint {
 	return client.TCPEndpoint{
-		Alias: e.Alias, Port: e.Port, CreatedAt: e.CreatedAt,
+		Alias: e.Alias, Port: e.Port, Sharing: sharingOut(e.Ownership), CreatedAt: e.CreatedAt,
 		Address: net.JoinHostPort(s.cfg.PublicTCPHost, strconv.Itoa(e.Port)),
 	}
 }
@@ -30,10 +30,15 @@ func (s *Server) createTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any
 	if err := names.CheckAlias(in.Alias); err != nil {
 		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "%v", err)
 	}
+	own, err := checkSharing(in.Sharing)
+	if err != nil {
+		return 0, nil, err
+	}
 	// The port manager binds the port before the reservation is recorded,
 	// so a port another process holds is skipped rather than handed out.
 	picked := 0
-	e, err := s.st.CreateTCPEndpoint(in.Alias, s.cfg.Now(), func(taken map[int]bool) (int, error) {
+	rec := store.TCPEndpoint{Alias: in.Alias, Ownership: own, CreatedAt: s.cfg.Now()}
+	e, err := s.st.CreateTCPEndpoint(rec, func(taken map[int]bool) (int, error) {
 		p, err := s.cfg.Ports.Pick(taken)
 		picked = p
 		return p, err

@@ -153,6 +153,27 @@ func (c *Client) DeleteTCPEndpoint(ctx context.Context, alias string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, nil)
 }
 
+// ShareDomain replaces the list of other owners allowed to use a domain.
+func (c *Client) ShareDomain(ctx context.Context, name string, sharedWith []string) (*Domain, error) {
+	var out Domain
+	if sharedWith == nil {
+		sharedWith = []string{} // null would read as "field missing"
+	}
+	body := UpdateSharing{SharedWith: &sharedWith}
+	return &out, c.do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(name), body, &out)
+}
+
+// ShareTCPEndpoint replaces the list of other owners allowed to use a TCP
+// endpoint.
+func (c *Client) ShareTCPEndpoint(ctx context.Context, alias string, sharedWith []string) (*TCPEndpoint, error) {
+	var out TCPEndpoint
+	if sharedWith == nil {
+		sharedWith = []string{} // null would read as "field missing"
+	}
+	body := UpdateSharing{SharedWith: &sharedWith}
+	return &out, c.do(ctx, http.MethodPatch, "/v1/tcp-endpoints/"+url.PathEscape(alias), body, &out)
+}
+
 func labelQuery(labels map[string]string) string {
 	if len(labels) == 0 {
 		return ""

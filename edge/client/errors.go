@@ -15,6 +15,9 @@ const (
 	CodeUnknownField   = "unknown_field"
 	CodeNotFound       = "not_found"
 	CodeNameTaken      = "name_taken"
+	// CodeAddressOwned: the address belongs to another owner that has not
+	// shared it with the caller's owner; APIError.Owner names that owner.
+	CodeAddressOwned   = "address_owned"
 	CodePortsExhausted = "ports_exhausted"
 	CodeInvalidDomain  = "invalid_domain"
 	CodeRateLimited    = "rate_limited"
@@ -30,6 +33,10 @@ type APIError struct {
 	Code      string `json:"code"`
 	Message   string `json:"error"`
 	RequestID string `json:"request_id"`
+	// Owner and Address are set with CodeAddressOwned: who owns which
+	// address.
+	Owner   string `json:"owner,omitempty"`
+	Address string `json:"address,omitempty"`
 	// RetryAfter is the server's Retry-After, zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -58,3 +65,13 @@ func IsNotFound(err error) bool { return CodeOf(err) == CodeNotFound }
 
 // IsNameTaken reports whether err is the API's name_taken.
 func IsNameTaken(err error) bool { return CodeOf(err) == CodeNameTaken }
+
+// OwnerOf returns the owner named by an address_owned error, and whether
+// err is one.
+func OwnerOf(err error) (string, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == CodeAddressOwned {
+		return ae.Owner, true
+	}
+	return "", false
+}

@@ -63,10 +63,12 @@ type TunnelKey struct {
 	Protocol string `json:"protocol"`
 	// Address, when set, is the only address the key may bind: a full host
 	// name for http, an alias for tcp.
-	Address   string            `json:"address,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Key       string            `json:"key,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
+	Address string            `json:"address,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// Owner is who the key was issued for (see CreateTunnelKey.Owner).
+	Owner     string    `json:"owner,omitempty"`
+	Key       string    `json:"key,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when the key stops working unless renewed (POST
 	// /v1/tunnel-keys/{id}/renew); absent when the edge's keys never
 	// expire. An expired key cannot log in, and its session is ended with
@@ -103,6 +105,25 @@ type CreateTunnelKey struct {
 	// is expanded under the base domain), an alias for tcp. Empty: any.
 	Address string            `json:"address,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Owner is an opaque owner identity ("<cluster-id>/<namespace>" from
+	// the operator). The key may only use addresses its owner owns, or that
+	// are unowned or shared with it; the first key for a bare subdomain no
+	// reservation holds claims it for its owner.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Sharing is who owns a reservation and who else may use it. An empty
+// Owner (a reservation made without one) may be used by anyone.
+type Sharing struct {
+	Owner      string   `json:"owner,omitempty"`
+	SharedWith []string `json:"shared_with,omitempty"`
+}
+
+// UpdateSharing is the body of PATCH /v1/domains/{name} and
+// PATCH /v1/tcp-endpoints/{alias}: the full new list of other owners
+// allowed to use the address (empty: none).
+type UpdateSharing struct {
+	SharedWith *[]string `json:"shared_with"`
 }
 
 // Domain is a reserved host name: a subdomain of the base domain or a custom
@@ -117,8 +138,9 @@ type Domain struct {
 	Verified   bool        `json:"verified"`
 	DNSRecords []DNSRecord `json:"dns_records,omitempty"`
 	// VerifyError says why the last DNS check failed.
-	VerifyError string    `json:"verify_error,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	VerifyError string `json:"verify_error,omitempty"`
+	Sharing
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // DNSRecord is a record a custom domain's owner must create.
@@ -132,19 +154,26 @@ type DNSRecord struct {
 type CreateDomain struct {
 	Subdomain string `json:"subdomain,omitempty"`
 	Domain    string `json:"domain,omitempty"`
+	// Sharing sets the owner and the owners it shares with; no owner: anyone
+	// may use the domain.
+	Sharing
 }
 
 // TCPEndpoint is a reserved public TCP port with an alias.
 type TCPEndpoint struct {
-	Alias     string    `json:"alias"`
-	Port      int       `json:"port"`
-	Address   string    `json:"address"`
+	Alias   string `json:"alias"`
+	Port    int    `json:"port"`
+	Address string `json:"address"`
+	Sharing
 	CreatedAt time.Time `json:"created_at"`
 }
 
 // CreateTCPEndpoint is the body of POST /v1/tcp-endpoints.
 type CreateTCPEndpoint struct {
 	Alias string `json:"alias"`
+	// Sharing sets the owner and the owners it shares with; no owner: anyone
+	// may use the endpoint.
+	Sharing
 }
 
 // List wraps every list response.

@@ -73,12 +73,17 @@ type ErrorReply struct {
 	// Code is a stable machine-readable reason, one of the Code* constants.
 	Code  string `json:"code"`
 	Error string `json:"error"`
+	// Owner names the address's owner with CodeAddressOwned.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Stable refusal codes carried by ErrorReply and Terminate.
 const (
-	CodeAddressTaken     = "address_taken"
-	CodeAddressNotFound  = "address_not_found"
+	CodeAddressTaken    = "address_taken"
+	CodeAddressNotFound = "address_not_found"
+	// CodeAddressOwned: another owner holds the address (a reservation it
+	// has not shared, or its claim on a bare subdomain).
+	CodeAddressOwned     = "address_owned"
 	CodeForbidden        = "forbidden"
 	CodeInvalidRequest   = "invalid_request"
 	CodeKeyRevoked       = "key_revoked"

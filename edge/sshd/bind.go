@@ -23,6 +23,28 @@ func refusal(code, format string, args ...any) *protocol.ErrorReply {
 	return &protocol.ErrorReply{Code: code, Error: fmt.Sprintf(format, args...)}
 }
 
+// owner is the owner identity this session binds as: the tunnel key's
+// owner, or "key:<id>" for an API key with tunnels:connect (a user's own
+// key owns what it claims, apart from every cluster).
+func (ss *session) owner() string {
+	if tk := ss.p.Tunnel; tk != nil {
+		return tk.Owner
+	}
+	return "key:" + ss.p.ID
+}
+
+// ownedRefusal answers a bind of an address another owner holds.
+func ownedRefusal(err error) *protocol.ErrorReply {
+	var oe *store.OwnedError
+	if !errors.As(err, &oe) {
+		return refusal(protocol.CodeInvalidRequest, "checking the owner of the address: %v", err)
+	}
+	r := refusal(protocol.CodeAddressOwned,
+		"address %s belongs to owner %s: ask that owner to share it with yours, or choose another address", oe.Address, oe.Owner)
+	r.Owner = oe.Owner
+	return r
+}
+
 // bind handles one BindRequest and records the outcome in metrics.
 func (ss *session) bind(payload []byte) (protocol.BindReply, *protocol.ErrorReply) {
 	var req protocol.BindRequest
@@ -162,6 +184,9 @@ func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.
 	if r, ok, rerr := ss.checkOneBind("http:" + host); ok || rerr != nil {
 		return r, rerr
 	}
+	if err := ss.srv.st.CheckHost(host, ss.owner()); err != nil {
+		return protocol.BindReply{}, ownedRefusal(err)
+	}
 	url := ss.srv.cfg.PublicURL(host)
 	err := ss.srv.reg.BindHTTP(&registry.Route{Host: host, URL: url, Session: ss, ACL: list})
 	if errors.Is(err, registry.ErrAddressTaken) {
@@ -213,6 +238,9 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	}
 	if r, ok, rerr := ss.checkOneBind("tcp:" + ep.Alias); ok || rerr != nil {
 		return r, rerr
+	}
+	if !ep.Allows(ss.owner()) {
+		return protocol.BindReply{}, ownedRefusal(&store.OwnedError{Address: ep.Alias, Owner: ep.Owner})
 	}
 	cfg := ss.srv.cfg
 	url := "tcp://" + net.JoinHostPort(cfg.PublicTCPHost, strconv.Itoa(ep.Port))

@@ -16,6 +16,9 @@ func TestHostIndex(t *testing.T) {
 		shared = "shared.tuna.example"
 		custom = "www.example.org"
 		sub    = "reserved.tuna.example"
+		// written through the ownership paths the edge API uses
+		claimed = "claimed.tuna.example"
+		custom2 = "api.example.org"
 	)
 	type want map[string]Host
 	steps := []struct {
@@ -63,6 +66,17 @@ func TestHostIndex(t *testing.T) {
 		{"updating a missing domain changes nothing", func() error {
 			return s.UpdateDomain(Domain{Name: "gone.example.org", Custom: true, Verified: true})
 		}, ErrNotFound, want{"gone.example.org": {}}},
+		{"issued key claims and names its host", func() error {
+			return s.IssueTunnelKey(TunnelKey{ID: "k7", Protocol: "http", Address: claimed, Owner: "c/a"}, true)
+		}, nil, want{claimed: {Keys: 1}}},
+		{"revoked key forgets its host", func() error { _, err := s.RevokeTunnelKey("k7"); return err },
+			nil, want{claimed: {}}},
+		{"custom domain for ChangeDomain", func() error { return s.CreateDomain(Domain{Name: custom2, Custom: true}) },
+			nil, want{custom2: {Reserved: true, Custom: true}}},
+		{"verified through ChangeDomain", func() error {
+			_, err := s.ChangeDomain(custom2, func(d *Domain) error { d.Verified = true; return nil })
+			return err
+		}, nil, want{custom2: {Reserved: true, Custom: true, Verified: true}}},
 		{"domain released, its key remains", func() error { return s.DeleteDomain(custom) },
 			nil, want{custom: {Keys: 1}, sub: {Reserved: true}}},
 	}
@@ -80,7 +94,7 @@ func TestHostIndex(t *testing.T) {
 	}
 
 	// The index built at start must match the one kept up to date.
-	all := []string{app, shared, custom, sub, "other.tuna.example", ""}
+	all := []string{app, shared, custom, sub, claimed, custom2, "other.tuna.example", ""}
 	before := map[string]Host{}
 	for _, h := range all {
 		before[h] = s.Host(h)

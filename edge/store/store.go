@@ -31,7 +31,8 @@ var (
 	bucketDomains    = []byte("domains")
 	bucketTCP        = []byte("tcp_endpoints")
 	bucketMeta       = []byte("meta")
-	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta}
+	bucketClaims     = []byte("address_claims")
+	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta, bucketClaims}
 
 	metaHostKey = []byte("ssh_host_key")
 )
@@ -51,10 +52,13 @@ type TunnelKey struct {
 	Protocol string `json:"protocol"`
 	// Address is a full host name (http) or an alias or port (tcp); empty
 	// means any address.
-	Address   string            `json:"address,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Hash      []byte            `json:"hash"`
-	CreatedAt time.Time         `json:"created_at"`
+	Address string            `json:"address,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// Owner is who the key was issued for ("<cluster-id>/<namespace>" from
+	// the operator); empty for keys issued without one.
+	Owner     string    `json:"owner,omitempty"`
+	Hash      []byte    `json:"hash"`
+	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt is when the key stops working unless renewed; zero means
 	// never (the edge's TTL is off).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -75,15 +79,17 @@ type Domain struct {
 	Custom    bool   `json:"custom"`
 	Verified  bool   `json:"verified"`
 	// Token is the value expected in the _tuna-challenge TXT record.
-	Token       string    `json:"token,omitempty"`
-	VerifyError string    `json:"verify_error,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	Token       string `json:"token,omitempty"`
+	VerifyError string `json:"verify_error,omitempty"`
+	Ownership
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // TCPEndpoint is a reserved public TCP port.
 type TCPEndpoint struct {
-	Alias     string    `json:"alias"`
-	Port      int       `json:"port"`
+	Alias string `json:"alias"`
+	Port  int    `json:"port"`
+	Ownership
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -227,7 +233,8 @@ func (s *Store) ListAPIKeys() ([]APIKey, error) { return listAll[APIKey](s, buck
 // DeleteAPIKey removes an API key.
 func (s *Store) DeleteAPIKey(id string) error { return s.remove(bucketAPIKeys, id) }
 
-// CreateTunnelKey stores a new tunnel key record.
+// CreateTunnelKey stores a new tunnel key record without ownership checks
+// (IssueTunnelKey makes them).
 func (s *Store) CreateTunnelKey(k TunnelKey) error {
 	return s.updateHosts(
 		func(tx *bolt.Tx) error { return put(tx, bucketTunnelKeys, k.ID, k, true) },
@@ -267,23 +274,27 @@ func (s *Store) UpdateTunnelKey(id string, update func(*TunnelKey) error) (Tunne
 	return out, err
 }
 
-// DeleteTunnelKey removes a tunnel key.
+// DeleteTunnelKey removes a tunnel key, releasing its owner's claim with
+// the owner's last key for the address.
 func (s *Store) DeleteTunnelKey(id string) error {
-	var k TunnelKey
-	return s.updateHosts(func(tx *bolt.Tx) error {
-		var err error
-		if k, err = get[TunnelKey](tx, bucketTunnelKeys, id); err != nil {
-			return err
-		}
-		return del(tx, bucketTunnelKeys, id)
-	}, func(x *hostIndex) { x.addKey(k, -1) })
+	_, err := s.RevokeTunnelKey(id)
+	return err
 }
 
-// CreateDomain reserves a domain; ErrExists when the name is taken.
+// CreateDomain reserves a domain; ErrExists when the name is taken, an
+// *OwnedError when another owner claims it as a bare subdomain (reserving
+// it would take the address from under the claimant's keys).
 func (s *Store) CreateDomain(d Domain) error {
-	return s.updateHosts(
-		func(tx *bolt.Tx) error { return put(tx, bucketDomains, d.Name, d, true) },
-		func(x *hostIndex) { x.setDomain(d) })
+	return s.updateHosts(func(tx *bolt.Tx) error {
+		c, err := get[Claim](tx, bucketClaims, d.Name)
+		if err == nil && c.Owner != d.Owner {
+			return &OwnedError{Address: d.Name, Owner: c.Owner}
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return put(tx, bucketDomains, d.Name, d, true)
+	}, func(x *hostIndex) { x.setDomain(d) })
 }
 
 // UpdateDomain overwrites an existing domain (verification results).
@@ -338,10 +349,11 @@ func (s *Store) TCPEndpointByPort(port int) (TCPEndpoint, error) {
 // are reserved already; it returns an error when none is left.
 type PortPicker func(taken map[int]bool) (int, error)
 
-// CreateTCPEndpoint reserves a port for alias, chosen by pick. Lookup,
-// choice and insert happen in one transaction, so two concurrent requests
-// can never receive the same port.
-func (s *Store) CreateTCPEndpoint(alias string, now time.Time, pick PortPicker) (TCPEndpoint, error) {
+// CreateTCPEndpoint reserves a port for e.Alias, chosen by pick, and
+// returns e with its port. Lookup, choice and insert happen in one
+// transaction, so two concurrent requests can never receive the same port.
+func (s *Store) CreateTCPEndpoint(e TCPEndpoint, pick PortPicker) (TCPEndpoint, error) {
+	alias := e.Alias
 	var out TCPEndpoint
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketTCP).Get([]byte(alias)) != nil {
@@ -359,7 +371,8 @@ func (s *Store) CreateTCPEndpoint(alias string, now time.Time, pick PortPicker) 
 		if err != nil {
 			return err
 		}
-		out = TCPEndpoint{Alias: alias, Port: p, CreatedAt: now}
+		out = e
+		out.Port = p
 		return put(tx, bucketTCP, alias, out, false)
 	})
 	return out, err

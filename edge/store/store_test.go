@@ -120,7 +120,7 @@ func TestTCPPortAllocation(t *testing.T) {
 	for _, c := range cases {
 		switch c.op {
 		case "create":
-			e, err := s.CreateTCPEndpoint(c.alias, time.Now(), lowestFree(100, 102))
+			e, err := s.CreateTCPEndpoint(TCPEndpoint{Alias: c.alias, CreatedAt: time.Now()}, lowestFree(100, 102))
 			if !errors.Is(err, c.wantErr) || e.Port != c.wantPort {
 				t.Fatalf("create %s: %+v %v, want port %d err %v", c.alias, e, err, c.wantPort, c.wantErr)
 			}
@@ -144,7 +144,7 @@ func TestConcurrentAllocationNeverSharesAPort(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if e, err := s.CreateTCPEndpoint(string(rune('a'+i)), time.Now(), lowestFree(1000, 1009)); err == nil {
+			if e, err := s.CreateTCPEndpoint(TCPEndpoint{Alias: string(rune('a' + i))}, lowestFree(1000, 1009)); err == nil {
 				ports <- e.Port
 			}
 		}()

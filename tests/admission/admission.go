@@ -9,6 +9,7 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
@@ -62,4 +63,13 @@ var Cases = map[string][]Case{
 	"Tunnel":      Tunnel,
 	"Domain":      Domain,
 	"TCPEndpoint": TCPEndpoint,
+}
+
+// manyNamespaces is a YAML flow list body of n distinct namespace names.
+func manyNamespaces(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("ns%d", i)
+	}
+	return strings.Join(names, ", ")
 }

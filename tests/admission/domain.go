@@ -15,6 +15,7 @@ var Domain = []Case{
 	{Name: "labels of 63 characters", Spec: "{domain: " + strings.Repeat("a", 63) + ".example.com}"},
 	{Name: "retain", Spec: "{subdomain: my-app, reclaimPolicy: Retain}"},
 	{Name: "reclaim policy change", Old: "{subdomain: admission-a}", Spec: "{subdomain: admission-a, reclaimPolicy: Retain}"},
+	{Name: "shared with namespaces", Spec: "{subdomain: a, sharedWith: [shop-dev, team2]}"},
 
 	{Name: "no spec", Spec: "-", Field: "spec", Message: "Required value"},
 	{Name: "neither subdomain nor domain", Spec: "{}", Field: "spec.subdomain", Message: "set one of subdomain"},
@@ -28,6 +29,8 @@ var Domain = []Case{
 	{Name: "wildcard domain", Spec: "{domain: '*.example.com'}", Field: "spec.domain", Message: "domain must be a lowercase fully qualified domain name"},
 	{Name: "domain label of 64 characters", Spec: "{domain: " + strings.Repeat("a", 64) + ".example.com}", Field: "spec.domain", Message: "each label at most 63 characters"},
 	{Name: "domain too long", Spec: "{domain: " + strings.Repeat("a.", 127) + "com}", Field: "spec.domain", Message: "Too long"},
+	{Name: "shared with a bad name", Spec: "{subdomain: a, sharedWith: [Shop_Dev]}", Field: "spec.sharedWith[0]", Message: "should match"},
+	{Name: "shared with too many", Spec: "{subdomain: a, sharedWith: [" + manyNamespaces(33) + "]}", Field: "spec.sharedWith", Message: "Too many"},
 	{Name: "unknown reclaim policy", Spec: "{subdomain: a, reclaimPolicy: Keep}", Field: "spec.reclaimPolicy", Message: "Unsupported value"},
 	{Name: "subdomain changed", Old: "{subdomain: admission-a}", Spec: "{subdomain: admission-b}", Field: "spec.subdomain", Message: "subdomain is immutable: create a new Domain"},
 	{Name: "domain changed", Old: "{domain: admission-a.example.com}", Spec: "{domain: admission-b.example.com}", Field: "spec.domain", Message: "domain is immutable: create a new Domain"},

@@ -60,8 +60,10 @@ func TestIngressOrphanKeyRevokedAfterControllerDowntime(t *testing.T) {
 	waitBackend(t, hostURL(host)+"/", "web-8080")
 	k := liveKey(t, host)
 	api := env.edge.Client(env.edge.AdminKey)
-	foreign, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host,
-		Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}})
+	// Another cluster cannot get a key for this namespace's host (it is
+	// another owner), so its key is for an address of its own.
+	foreign, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: subdomainFor(ns, "elsewhere"),
+		Owner: "another-cluster/" + ns, Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.RevokeTunnelKey(ctx, foreign.ID) })
 

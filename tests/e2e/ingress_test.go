@@ -50,12 +50,17 @@ func TestIngressExampleAPISplit(t *testing.T) {
 	assert.Equal(t, []string{"127.0.0.1"}, e.Header["X-Forwarded-For"], "the edge's client address, not the spoofed one")
 
 	k := liveKey(t, host)
-	assert.Equal(t, map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}, k.Labels)
+	for l, v := range map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host} {
+		assert.Equal(t, v, k.Labels[l], "label %s", l)
+	}
+	assert.NotEmpty(t, k.Labels["k8s.tuna.am/namespaces"], "the key names the digest of the namespaces it serves")
 	assert.Equal(t, "http", k.Protocol)
 	assert.Equal(t, host, k.Address, "the key may bind only this host")
+	assert.Equal(t, edgeapi.Owner(harness.TestClusterID, ns), k.Owner, "the key is issued for the namespace that owns the host")
 	var secret corev1.Secret
 	require.NoError(t, env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &secret))
 	assert.Equal(t, k.ID, string(secret.Data[keysecret.KeyKeyID]), "the agent's Secret holds the host's key")
+	assert.Equal(t, ns, string(secret.Data[keysecret.KeyNamespaces]), "only this namespace's Ingresses serve the host")
 
 	waitLoadBalancer(t, ns, "my-app", host)
 	var ing networkingv1.Ingress

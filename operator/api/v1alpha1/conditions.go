@@ -61,6 +61,13 @@ const (
 	// someone else, or is already used by another tunnel.
 	ReasonAddressTaken = "AddressTaken"
 
+	// ReasonAddressOwned: the subdomain, domain, port or alias belongs to
+	// another namespace (a Domain or TCPEndpoint reserved there, or a
+	// subdomain whose first tunnel was there). The message names it: ask its
+	// owner to add this namespace to spec.sharedWith of its Domain or
+	// TCPEndpoint, or choose another address.
+	ReasonAddressOwned = "AddressOwned"
+
 	// ReasonDomainNotReady: the Domain named by spec.domainRef does not exist
 	// or is not Ready yet.
 	ReasonDomainNotReady = "DomainNotReady"

@@ -43,6 +43,17 @@ type DomainSpec struct {
 	// +optional
 	// +kubebuilder:default=Delete
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+
+	// SharedWith lists other namespaces of this cluster whose Tunnels and
+	// Ingresses may publish on this reservation, as a ReferenceGrant does:
+	// the reservation belongs to this namespace, and without this list no
+	// other namespace may use it. Each entry is a namespace name.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	SharedWith []string `json:"sharedWith,omitempty"`
 }
 
 // DNSRecord is a DNS record to create at your DNS provider for a custom

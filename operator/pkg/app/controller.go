@@ -74,11 +74,12 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	}
 	rec := mgr.GetEventRecorder("tuna-controller")
 	domains := &domain.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Info: info, Recorder: rec,
-		VerifyInterval: o.DNSVerifyInterval, Resync: o.ReservationResync}
+		ClusterID: o.ClusterID, VerifyInterval: o.DNSVerifyInterval, Resync: o.ReservationResync}
 	if err := domains.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Domain controller: %w", err)
 	}
-	endpoints := &tcpendpoint.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Recorder: rec, Resync: o.ReservationResync}
+	endpoints := &tcpendpoint.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Recorder: rec,
+		ClusterID: o.ClusterID, Resync: o.ReservationResync}
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}

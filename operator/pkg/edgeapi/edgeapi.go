@@ -5,6 +5,9 @@ package edgeapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 )
@@ -25,7 +28,9 @@ type Reservations interface {
 	GetDomain(ctx context.Context, name string) (*client.Domain, error)
 	VerifyDomain(ctx context.Context, name string) (*client.Domain, error)
 	DeleteDomain(ctx context.Context, name string) error
+	ShareDomain(ctx context.Context, name string, sharedWith []string) (*client.Domain, error)
 	CreateTCPEndpoint(ctx context.Context, in client.CreateTCPEndpoint) (*client.TCPEndpoint, error)
+	ShareTCPEndpoint(ctx context.Context, alias string, sharedWith []string) (*client.TCPEndpoint, error)
 	GetTCPEndpoint(ctx context.Context, alias string) (*client.TCPEndpoint, error)
 	DeleteTCPEndpoint(ctx context.Context, alias string) error
 }
@@ -55,3 +60,46 @@ const (
 
 // Code is the API error code of err, or "".
 func Code(err error) string { return client.CodeOf(err) }
+
+// Owner is the identity a namespace of this cluster has on the edge: every
+// reservation and key the operator makes for the namespace carries it, so
+// another namespace, or another cluster on the same account, cannot use
+// its addresses.
+func Owner(clusterID, namespace string) string { return clusterID + "/" + namespace }
+
+// Owners maps namespace names (spec.sharedWith) to edge owners.
+func Owners(clusterID string, namespaces []string) []string {
+	out := make([]string, 0, len(namespaces))
+	for _, ns := range namespaces {
+		out = append(out, Owner(clusterID, ns))
+	}
+	return out
+}
+
+// describeOwner names an edge owner in the user's terms.
+func describeOwner(clusterID, owner string) string {
+	if ns, ok := strings.CutPrefix(owner, clusterID+"/"); ok {
+		return "namespace " + ns
+	}
+	if id, ok := strings.CutPrefix(owner, "key:"); ok {
+		return "the tunnels of edge API key " + id
+	}
+	return "owner " + owner + " on the edge (another cluster, or a reservation made outside this cluster)"
+}
+
+// Owned turns the edge's address_owned refusal into a condition message
+// for a resource of namespace, naming the owner and what to do; ok is false
+// for any other error.
+func Owned(err error, clusterID, namespace string) (msg string, ok bool) {
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Code != client.CodeAddressOwned {
+		return "", false
+	}
+	return OwnedMessage(ae.Address, ae.Owner, clusterID, namespace), true
+}
+
+// OwnedMessage says that address belongs to owner and what to do about it.
+func OwnedMessage(address, owner, clusterID, namespace string) string {
+	return fmt.Sprintf("%s belongs to %s: ask its owner to add namespace %s to spec.sharedWith of its Domain or TCPEndpoint, or choose another address",
+		address, describeOwner(clusterID, owner), namespace)
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,10 @@ const (
 	// the host itself for a subdomain of the edge's base domain, the CNAME
 	// target for a custom domain (so external-dns creates the right record).
 	KeyLBHostname = "lb-hostname"
+	// KeyNamespaces lists, comma-separated, the namespaces whose Ingresses
+	// may serve an Ingress host: the host's owner and those it shares it
+	// with. Absent: every namespace (a Secret of an older controller).
+	KeyNamespaces = "namespaces"
 )
 
 // Labels on the Secret, naming the resource it belongs to.
@@ -76,6 +81,8 @@ type Contents struct {
 	Address   string
 	// LBHostname is set for Ingress hosts only.
 	LBHostname string
+	// Namespaces is set for Ingress hosts only; nil: no limit.
+	Namespaces []string
 }
 
 // Apply returns the apply configuration of an owner's Secret, for
@@ -113,6 +120,9 @@ func ApplyHost(namespace, host string, c Contents) *corev1ac.SecretApplyConfigur
 		KeyTunnelKey:  []byte(c.TunnelKey),
 		KeyLBHostname: []byte(c.LBHostname),
 	}
+	if c.Namespaces != nil {
+		data[KeyNamespaces] = []byte(strings.Join(c.Namespaces, ","))
+	}
 	return corev1ac.Secret(HostName(host), namespace).
 		WithLabels(map[string]string{LabelManagedBy: "tuna-operator", LabelOwnerKind: "Ingress"}).
 		WithAnnotations(map[string]string{AnnotationHost: host}).
@@ -130,5 +140,17 @@ func Read(s *corev1.Secret) Contents {
 		Address:   string(s.Data[KeyAddress]),
 
 		LBHostname: string(s.Data[KeyLBHostname]),
+		Namespaces: namespaces(s.Data),
 	}
+}
+
+func namespaces(data map[string][]byte) []string {
+	v, ok := data[KeyNamespaces]
+	if !ok {
+		return nil
+	}
+	if len(v) == 0 {
+		return []string{}
+	}
+	return strings.Split(string(v), ",")
 }

@@ -120,6 +120,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if served, err = r.tenants(ctx, host, served); err != nil {
+		return reconcile.Result{}, err
+	}
 	merged := model.Merge(host, served)
 	if len(merged.Ingresses) == 0 {
 		r.stop(ctx, host)

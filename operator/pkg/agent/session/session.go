@@ -223,11 +223,16 @@ func classify(err error) (reason, message string) {
 		if term.Code == protocol.CodeKeyRevoked {
 			return "KeyRevoked", "the edge revoked this tunnel's key: " + term.Reason
 		}
+		if term.Code == protocol.CodeAddressOwned {
+			return "AddressOwned", term.Reason + "; ask the address's owner to add this namespace to spec.sharedWith, or choose another address"
+		}
 		return "EdgeUnreachable", "the edge ended the session (" + term.Code + "): " + term.Reason + "; reconnecting"
 	case errors.As(err, &bind):
 		switch bind.Code {
 		case protocol.CodeAddressTaken:
 			return "AddressTaken", bind.Message + ": another tunnel holds this address; choose another or stop the other tunnel"
+		case protocol.CodeAddressOwned:
+			return "AddressOwned", bind.Message
 		case protocol.CodeAddressNotFound:
 			return "EndpointNotReady", bind.Message
 		case protocol.CodeForbidden:

@@ -31,6 +31,8 @@ type Reconciler struct {
 	Edge     edgeapi.Reservations
 	Info     *edgeapi.InfoCache
 	Recorder recorder.EventRecorder
+	// ClusterID makes the owner of every reservation: "<cluster-id>/<namespace>".
+	ClusterID string
 	// VerifyInterval re-runs a failed DNS check (default 5 minutes).
 	VerifyInterval time.Duration
 	// Resync re-reads the reservation to notice one deleted on the edge.
@@ -83,9 +85,19 @@ func (r *Reconciler) fqdn(ctx context.Context, d *tunav1.Domain) (string, error)
 // that this resource recorded but that is gone on the edge is re-created
 // (R14).
 func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*edgeclient.Domain, bool, error) {
+	owner := edgeapi.Owner(r.ClusterID, d.Namespace)
+	shared := edgeapi.Owners(r.ClusterID, d.Spec.SharedWith)
 	existing, err := r.Edge.GetDomain(ctx, fqdn)
 	switch {
 	case err == nil:
+		if err := reservation.Foreign(fqdn, existing.Sharing, owner); err != nil {
+			return nil, false, err
+		}
+		if existing.Owner == owner && reservation.SharingChanged(existing.SharedWith, shared) {
+			if existing, err = r.Edge.ShareDomain(ctx, fqdn, shared); err != nil {
+				return nil, false, err
+			}
+		}
 		if d.Status.Adopted || d.Status.FQDN == fqdn {
 			return existing, d.Status.Adopted, nil
 		}
@@ -100,11 +112,15 @@ func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) 
 		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "domain", fqdn)
 		r.Recorder.Eventf(d, nil, "Warning", "ReservationRecreated", "Reserve", "domain %s was deleted on the edge; reserved it again", fqdn)
 	}
-	in := edgeclient.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain}
+	in := edgeclient.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain,
+		Sharing: edgeclient.Sharing{Owner: owner, SharedWith: shared}}
 	created, err := r.Edge.CreateDomain(ctx, in)
 	if edgeclient.IsNameTaken(err) {
 		// Reserved meanwhile on the account (by hand or another cluster).
 		existing, err := r.Edge.GetDomain(ctx, fqdn)
+		if err == nil {
+			err = reservation.Foreign(fqdn, existing.Sharing, owner)
+		}
 		return existing, true, err
 	}
 	return created, d.Status.Adopted && d.Status.FQDN == fqdn, err
@@ -164,7 +180,7 @@ func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclie
 
 // failed records an edge failure on Ready and picks the retry.
 func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (reconcile.Result, error) {
-	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, err)
+	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, r.ClusterID, err)
 }
 
 // finalize releases the reservation unless it is adopted or retained.

@@ -189,11 +189,37 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 		}
 		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
+	ten, err := r.tenancy(ctx, host, ings)
+	if err != nil {
+		// Who owns the host is unknown, not "nobody may serve it": keep
+		// the host's key as it is (fail static).
+		f := edgeapi.Classify(err, ReasonEdgeRefused)
+		if f.Transient {
+			return f.Result()
+		}
+		for _, ing := range ings {
+			r.warn(ing, subject, f.Reason, fmt.Sprintf("cannot read who owns host %s: %s; its tunnel is kept as it is", host, f.Message))
+		}
+		return reconcile.Result{RequeueAfter: r.resync()}, nil
+	}
 	for _, ing := range ings {
+		if msg := ten.refused[ing.Namespace]; msg != "" {
+			r.warn(ing, subject, ReasonAddressOwned, fmt.Sprintf("rules for host %s skipped: %s", host, msg))
+			continue
+		}
 		r.notes.Clear(ing, subject)
 	}
-	next, err := r.ensureKey(ctx, host, res.lbHostname)
+	if len(ten.allowed) == 0 {
+		return reconcile.Result{RequeueAfter: r.resync()}, r.release(ctx, host)
+	}
+	next, err := r.ensureKey(ctx, host, res.lbHostname, ten)
 	if err != nil {
+		if m, ok := edgeapi.Owned(err, r.ClusterID, ten.owner); ok {
+			for _, ing := range ings {
+				r.warn(ing, subject, ReasonAddressOwned, fmt.Sprintf("rules for host %s skipped: %s", host, m))
+			}
+			return reconcile.Result{RequeueAfter: r.resync()}, nil
+		}
 		// ensureKey revokes nothing before it has a new key handed over,
 		// and a renewal the edge could not answer keeps the key, so a
 		// failure leaves the host's tunnel as it was.
@@ -295,7 +321,9 @@ func (r *Reconciler) keyLabels(host string) map[string]string {
 // before it expires, and says when the key is next due for renewal (0:
 // never). A new key's Secret is written before the old keys are revoked,
 // so the agent always has a valid key to switch to.
-func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) (time.Duration, error) {
+// The key is issued for the owner namespace of the host and names, in its
+// Secret, the namespaces whose Ingresses the agent may serve on it.
+func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy) (time.Duration, error) {
 	keys, err := r.Edge.ListTunnelKeys(ctx, r.keyLabels(host))
 	if err != nil {
 		return 0, err
@@ -303,7 +331,8 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) (time.Durat
 	handed, _ := r.handedOver.Load(host)
 	keep := ""
 	for _, k := range keys {
-		if k.Protocol != "http" || !strings.EqualFold(k.Address, host) {
+		if k.Protocol != "http" || !strings.EqualFold(k.Address, host) ||
+			k.Owner != edgeapi.Owner(r.ClusterID, ten.owner) || k.Labels[labelNamespaces] != ten.digest() {
 			continue
 		}
 		if k.ID == handed {
@@ -329,7 +358,10 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) (time.Durat
 		// Renewals were missed: a new key, revoking the expired one.
 		log.FromContext(ctx).Info("the Ingress host's key expired before it was renewed; issuing a new one", "host", host, "keyID", keep)
 	}
-	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: r.keyLabels(host)})
+	labels := r.keyLabels(host)
+	labels[labelNamespaces] = ten.digest()
+	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: labels,
+		Owner: edgeapi.Owner(r.ClusterID, ten.owner)})
 	if err != nil {
 		return 0, err
 	}
@@ -342,7 +374,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string) (time.Durat
 	}
 	secret := keysecret.ApplyHost(r.Namespace, host, keysecret.Contents{
 		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
-		Address: key.Address, LBHostname: lb,
+		Address: key.Address, LBHostname: lb, Namespaces: ten.allowed,
 	})
 	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return 0, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)

@@ -168,12 +168,14 @@ func TestKeyPerHost(t *testing.T) {
 	}
 	k := keys[0]
 	want := map[string]string{edgeapi.LabelCluster: "c1", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}
-	if k.Address != host || k.Protocol != "http" || len(k.Labels) != 3 || k.Labels[edgeapi.LabelHost] != host || k.Labels[edgeapi.LabelCluster] != "c1" {
+	if k.Address != host || k.Protocol != "http" || len(k.Labels) != 4 || k.Labels[edgeapi.LabelHost] != host || k.Labels[edgeapi.LabelCluster] != "c1" ||
+		k.Owner != "c1/team" {
 		t.Errorf("key %+v, want address %s, protocol http, labels %v", k, host, want)
 	}
 	s := f.secret(t)
 	if s == nil || string(s.Data[keysecret.KeyKeyID]) != k.ID || string(s.Data[keysecret.KeyTunnelKey]) == "" ||
-		string(s.Data[keysecret.KeyLBHostname]) != host || s.Annotations[keysecret.AnnotationHost] != host {
+		string(s.Data[keysecret.KeyLBHostname]) != host || s.Annotations[keysecret.AnnotationHost] != host ||
+		string(s.Data[keysecret.KeyNamespaces]) != "team" {
 		t.Fatalf("Secret %+v does not hand over key %s", s, k.ID)
 	}
 	reconcileHost(t, r)
@@ -343,7 +345,8 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	}
 
 	// A Domain whose Ready is Unknown (its own check hit the outage) still
-	// publishes the host, without asking the edge.
+	// counts as reserved; who owns the host is read from the edge, so the
+	// outage backs off there, and the host's key stays as it is.
 	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "shop"},
 		Status: tunav1.DomainStatus{FQDN: host, Conditions: []metav1.Condition{{Type: tunav1.ConditionReady, Status: metav1.ConditionUnknown, Reason: tunav1.ReasonEdgeUnreachable}}}}
 	if err := f.kube.Create(context.Background(), d); err != nil {
@@ -351,8 +354,10 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	}
 	calls := f.edge.Calls("CreateTunnelKey")
 	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal)}
-	reconcileHost(t, r)
-	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("CreateTunnelKey") != calls {
+	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+		t.Error("the owner lookup failed transiently: want the error back for backoff")
+	}
+	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("CreateTunnelKey") != calls || f.edge.Calls("RevokeTunnelKey") != 0 {
 		t.Errorf("keys %v: a Domain with Ready=Unknown keeps the host's key", keys)
 	}
 }

@@ -6,6 +6,8 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -70,11 +73,23 @@ func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorde
 
 // Failed records an edge failure on Ready and returns the retry (see
 // edgeapi.Failure): a transient failure shows Ready=Unknown and backs off,
-// keeping the reservation as it was; a refusal shows Ready=False and waits
-// for a spec change.
+// keeping the reservation as it was; an address another owner holds is
+// looked at again after a resync (its owner may release or share it); the
+// other refusals show Ready=False and wait for a spec change. clusterID
+// turns edge owners into namespace names.
 func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
-	existing []metav1.Condition, generation int64, err error) (reconcile.Result, error) {
+	existing []metav1.Condition, generation int64, clusterID string, err error) (reconcile.Result, error) {
 	f := edgeapi.Classify(err, tunav1.ReasonReservationFailed)
+	if m, ok := edgeapi.Owned(err, clusterID, obj.GetNamespace()); ok {
+		// Sharing lets this namespace publish on the address, never manage it.
+		f.Reason = tunav1.ReasonAddressOwned
+		f.Message = fmt.Sprintf("%s; this %s cannot take the reservation over, since only the owner's namespace manages it: delete this %s",
+			m, kind, kind)
+		if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
+			return reconcile.Result{}, werr
+		}
+		return reconcile.Result{RequeueAfter: Resync(0)}, nil
+	}
 	if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
 		return reconcile.Result{}, werr
 	}
@@ -179,4 +194,21 @@ func Fresh[T client.Object](ctx context.Context, reader client.Reader, obj T) (T
 		return fresh, fmt.Errorf("re-reading %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
 	return fresh, nil
+}
+
+// Foreign refuses to adopt a reservation another owner made: adopting it
+// would hand this namespace an address another namespace (or cluster)
+// reserved. Sharing lets others use an address, never manage it.
+func Foreign(address string, have edgeclient.Sharing, owner string) error {
+	if have.Owner == "" || have.Owner == owner {
+		return nil
+	}
+	return &edgeclient.APIError{Status: http.StatusForbidden, Code: edgeclient.CodeAddressOwned, Owner: have.Owner, Address: address,
+		Message: fmt.Sprintf("%s is reserved on the edge by owner %s", address, have.Owner)}
+}
+
+// SharingChanged reports whether the edge's shared_with differs from want
+// (both are sets).
+func SharingChanged(have, want []string) bool {
+	return !slices.Equal(slices.Compact(slices.Sorted(slices.Values(have))), slices.Compact(slices.Sorted(slices.Values(want))))
 }

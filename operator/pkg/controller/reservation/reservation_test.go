@@ -3,6 +3,8 @@ package reservation
 import (
 	"testing"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -21,5 +23,30 @@ func TestRelease(t *testing.T) {
 		if got := Release(tc.adopted, tc.policy); got != tc.want {
 			t.Errorf("Release(adopted=%v, %q) = %v, want %v", tc.adopted, tc.policy, got, tc.want)
 		}
+	}
+}
+
+func TestForeignAndSharing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		have  edgeclient.Sharing
+		owner string
+		want  bool // refused
+	}{
+		{"unowned", edgeclient.Sharing{}, "c/a", false},
+		{"own", edgeclient.Sharing{Owner: "c/a"}, "c/a", false},
+		{"another namespace", edgeclient.Sharing{Owner: "c/b"}, "c/a", true},
+		{"shared is still not adoptable", edgeclient.Sharing{Owner: "c/b", SharedWith: []string{"c/a"}}, "c/a", true},
+	} {
+		err := Foreign("x.example", tc.have, tc.owner)
+		if owner, ok := edgeclient.OwnerOf(err); ok != tc.want || (ok && owner != tc.have.Owner) {
+			t.Errorf("%s: Foreign = %v", tc.name, err)
+		}
+	}
+	if SharingChanged([]string{"b", "a"}, []string{"a", "b", "a"}) {
+		t.Error("the same set reads as changed")
+	}
+	if !SharingChanged(nil, []string{"a"}) || !SharingChanged([]string{"a"}, nil) {
+		t.Error("a changed set reads as unchanged")
 	}
 }

@@ -30,6 +30,8 @@ type Reconciler struct {
 	Reader   client.Reader
 	Edge     edgeapi.Reservations
 	Recorder recorder.EventRecorder
+	// ClusterID makes the owner of every reservation: "<cluster-id>/<namespace>".
+	ClusterID string
 	// Resync re-reads the reservation to notice one deleted on the edge.
 	Resync time.Duration
 }
@@ -46,7 +48,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
 	ep, adopted, err := r.ensure(ctx, e)
 	if err != nil {
-		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, err)
+		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, r.ClusterID, err)
 	}
 	reason, msg := tunav1.ReasonReserved, fmt.Sprintf("port %d is reserved for alias %s: %s", ep.Port, ep.Alias, ep.Address)
 	if adopted {
@@ -71,9 +73,19 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgeclient.TCPEndpoint, bool, error) {
 	alias := e.Spec.Alias
 	recorded := e.Status.Port != 0
+	owner := edgeapi.Owner(r.ClusterID, e.Namespace)
+	shared := edgeapi.Owners(r.ClusterID, e.Spec.SharedWith)
 	existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
 	switch {
 	case err == nil:
+		if err := reservation.Foreign(alias, existing.Sharing, owner); err != nil {
+			return nil, false, err
+		}
+		if existing.Owner == owner && reservation.SharingChanged(existing.SharedWith, shared) {
+			if existing, err = r.Edge.ShareTCPEndpoint(ctx, alias, shared); err != nil {
+				return nil, false, err
+			}
+		}
 		if e.Status.Adopted || recorded {
 			return existing, e.Status.Adopted, nil
 		}
@@ -88,9 +100,13 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "alias", alias)
 		r.Recorder.Eventf(e, nil, "Warning", "ReservationRecreated", "Reserve", "TCP endpoint %s was deleted on the edge; reserved it again", alias)
 	}
-	created, err := r.Edge.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias})
+	created, err := r.Edge.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias,
+		Sharing: edgeclient.Sharing{Owner: owner, SharedWith: shared}})
 	if edgeclient.IsNameTaken(err) {
 		existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
+		if err == nil {
+			err = reservation.Foreign(alias, existing.Sharing, owner)
+		}
 		return existing, true, err
 	}
 	return created, e.Status.Adopted, err

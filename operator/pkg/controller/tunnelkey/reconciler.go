@@ -123,7 +123,7 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 	}
 	gone := "the tunnel's key is gone on the edge (revoked by hand?); issuing a new one"
 	for _, k := range keys {
-		if k.ID != tun.Status.KeyID || k.Protocol != want.Protocol {
+		if k.ID != tun.Status.KeyID || k.Protocol != want.Protocol || k.Owner != want.Owner {
 			continue
 		}
 		same, err := r.sameAddress(ctx, k.Address, want.Address)
@@ -169,7 +169,8 @@ func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (edgecl
 		}
 		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
 	}
-	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun)}
+	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun),
+		Owner: edgeapi.Owner(r.ClusterID, tun.Namespace)}
 	switch {
 	case tun.Spec.Protocol == tunav1.ProtocolTCP:
 		want.Address = tun.Spec.PortOrAlias
@@ -338,8 +339,16 @@ func (r *Reconciler) edgeFailed(ctx context.Context, tun *tunav1.Tunnel, err err
 
 // issueFailed records a failure to issue a key once the old ones are gone:
 // a refusal is final until the spec changes (KeyIssued=False), a transient
-// failure retries with KeyIssued=Unknown.
+// failure retries with KeyIssued=Unknown. An address another namespace
+// owns is tried again at the next resync (its owner may share it
+// meanwhile).
 func (r *Reconciler) issueFailed(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
+	if m, ok := edgeapi.Owned(err, r.ClusterID, tun.Namespace); ok {
+		if serr := r.setKeyIssued(ctx, tun, metav1.ConditionFalse, tunav1.ReasonAddressOwned, m, ""); serr != nil {
+			return reconcile.Result{}, serr
+		}
+		return r.recheck(), nil
+	}
 	f := edgeapi.Classify(err, tunav1.ReasonKeyIssueFailed)
 	if serr := r.setKeyIssued(ctx, tun, f.Status(), f.Reason, f.Message, ""); serr != nil {
 		return reconcile.Result{}, serr

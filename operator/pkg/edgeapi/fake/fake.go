@@ -120,7 +120,7 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 		addr += "." + BaseDomain // as the real edge stores a subdomain
 	}
 	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
-		Labels: in.Labels, CreatedAt: e.clock()}
+		Labels: in.Labels, Owner: in.Owner, CreatedAt: e.clock()}
 	e.expire(&k)
 	e.keys[k.ID] = k
 	k.Key = "tunt_" + k.ID + "_secret"

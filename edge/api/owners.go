@@ -1,0 +1,158 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// Owner limits: an owner is "<cluster-id>/<namespace>" (a UID and a DNS
+// label) or "key:<id>", and a namespace is shared with a handful of others.
+const (
+	maxOwnerLen   = 253
+	maxSharedWith = 64
+)
+
+func checkOwner(field, o string) error {
+	if o == "" || len(o) > maxOwnerLen || strings.ContainsFunc(o, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsGraphic(r) || r == ' ' }) {
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"%s %q: an owner is 1-%d printable ASCII characters without spaces, e.g. \"<cluster-id>/<namespace>\"", field, o, maxOwnerLen)
+	}
+	return nil
+}
+
+// checkSharing validates the owner and shared_with of a create request.
+func checkSharing(in client.Sharing) (store.Ownership, error) {
+	if in.Owner != "" {
+		if err := checkOwner("owner", in.Owner); err != nil {
+			return store.Ownership{}, err
+		}
+	}
+	if len(in.SharedWith) > 0 && in.Owner == "" {
+		return store.Ownership{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"shared_with needs an owner: a reservation without one may be used by anyone already")
+	}
+	shared, err := checkSharedWith(in.SharedWith)
+	return store.Ownership{Owner: in.Owner, SharedWith: shared}, err
+}
+
+func checkSharedWith(list []string) ([]string, error) {
+	if len(list) > maxSharedWith {
+		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "shared_with lists at most %d owners", maxSharedWith)
+	}
+	for _, o := range list {
+		if err := checkOwner("shared_with entry", o); err != nil {
+			return nil, err
+		}
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	return slices.Compact(slices.Sorted(slices.Values(list))), nil
+}
+
+func sharingOut(o store.Ownership) client.Sharing {
+	return client.Sharing{Owner: o.Owner, SharedWith: o.SharedWith}
+}
+
+// ownedFail turns a store refusal into the API's address_owned answer.
+func ownedFail(err error) error {
+	var oe *store.OwnedError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	ae := fail(http.StatusForbidden, client.CodeAddressOwned,
+		"address %s belongs to owner %s: ask that owner to share it with yours (shared_with), or choose another address",
+		oe.Address, oe.Owner)
+	ae.owner, ae.address = oe.Owner, oe.Address
+	return ae
+}
+
+// decodeSharing reads a PATCH body: the new shared_with list.
+func decodeSharing(r *http.Request) ([]string, error) {
+	var in client.UpdateSharing
+	if err := decode(r, &in); err != nil {
+		return nil, err
+	}
+	if in.SharedWith == nil {
+		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "shared_with is required: the full list of owners allowed to use the address ([] for none)")
+	}
+	return checkSharedWith(*in.SharedWith)
+}
+
+// setShared is the common step of both PATCH handlers.
+func setShared(o *store.Ownership, shared []string) error {
+	if o.Owner == "" && len(shared) > 0 {
+		return fail(http.StatusConflict, client.CodeInvalidRequest,
+			"this reservation has no owner, so anyone may use it already; sharing needs an owned reservation")
+	}
+	o.SharedWith = shared
+	return nil
+}
+
+func (s *Server) shareDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+	shared, err := decodeSharing(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	name := names.Normalize(r.PathValue("name"))
+	d, err := s.st.ChangeDomain(name, func(d *store.Domain) error { return setShared(&d.Ownership, shared) })
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("domain", name)
+	} else if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return 0, nil, err
+		}
+		return 0, nil, fmt.Errorf("sharing domain %s: %w", name, err)
+	}
+	s.endUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)
+	return http.StatusOK, s.domainOut(d), nil
+}
+
+func (s *Server) shareTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, error) {
+	shared, err := decodeSharing(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	alias := r.PathValue("alias")
+	e, err := s.st.ChangeTCPEndpoint(alias, func(e *store.TCPEndpoint) error { return setShared(&e.Ownership, shared) })
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("TCP endpoint", alias)
+	} else if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return 0, nil, err
+		}
+		return 0, nil, fmt.Errorf("sharing TCP endpoint %s: %w", alias, err)
+	}
+	s.endUnshared(protocol.ProtocolTCP, []string{e.Alias, strconv.Itoa(e.Port)}, e.Ownership)
+	return http.StatusOK, s.tcpOut(e), nil
+}
+
+// endUnshared ends the live sessions of tunnel keys for addrs whose owner
+// may no longer use them, so taking a namespace off shared_with takes
+// effect at once rather than at its next reconnect.
+func (s *Server) endUnshared(proto string, addrs []string, o store.Ownership) {
+	recs, err := s.st.ListTunnelKeys()
+	if err != nil {
+		s.log.Error("listing tunnel keys after a sharing change", "err", err)
+		return
+	}
+	for _, k := range recs {
+		if k.Protocol == proto && slices.Contains(addrs, k.Address) && !o.Allows(k.Owner) {
+			s.reg.TerminateKey(k.ID, protocol.CodeAddressOwned,
+				fmt.Sprintf("address %s is no longer shared with owner %s by its owner %s", k.Address, k.Owner, o.Owner))
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Ownership ties a reservation to the owner that made it. An empty Owner is
+// a reservation made by hand without one: anyone may use it, as before
+// owners existed.
+type Ownership struct {
+	// Owner is opaque to the edge; the operator sends "<cluster-id>/<namespace>".
+	Owner string `json:"owner,omitempty"`
+	// SharedWith lists the other owners allowed to use the address.
+	SharedWith []string `json:"shared_with,omitempty"`
+}
+
+// Allows reports whether owner may use the address.
+func (o Ownership) Allows(owner string) bool {
+	return o.Owner == "" || o.Owner == owner || slices.Contains(o.SharedWith, owner)
+}
+
+// Claim records that Owner holds keys for a bare subdomain no reservation
+// holds. It outlives sessions and restarts and goes with the owner's last
+// key for the address, so a dropped session never frees the address.
+type Claim struct {
+	Address   string    `json:"address"`
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// OwnedError refuses the use of an address that another owner holds.
+type OwnedError struct {
+	Address string
+	Owner   string
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("address %s is owned by %s", e.Address, e.Owner)
+}
+
+// hostOwner says whether a reservation holds host, and refuses owner with
+// an *OwnedError when it may not use host: a reserved domain decides by its
+// Ownership, otherwise a claim by its owner.
+func hostOwner(tx *bolt.Tx, host, owner string) (reserved bool, err error) {
+	d, err := get[Domain](tx, bucketDomains, host)
+	if err == nil {
+		if !d.Allows(owner) {
+			return true, &OwnedError{Address: host, Owner: d.Owner}
+		}
+		return true, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	c, err := get[Claim](tx, bucketClaims, host)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if c.Owner != owner {
+		return false, &OwnedError{Address: host, Owner: c.Owner}
+	}
+	return false, nil
+}
+
+// endpointOwner returns the refusal for owner using the TCP endpoint an
+// alias or port names, or nil (also when no endpoint holds it: binding
+// will fail on its own).
+func endpointOwner(tx *bolt.Tx, addr, owner string) error {
+	var ep TCPEndpoint
+	var err error
+	if port, perr := strconv.Atoi(addr); perr == nil {
+		err = ErrNotFound
+		eps, lerr := list[TCPEndpoint](tx, bucketTCP)
+		if lerr != nil {
+			return lerr
+		}
+		for _, e := range eps {
+			if e.Port == port {
+				ep, err = e, nil
+			}
+		}
+	} else {
+		ep, err = get[TCPEndpoint](tx, bucketTCP, addr)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ep.Allows(owner) {
+		return &OwnedError{Address: ep.Alias, Owner: ep.Owner}
+	}
+	return nil
+}
+
+// CheckHost says whether owner may serve host: nil, an *OwnedError, or a
+// storage error. The SSH server asks it at every bind.
+func (s *Store) CheckHost(host, owner string) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		_, err := hostOwner(tx, host, owner)
+		return err
+	})
+}
+
+// IssueTunnelKey stores a new tunnel key after checking that its owner may
+// use its address. With claimable set (a bare subdomain of the base
+// domain), the first owner to get a key for an address no reservation
+// holds claims it. Check, claim and insert are one transaction, so two
+// owners racing for an address cannot both win.
+func (s *Store) IssueTunnelKey(k TunnelKey, claimable bool) error {
+	return s.updateHosts(func(tx *bolt.Tx) error {
+		if k.Address != "" {
+			if k.Protocol == "tcp" {
+				if err := endpointOwner(tx, k.Address, k.Owner); err != nil {
+					return err
+				}
+			} else {
+				reserved, err := hostOwner(tx, k.Address, k.Owner)
+				if err != nil {
+					return err
+				}
+				if claimable && !reserved && k.Owner != "" {
+					c := Claim{Address: k.Address, Owner: k.Owner, CreatedAt: k.CreatedAt}
+					if err := put(tx, bucketClaims, k.Address, c, false); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return put(tx, bucketTunnelKeys, k.ID, k, true)
+	}, func(x *hostIndex) { x.addKey(k, 1) })
+}
+
+// RevokeTunnelKey removes a tunnel key and returns it; the owner's claim
+// on its address goes with the owner's last key for that address.
+func (s *Store) RevokeTunnelKey(id string) (TunnelKey, error) {
+	var k TunnelKey
+	err := s.updateHosts(func(tx *bolt.Tx) error {
+		var err error
+		if k, err = get[TunnelKey](tx, bucketTunnelKeys, id); err != nil {
+			return err
+		}
+		if err := del(tx, bucketTunnelKeys, id); err != nil {
+			return err
+		}
+		if k.Protocol == "tcp" || k.Address == "" {
+			return nil
+		}
+		c, err := get[Claim](tx, bucketClaims, k.Address)
+		if errors.Is(err, ErrNotFound) || (err == nil && c.Owner != k.Owner) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		others, err := list[TunnelKey](tx, bucketTunnelKeys)
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			if o.Protocol == k.Protocol && o.Address == k.Address && o.Owner == k.Owner {
+				return nil
+			}
+		}
+		return del(tx, bucketClaims, k.Address)
+	}, func(x *hostIndex) { x.addKey(k, -1) })
+	return k, err
+}
+
+// ListClaims returns every address claim, ordered by address.
+func (s *Store) ListClaims() ([]Claim, error) { return listAll[Claim](s, bucketClaims) }
+
+// update applies change to the record under key in one transaction, so a
+// concurrent update of other fields is never lost.
+func update[T any](s *Store, bucket []byte, key string, change func(*T) error) (T, error) {
+	var out T
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if out, err = get[T](tx, bucket, key); err != nil {
+			return err
+		}
+		if err := change(&out); err != nil {
+			return err
+		}
+		return put(tx, bucket, key, out, false)
+	})
+	return out, err
+}
+
+// ChangeDomain applies change to the domain name atomically; the host
+// index follows (verification changes what the public side serves).
+func (s *Store) ChangeDomain(name string, change func(*Domain) error) (Domain, error) {
+	var out Domain
+	err := s.updateHosts(func(tx *bolt.Tx) error {
+		var err error
+		if out, err = get[Domain](tx, bucketDomains, name); err != nil {
+			return err
+		}
+		if err := change(&out); err != nil {
+			return err
+		}
+		return put(tx, bucketDomains, name, out, false)
+	}, func(x *hostIndex) { x.setDomain(out) })
+	return out, err
+}
+
+// ChangeTCPEndpoint applies change to the endpoint alias atomically.
+func (s *Store) ChangeTCPEndpoint(alias string, change func(*TCPEndpoint) error) (TCPEndpoint, error) {
+	return update(s, bucketTCP, alias, change)
+}

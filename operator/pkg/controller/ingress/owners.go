@@ -1,0 +1,69 @@
+package ingress
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+)
+
+// ReasonAddressOwned is the warning event on an Ingress whose host belongs
+// to another namespace that has not shared it.
+const ReasonAddressOwned = "AddressOwned"
+
+// labelNamespaces is a digest of the namespaces a host key serves: a key
+// whose digest differs is replaced, which hands the agent a Secret with the
+// new list through the usual key rotation.
+const labelNamespaces = "k8s.tuna.am/namespaces"
+
+// tenancy is who may publish a host: the namespaces whose Ingresses are
+// served, the one the key is issued for, and why the others are refused.
+type tenancy struct {
+	owner   string   // namespace the key is issued for
+	allowed []string // sorted
+	refused map[string]string
+}
+
+// tenancy reads the host's reservation on the edge: a reservation owned by
+// a namespace serves that namespace and those in its shared_with; an
+// unowned one (made by hand) serves every namespace, as before owners
+// existed.
+func (r *Reconciler) tenancy(ctx context.Context, host string, ings []*networkingv1.Ingress) (tenancy, error) {
+	var sharing edgeclient.Sharing
+	d, err := r.Edge.GetDomain(ctx, host)
+	switch {
+	case err == nil:
+		sharing = d.Sharing
+	case !edgeclient.IsNotFound(err):
+		return tenancy{}, err
+	}
+	t := tenancy{refused: map[string]string{}}
+	for _, ing := range ings { // oldest first: the first allowed one issues the key for an unowned host
+		ns := ing.Namespace
+		if slices.Contains(t.allowed, ns) || t.refused[ns] != "" {
+			continue
+		}
+		o := edgeapi.Owner(r.ClusterID, ns)
+		if sharing.Owner != "" && sharing.Owner != o && !slices.Contains(sharing.SharedWith, o) {
+			t.refused[ns] = edgeapi.OwnedMessage(host, sharing.Owner, r.ClusterID, ns)
+			continue
+		}
+		t.allowed = append(t.allowed, ns)
+		if t.owner == "" || o == sharing.Owner {
+			t.owner = ns
+		}
+	}
+	slices.Sort(t.allowed)
+	return t, nil
+}
+
+func (t tenancy) digest() string {
+	sum := sha256.Sum256([]byte(t.owner + "|" + strings.Join(t.allowed, ",")))
+	return hex.EncodeToString(sum[:8])
+}
