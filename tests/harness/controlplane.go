@@ -6,6 +6,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -75,14 +77,37 @@ func StartControlPlane() (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: bin,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
 	cidr, err := ServiceCIDR()
 	if err != nil {
 		return nil, err
+	}
+	// Each attempt takes fresh ports: envtest retries a failed start on the
+	// same ports, where a process of the failed attempt may still linger.
+	var errs []error
+	for range startAttempts {
+		cp, err := startControlPlane(bin, cidr)
+		if err == nil {
+			return cp, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("starting etcd and kube-apiserver (%d attempts): %w", startAttempts, errors.Join(errs...))
+}
+
+const (
+	startAttempts = 3
+	// startTimeout is how long etcd and kube-apiserver each get to become
+	// ready; envtest's 20 s default is too short when several control
+	// planes start at once on two busy cores.
+	startTimeout = 2 * time.Minute
+)
+
+func startControlPlane(bin, cidr string) (*ControlPlane, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "crds")},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: startTimeout,
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Configure().Set("service-cluster-ip-range", cidr)
@@ -97,7 +122,8 @@ func StartControlPlane() (*ControlPlane, error) {
 	env.ControlPlane.Etcd.Configure().Set("listen-peer-urls", "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(first+2)))
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+		_ = env.Stop()
+		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
 	if err != nil {
