@@ -25,6 +25,8 @@ type fixture struct {
 	url                             string
 	st                              *store.Store
 	full, write, connect, tunnelKey string
+	http                            *http.Client
+	fingerprint                     string
 }
 
 // newFixture serves the API on a loopback listener with a real store.
@@ -41,9 +43,10 @@ func newFixture(t *testing.T, dnsAddr string, ports [2]int) *fixture {
 		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
 		Verifier: dnsverify.New(dnsAddr),
 	}, st, registry.New(), nil)
-	hs := httptest.NewServer(srv)
+	// TLS as the edge serves it; the clients pin the test certificate.
+	hs := httptest.NewTLSServer(srv)
 	t.Cleanup(hs.Close)
-	f := &fixture{url: hs.URL, st: st}
+	f := &fixture{url: hs.URL, st: st, http: hs.Client(), fingerprint: client.Fingerprint(hs.Certificate().Raw)}
 	mk := func(scope string) string {
 		k, err := api.CreateAPIKey(st, scope, []string{scope}, func() store.APIKey { return store.APIKey{CreatedAt: time.Now()} })
 		if err != nil {
@@ -60,7 +63,9 @@ func newFixture(t *testing.T, dnsAddr string, ports [2]int) *fixture {
 	return f
 }
 
-func (f *fixture) c(key string) *client.Client { return client.New(f.url, key) }
+func (f *fixture) c(key string) *client.Client {
+	return client.New(f.url, key, client.WithTrust(client.Trust{Fingerprint: f.fingerprint}))
+}
 
 // raw sends a request with a literal body and returns status and error body.
 func (f *fixture) raw(t *testing.T, key, method, path, body string) (int, map[string]string, http.Header) {
@@ -69,7 +74,7 @@ func (f *fixture) raw(t *testing.T, key, method, path, body string) (int, map[st
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +140,7 @@ func TestAuthAndScopes(t *testing.T) {
 		}
 	})
 	t.Run("openapi without auth", func(t *testing.T) {
-		resp, err := http.Get(f.url + "/v1/openapi.json")
+		resp, err := f.http.Get(f.url + "/v1/openapi.json")
 		if err != nil {
 			t.Fatal(err)
 		}
