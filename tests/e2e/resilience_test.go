@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -136,7 +137,12 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 			var failing atomic.Bool
 			failing.Store(true)
 			proxy := httputil.NewSingleHostReverseProxy(target)
-			fault := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The proxy pins the edge's certificate, and the controller pins
+			// the proxy's: TLS on both hops, as in production.
+			pinned, err := env.edge.Trust().Transport()
+			require.NoError(t, err)
+			proxy.Transport = pinned
+			fault := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/tunnel-keys") {
 					if failing.Load() {
 						failed.Add(1)
@@ -155,7 +161,9 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 			defer fault.Close()
 
 			require.NoError(t, env.controller.Stop())
-			env.controller = startController(func(o *app.ControllerOptions) { o.EdgeAPIURL = fault.URL })
+			env.controller = startController(func(o *app.ControllerOptions) {
+				o.EdgeAPIURL, o.EdgeAPIFingerprint = fault.URL, edgeclient.Fingerprint(fault.Certificate().Raw)
+			})
 			defer func() {
 				require.NoError(t, env.controller.Stop())
 				env.controller = startController()
