@@ -18,6 +18,7 @@ const (
 	CodePortsExhausted = "ports_exhausted"
 	CodeInvalidDomain  = "invalid_domain"
 	CodeRateLimited    = "rate_limited"
+	CodeTooLarge       = "request_too_large"
 	CodeInternal       = "internal"
 )
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
