@@ -63,9 +63,13 @@ func TestAgentRestartRestoresTunnels(t *testing.T) {
 			code, body := get(t, old.Status.URL)
 			assert.Equal(c, http.StatusOK, code, "%s: %s", old.Status.URL, body)
 		}, wait, 100*time.Millisecond)
-		now := waitReady(t, key(ns, old.Name), metav1.ConditionTrue, tunav1.ReasonConnected)
-		assert.Equal(t, old.Status.URL, now.Status.URL)
-		assert.NotEqual(t, old.Status.SessionID, now.Status.SessionID, "a new session after the restart")
+		// The agent serves traffic before it writes the new session to
+		// status, so await the status rather than read it once.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			now := waitReady(t, key(ns, old.Name), metav1.ConditionTrue, tunav1.ReasonConnected)
+			assert.Equal(c, old.Status.URL, now.Status.URL)
+			assert.NotEqual(c, old.Status.SessionID, now.Status.SessionID, "a new session after the restart")
+		}, wait, 100*time.Millisecond)
 	}
 }
 
