@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
@@ -23,8 +25,9 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
-// maxBody bounds request bodies; every valid body is tiny.
-const maxBody = 1 << 20
+// MaxBody bounds request bodies; every valid body is tiny, so a larger one
+// is refused with 413 request_too_large before it is read further.
+const MaxBody = 1 << 20
 
 // Config is what the API needs to know about the edge.
 type Config struct {
@@ -44,6 +47,10 @@ type Config struct {
 	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
 	// renewal; 0 means keys never expire.
 	TunnelKeyTTL time.Duration
+	// RateLimit and RateBurst bound the calls of each API key (a token
+	// bucket per key id); 0 uses DefaultRateLimit and DefaultRateBurst.
+	RateLimit rate.Limit
+	RateBurst int
 }
 
 // Server is the API's http.Handler.
@@ -54,6 +61,7 @@ type Server struct {
 	m   *metrics.Metrics
 	log *slog.Logger
 	mux *http.ServeMux
+	lim *limiters
 }
 
 // access is what a route demands of the caller.
@@ -77,6 +85,8 @@ type apiError struct {
 	msg    string
 	// owner and address are sent with address_owned.
 	owner, address string
+	// retryAfter is sent as Retry-After when set (rate_limited).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -100,7 +110,8 @@ func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics
 	if cfg.CNAMETarget == "" {
 		cfg.CNAMETarget = cfg.BaseDomain
 	}
-	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(),
+		lim: newLimiters(cfg.RateLimit, cfg.RateBurst)}
 	s.routes()
 	return s
 }
@@ -150,6 +161,7 @@ func (s *Server) handle(pattern string, need access, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		reqID := "req_" + keys.RandomToken(8)
 		w.Header().Set("X-Request-Id", reqID)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		status, body, err := s.call(r, need, h)
 		if err != nil {
 			var ae *apiError
@@ -158,6 +170,9 @@ func (s *Server) handle(pattern string, need access, h handlerFunc) {
 				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
 			}
 			status = ae.status
+			if ae.retryAfter > 0 {
+				w.Header().Set("Retry-After", retryAfterSeconds(ae.retryAfter))
+			}
 			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address}
 		}
 		s.m.APIRequest(route, status)
@@ -171,6 +186,11 @@ func (s *Server) call(r *http.Request, need access, h handlerFunc) (int, any, er
 	}
 	p, err := s.authenticate(r)
 	if err != nil {
+		return 0, nil, err
+	}
+	// Limited per key id after authentication: ids are then known to
+	// exist, and a valid key's budget cannot be spent by someone guessing.
+	if err := s.lim.allow(p.ID, time.Now()); err != nil {
 		return 0, nil, err
 	}
 	if err := authorize(p, need); err != nil {
@@ -238,9 +258,13 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 // decode reads exactly one JSON object, refusing unknown fields by name so
 // that a typo in a field is an error rather than a silently ignored value.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return fail(http.StatusRequestEntityTooLarge, client.CodeTooLarge,
+				"request body is larger than %d bytes; every valid request is far smaller", mbe.Limit)
+		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return fail(http.StatusBadRequest, client.CodeUnknownField, "unknown field %s in request body", f)
 		}

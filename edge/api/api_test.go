@@ -30,6 +30,8 @@ type fixture struct {
 	st                              *store.Store
 	ports                           [2]int // the TCP range
 	full, write, connect, tunnelKey string
+	http                            *http.Client
+	fingerprint                     string
 }
 
 // newFixture serves the API on a loopback listener with a real store.
@@ -49,9 +51,10 @@ func newFixture(t *testing.T, dnsAddr string) *fixture {
 		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
 		Verifier: dnsverify.New(dnsAddr),
 	}, st, registry.New(), nil)
-	hs := httptest.NewServer(srv)
+	// TLS as the edge serves it; the clients pin the test certificate.
+	hs := httptest.NewTLSServer(srv)
 	t.Cleanup(hs.Close)
-	f := &fixture{url: hs.URL, st: st, ports: r}
+	f := &fixture{url: hs.URL, st: st, ports: r, http: hs.Client(), fingerprint: client.Fingerprint(hs.Certificate().Raw)}
 	mk := func(scope string) string {
 		k, err := api.CreateAPIKey(st, scope, []string{scope}, func() store.APIKey { return store.APIKey{CreatedAt: time.Now()} })
 		if err != nil {
@@ -68,7 +71,9 @@ func newFixture(t *testing.T, dnsAddr string) *fixture {
 	return f
 }
 
-func (f *fixture) c(key string) *client.Client { return client.New(f.url, key) }
+func (f *fixture) c(key string) *client.Client {
+	return client.New(f.url, key, client.WithTrust(client.Trust{Fingerprint: f.fingerprint}))
+}
 
 // raw sends a request with a literal body and returns status and error body.
 func (f *fixture) raw(t *testing.T, key, method, path, body string) (int, map[string]string, http.Header) {
@@ -77,7 +82,7 @@ func (f *fixture) raw(t *testing.T, key, method, path, body string) (int, map[st
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +148,7 @@ func TestAuthAndScopes(t *testing.T) {
 		}
 	})
 	t.Run("openapi without auth", func(t *testing.T) {
-		resp, err := http.Get(f.url + "/v1/openapi.json")
+		resp, err := f.http.Get(f.url + "/v1/openapi.json")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,6 +100,7 @@ func (s *Server) deleteAPIKey(r *http.Request, _ *auth.Principal) (int, any, err
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("deleting API key: %w", err)
 	}
+	s.lim.forget(id)
 	// A tunnels:connect key may carry live tunnels: revoking it ends them.
 	s.reg.TerminateKey(id, protocol.CodeKeyRevoked, fmt.Sprintf("API key %s was revoked", id))
 	return http.StatusNoContent, nil, nil

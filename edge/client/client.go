@@ -21,6 +21,9 @@ type Client struct {
 	baseURL string
 	apiKey  string
 	http    *http.Client
+	trust   *Trust
+	// err is a configuration error every call returns (see WithTrust).
+	err error
 }
 
 // Option configures a Client.
@@ -39,7 +42,25 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.trust != nil {
+		c.err = c.applyTrust(*c.trust)
+	}
 	return c
+}
+
+func (c *Client) applyTrust(t Trust) error {
+	if t.IsZero() {
+		return nil
+	}
+	if !strings.HasPrefix(strings.ToLower(c.baseURL), "https://") {
+		return fmt.Errorf("edge API URL %q: a pinned fingerprint or CA bundle needs an https:// URL", c.baseURL)
+	}
+	tr, err := t.Transport()
+	if err != nil {
+		return err
+	}
+	c.http = &http.Client{Timeout: c.http.Timeout, Transport: tr}
+	return nil
 }
 
 // Edge returns the edge's public facts, including the SSH host key to pin.
@@ -191,6 +212,9 @@ func labelQuery(labels map[string]string) string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	if c.err != nil {
+		return fmt.Errorf("edge API %s %s: %w", method, path, c.err)
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -24,6 +24,7 @@ const (
 	// CodeKeyExpired: the tunnel key expired before it was renewed; issue
 	// a new one.
 	CodeKeyExpired = "key_expired"
+	CodeTooLarge   = "request_too_large"
 	CodeInternal   = "internal"
 )
 

@@ -42,10 +42,25 @@ type Config struct {
 	// BaseDomain publishes subdomains: <sub>.<BaseDomain>.
 	BaseDomain string
 
-	// APIListen is the control API's address. It serves HTTPS when
-	// APITLSCert/APITLSKey are set, plain HTTP otherwise (behind a TLS proxy).
+	// APIListen is the control API's address. It always serves HTTPS: with
+	// APITLSCert/APITLSKey when set, else with a self-signed certificate
+	// generated once in DataDir (see APICertPath), whose fingerprint clients
+	// pin. API keys and the SSH host key agents pin travel over it.
 	APIListen             string
 	APITLSCert, APITLSKey string
+	// APICertHosts are extra DNS names or IPs the generated certificate
+	// covers, besides loopback, BaseDomain and the advertised SSH host (for
+	// clients that trust it as a CA bundle and so check the host name).
+	APICertHosts []string
+	// InsecureHTTPAPI serves the API in plain HTTP, for use behind a
+	// TLS-terminating proxy on a trusted network only; every start warns.
+	InsecureHTTPAPI bool
+	// APITimeouts bound each API connection (zero fields: the defaults).
+	APITimeouts APITimeouts
+	// APIRateLimit and APIRateBurst bound the calls of each API key, in
+	// requests per second and bucket size (0: 20/s with bursts of 40).
+	APIRateLimit float64
+	APIRateBurst int
 
 	// SSHListen is the tunnel transport's address; SSHAdvertiseAddr is what
 	// GET /v1/edge tells agents to dial (default: the listen address).
@@ -145,6 +160,13 @@ func (c *Config) setDefaults() error {
 	if (c.APITLSCert == "") != (c.APITLSKey == "") {
 		return fmt.Errorf("config: set both APITLSCert and APITLSKey, or neither")
 	}
+	if c.InsecureHTTPAPI && c.APITLSCert != "" {
+		return fmt.Errorf("config: InsecureHTTPAPI serves plain HTTP, so APITLSCert/APITLSKey would be ignored: drop one")
+	}
+	if c.APIRateLimit < 0 || c.APIRateBurst < 0 {
+		return fmt.Errorf("config: APIRateLimit %v and APIRateBurst %d must not be negative", c.APIRateLimit, c.APIRateBurst)
+	}
+	c.APITimeouts.setDefaults()
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("config: set both TLSCertFile and TLSKeyFile, or neither")
 	}
@@ -196,4 +218,30 @@ func (c *Config) setDefaults() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// APITimeouts bound the phases of an API connection. API requests and
+// answers are small JSON, so short bounds cost honest clients nothing and
+// stop slow clients (slowloris) from holding connections open.
+type APITimeouts struct {
+	// ReadHeader: the TLS handshake and the request headers (default 10s).
+	ReadHeader time.Duration
+	// Read: the whole request, body included (default 30s).
+	Read time.Duration
+	// Write: from the end of the headers to the end of the answer; it also
+	// bounds a handler's work, such as a DNS check (default 30s).
+	Write time.Duration
+	// Idle: a kept-alive connection between requests (default 120s).
+	Idle time.Duration
+}
+
+func (t *APITimeouts) setDefaults() {
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&t.ReadHeader, 10 * time.Second}, {&t.Read, 30 * time.Second}, {&t.Write, 30 * time.Second}, {&t.Idle, 120 * time.Second}} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
 }

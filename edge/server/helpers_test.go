@@ -63,7 +63,21 @@ func startEdge(t testing.TB, dir string, mutate ...func(*server.Config)) *testEd
 	return te
 }
 
-func (e *testEdge) client(key string) *client.Client { return client.New(e.APIURL(), key) }
+// client pins the API's certificate, as the operator does.
+func (e *testEdge) client(key string) *client.Client {
+	return client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
+}
+
+// apiHTTP is a plain net/http client that pins the API's certificate.
+func (e *testEdge) apiHTTP(t *testing.T) *http.Client {
+	t.Helper()
+	tr, err := client.Trust{Fingerprint: e.APIFingerprint()}.Transport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
 
 func (e *testEdge) info(t testing.TB) *client.EdgeInfo {
 	t.Helper()

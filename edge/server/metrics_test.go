@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	}
 	e.get(t, "nope."+baseDomain, "/", nil)
 
-	resp, err := http.Get(e.APIURL() + "/metrics") // no auth needed
+	resp, err := e.apiHTTP(t).Get(e.APIURL() + "/metrics") // no auth needed
 	if err != nil {
 		t.Fatal(err)
 	}

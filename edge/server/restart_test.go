@@ -44,7 +44,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 
 	// Same data dir and addresses: a restarted edge.
 	e2 := startEdge(t, dir, func(c *server.Config) {
-		c.APIListen = strings.TrimPrefix(addrs[0], "http://")
+		c.APIListen = strings.TrimPrefix(addrs[0], "https://")
 		c.SSHListen, c.HTTPListen = addrs[1], addrs[2]
 		c.TCPPortRange = e1.cfg.TCPPortRange
 	})

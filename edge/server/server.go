@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/time/rate"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
@@ -46,6 +47,8 @@ type Edge struct {
 	acme    *autocert.Manager
 	// stopExpiry ends the expired-key sweep on Close.
 	stopExpiry context.CancelFunc
+	// apiTLS is the API's certificate; nil with InsecureHTTPAPI.
+	apiTLS *apiTLS
 
 	mu        sync.Mutex
 	started   bool
@@ -80,6 +83,12 @@ func New(cfg Config) (*Edge, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	if !cfg.InsecureHTTPAPI {
+		if e.apiTLS, err = loadAPITLS(&cfg, time.Now(), cfg.Logger); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
 	e.ssh = sshd.New(sshd.Config{
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
@@ -111,6 +120,8 @@ func New(cfg Config) (*Edge, error) {
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
 		Logger:        cfg.Logger,
+		RateLimit:     rate.Limit(cfg.APIRateLimit),
+		RateBurst:     cfg.APIRateBurst,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -235,22 +246,7 @@ func (e *Edge) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", e.m.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("/", e.api)
-	apiSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	scheme := "http"
-	if e.cfg.APITLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(e.cfg.APITLSCert, e.cfg.APITLSKey)
-		if err != nil {
-			return fmt.Errorf("edge: loading API certificate: %w", err)
-		}
-		apiSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		scheme = "https"
-	}
-	e.apiURL = scheme + "://" + dialable(apiLn.Addr().String())
-	e.serveHTTP("API", apiSrv, apiLn, scheme == "https")
+	e.startAPI(apiLn)
 
 	if e.cfg.MetricsListen != "" {
 		ln, err := listen("metrics", e.cfg.MetricsListen)
@@ -349,7 +345,7 @@ func (e *Edge) Close() error {
 	return errors.Join(errs...)
 }
 
-// APIURL is the control API's base URL, e.g. "http://127.0.0.1:41234".
+// APIURL is the control API's base URL, e.g. "https://127.0.0.1:41234".
 func (e *Edge) APIURL() string { e.mu.Lock(); defer e.mu.Unlock(); return e.apiURL }
 
 // SSHAddr is the address the SSH listener got.

@@ -142,7 +142,12 @@ func decode[T any](t *testing.T, r result) T {
 
 // valuesArgs are the values of a working install against the test edge.
 func valuesArgs(key string) []string {
-	return []string{"--set", "edge.apiURL=" + env.edge.APIURL(), "--set", "credentials.apiKey=" + key}
+	return append(edgeArgs(), "--set", "credentials.apiKey="+key)
+}
+
+// edgeArgs point at the test edge and pin its API certificate.
+func edgeArgs() []string {
+	return []string{"--set", "edge.apiURL=" + env.edge.APIURL(), "--set", "edge.apiFingerprint=" + env.edge.APIFingerprint()}
 }
 
 // chartCRDs returns a fresh copy of the chart's CRDs.

@@ -179,7 +179,7 @@ func TestPreflightSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.kube.CoreV1().Secrets(ns).Delete(ctx, "tuna-creds", metav1.DeleteOptions{}) })
-	vals := []string{"--set", "edge.apiURL=" + env.edge.APIURL(), "--set", "credentials.existingSecret=tuna-creds"}
+	vals := append(edgeArgs(), "--set", "credentials.existingSecret=tuna-creds")
 
 	// The Secret lacks the key api-key.
 	r := tuna(t, append([]string{"preflight", "-o", "json"}, vals...)...)
@@ -196,7 +196,7 @@ func TestPreflightSecret(t *testing.T) {
 		t.Fatalf("validate --cluster: %+v", c)
 	}
 	// A missing Secret.
-	r = tuna(t, "preflight", "-o", "json", "--set", "edge.apiURL="+env.edge.APIURL(), "--set", "credentials.existingSecret=nope")
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "credentials.existingSecret=nope"}, edgeArgs()...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	if c := check(t, decodeReport(t, r), "Secret tuna-system/nope"); c.Result != report.Error || !strings.Contains(c.Hint, "kubectl -n tuna-system create secret generic nope") {
 		t.Fatalf("missing Secret: %+v", c)
@@ -331,4 +331,45 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 	if c := check(t, decodeReport(t, r), "the namespaces of watchNamespaces exist"); c.Result != report.Success || !strings.Contains(c.Detail, "every namespace") {
 		t.Errorf("default: %+v", c)
 	}
+}
+
+// The edge API's certificate is self-signed: preflight without a pin says
+// to set one; a wrong pin names both fingerprints; the certificate as a CA
+// file works as well as the pin.
+func TestPreflightEdgeTLS(t *testing.T) {
+	restoreChartCRDs(t)
+	base := []string{"preflight", "-o", "json", "--set", "credentials.apiKey=" + env.edge.OperatorKey, "--set", "edge.apiURL=" + env.edge.APIURL()}
+
+	r := tuna(t, base...)
+	expectCode(t, r, cmd.ExitFailed)
+	c := check(t, decodeReport(t, r), "the edge API is reachable")
+	if c.Result != report.Error || !strings.Contains(c.Error, "certificate") || !strings.Contains(c.Hint, "tuna-edge api-fingerprint") {
+		t.Fatalf("no pin: %+v", c)
+	}
+
+	wrong := edgeclient.Fingerprint([]byte("another certificate"))
+	r = tuna(t, append(base, "--edge-api-fingerprint", wrong)...)
+	expectCode(t, r, cmd.ExitFailed)
+	c = check(t, decodeReport(t, r), "the edge API is reachable")
+	if c.Result != report.Error || !strings.Contains(c.Error, wrong) || !strings.Contains(c.Error, env.edge.APIFingerprint()) ||
+		!strings.Contains(c.Hint, "edge.apiFingerprint") {
+		t.Fatalf("wrong pin: %+v", c)
+	}
+
+	caFile := filepath.Join(t.TempDir(), "edge-api.pem")
+	if err := os.WriteFile(caFile, env.edge.APICertificatePEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"pin flag": {"--edge-api-fingerprint", env.edge.APIFingerprint()},
+		"CA file":  {"--edge-api-ca-file", caFile},
+	} {
+		r = tuna(t, append(base, args...)...)
+		expectCode(t, r, cmd.ExitOK)
+		if c := check(t, decodeReport(t, r), "accepts the API key"); c.Result != report.Success {
+			t.Fatalf("%s: %+v", name, c)
+		}
+	}
+	r = tuna(t, append(base, "--edge-api-ca-file", filepath.Join(t.TempDir(), "missing.pem"))...)
+	expectCode(t, r, cmd.ExitInvalid)
 }

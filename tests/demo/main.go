@@ -77,6 +77,14 @@ func run() error {
 		return err
 	}
 	defer cleanup("edge", edge.Close)
+	// The API serves its generated certificate; the operator pins its
+	// fingerprint, and curl can trust the certificate itself.
+	caFile := filepath.Join(stateDir, "edge-api.pem")
+	if err := os.WriteFile(caFile, edge.APICertificatePEM(), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(caFile)
+	step("edge control API on " + edge.APIURL() + " (TLS, certificate " + edge.APIFingerprint() + ")")
 
 	step("starting the operator (controller and agent)")
 	controller := harness.StartController(cp.Config, edge)
@@ -126,6 +134,10 @@ Try it:
 
     curl %[1]s
 
+Ask the edge's control API (TLS; the operator pins the certificate):
+
+    curl --cacert %[4]s -H 'Authorization: Bearer %[5]s' %[6]s/v1/edge
+
 Inspect the cluster with kubectl v1.37.2 (built with the control plane):
 
     export KUBECONFIG=%[2]s
@@ -134,7 +146,7 @@ Inspect the cluster with kubectl v1.37.2 (built with the control plane):
     %[3]s explain tunnel.spec
 
 Press Ctrl-C to stop; everything started here is cleaned up.
-`, url, kubeconfig, kubectl)
+`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL())
 	<-ctx.Done()
 	fmt.Println()
 	step("stopping: deleting the Tunnel (its key is revoked on the edge)")

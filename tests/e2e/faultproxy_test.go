@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 )
@@ -45,8 +46,13 @@ func newFaultProxy(t *testing.T) *faultProxy {
 	target, err := url.Parse(env.edge.APIURL())
 	require.NoError(t, err)
 	upstream := httputil.NewSingleHostReverseProxy(target)
+	// The proxy pins the edge's certificate, and the controller pins the
+	// proxy's: TLS on both hops, as in production.
+	pinned, err := env.edge.Trust().Transport()
+	require.NoError(t, err)
+	upstream.Transport = pinned
 	p := &faultProxy{calls: map[string]int{}}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.calls[r.Method+" "+edgeapi.Route(r.URL.Path)]++
 		rule := p.rule
@@ -101,7 +107,9 @@ func request(method, prefix string) func(*http.Request) bool {
 func controllerBehind(t *testing.T, p *faultProxy) {
 	t.Helper()
 	require.NoError(t, env.controller.Stop())
-	env.controller = startController(func(o *app.ControllerOptions) { o.EdgeAPIURL = p.URL })
+	env.controller = startController(func(o *app.ControllerOptions) {
+		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, edgeclient.Fingerprint(p.Certificate().Raw)
+	})
 	t.Cleanup(func() {
 		require.NoError(t, env.controller.Stop())
 		env.controller = startController()

@@ -63,9 +63,13 @@ func TestAgentRestartRestoresTunnels(t *testing.T) {
 			code, body := get(t, old.Status.URL)
 			assert.Equal(c, http.StatusOK, code, "%s: %s", old.Status.URL, body)
 		}, wait, 100*time.Millisecond)
-		now := waitReady(t, key(ns, old.Name), metav1.ConditionTrue, tunav1.ReasonConnected)
-		assert.Equal(t, old.Status.URL, now.Status.URL)
-		assert.NotEqual(t, old.Status.SessionID, now.Status.SessionID, "a new session after the restart")
+		// The agent serves traffic before it writes the new session to
+		// status, so await the status rather than read it once.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			now := waitReady(t, key(ns, old.Name), metav1.ConditionTrue, tunav1.ReasonConnected)
+			assert.Equal(c, old.Status.URL, now.Status.URL)
+			assert.NotEqual(c, old.Status.SessionID, now.Status.SessionID, "a new session after the restart")
+		}, wait, 100*time.Millisecond)
 	}
 }
 
@@ -121,10 +125,13 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 			tun := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
 			assert.Contains(t, readyMessage(tun.Status.Conditions), "injected failure")
 
+			// Count the attempts in the window only: the time to reach
+			// EdgeUnreachable grows with the machine's load and is no part
+			// of the rate.
+			before := fault.failed.Load()
 			time.Sleep(3 * time.Second) // observing a rate over a window: nothing to await
-			failed := fault.failed.Load()
-			assert.LessOrEqual(t, failed, tc.maxCalls, "the controller must back off")
-			assert.GreaterOrEqual(t, failed, int32(1))
+			assert.LessOrEqual(t, fault.failed.Load()-before, tc.maxCalls, "the controller must back off")
+			assert.GreaterOrEqual(t, before, int32(1))
 
 			fault.heal()
 			waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)

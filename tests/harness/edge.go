@@ -47,6 +47,10 @@ type EdgeOptions struct {
 	// TunnelKeyTTL, when set, is the tunnel keys' lifetime (default 24h):
 	// a few seconds make the controller's renewals observable.
 	TunnelKeyTTL time.Duration
+	// APIRateLimit and APIRateBurst override the edge's per-key API rate
+	// (default: what ships, 20/s with bursts of 40).
+	APIRateLimit float64
+	APIRateBurst int
 }
 
 // StartEdge starts an edge with its state in dataDir. Starting another edge
@@ -86,6 +90,8 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		KeepaliveTimeout:  o.KeepaliveTimeout,
 		DNSResolver:       o.DNSResolver,
 		TunnelKeyTTL:      o.TunnelKeyTTL,
+		APIRateLimit:      o.APIRateLimit,
+		APIRateBurst:      o.APIRateBurst,
 	}
 	e, err := server.New(cfg)
 	if err != nil {
@@ -104,5 +110,12 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 	return edge, nil
 }
 
-// Client returns an API client with the given key.
-func (e *Edge) Client(key string) *edgeclient.Client { return edgeclient.New(e.APIURL(), key) }
+// Client returns an API client with the given key. It pins the API's
+// certificate, as the operator and the CLI are configured to.
+func (e *Edge) Client(key string) *edgeclient.Client {
+	return edgeclient.New(e.APIURL(), key, edgeclient.WithTrust(e.Trust()))
+}
+
+// Trust pins the API's certificate (generated in the data dir, so it is the
+// same after a restart on that dir).
+func (e *Edge) Trust() edgeclient.Trust { return edgeclient.Trust{Fingerprint: e.APIFingerprint()} }

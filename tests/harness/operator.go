@@ -49,7 +49,7 @@ func start(run func(ctx context.Context) error) *Component {
 func StartController(cfg *rest.Config, edge *Edge, mutate ...func(*app.ControllerOptions)) *Component {
 	o := app.ControllerOptions{
 		Common:     app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0", Restartable: true},
-		EdgeAPIURL: edge.APIURL(), APIKey: edge.OperatorKey, ClusterID: TestClusterID,
+		EdgeAPIURL: edge.APIURL(), EdgeAPIFingerprint: edge.APIFingerprint(), APIKey: edge.OperatorKey, ClusterID: TestClusterID,
 	}
 	for _, m := range mutate {
 		m(&o)

@@ -61,6 +61,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-%s" (include "tuna.fullname" .ctx) .component }}
 {{- end }}
 
+{{/* The chart-made ConfigMap of edge.apiCABundle, and where it is mounted. */}}
+{{- define "tuna.edgeCAName" -}}
+{{- printf "%s-edge-ca" (include "tuna.fullname" .) }}
+{{- end }}
+{{- define "tuna.edgeCADir" -}}/etc/tuna/edge-ca{{- end }}
+
 {{/* The chart-made Secret of credentials.apiKey. */}}
 {{- define "tuna.apiKeySecretName" -}}
 {{- printf "%s-api-key" (include "tuna.fullname" .) }}
@@ -77,6 +83,9 @@ that names the values to set.
 {{- define "tuna.validate" -}}
 {{- if not .Values.edge.apiURL }}
 {{- fail "edge.apiURL is required: set it to the URL of the edge's control API, e.g. --set edge.apiURL=https://edge.example.com:8443" }}
+{{- end }}
+{{- if and (hasPrefix "http://" .Values.edge.apiURL) (or .Values.edge.apiFingerprint .Values.edge.apiCABundle) }}
+{{- fail "edge.apiFingerprint and edge.apiCABundle verify TLS, but edge.apiURL is plain http://: use the edge's https:// API URL" }}
 {{- end }}
 {{- if and .Values.ingressClass.default (not .Values.ingressClass.enabled) }}
 {{- fail "ingressClass.default=true needs ingressClass.enabled=true: the chart can only mark the IngressClass it creates as the default" }}

@@ -25,6 +25,7 @@ func (a *app) preflightCmd() *cobra.Command {
 		out        output
 		apiKey     string
 		edgeAPIURL string
+		edgeTLS    edgeTLSFlags
 		timeout    time.Duration
 	)
 	cmd := &cobra.Command{
@@ -44,14 +45,18 @@ these values can work. Each check prints ✓ (passed), ‼ (warning) or ×
   values          the values, the credentials source and its injection
   credentials     the Secret of existingSecret (or an extraEnv secretKeyRef)
                   exists and has the key
-  edge            the edge API is reachable, accepts the API key with scope
+  edge            the edge API is reachable over TLS that the pin
+                  (edge.apiFingerprint) or CA bundle (edge.apiCABundle)
+                  verifies, accepts the API key with scope
                   tunnels:write (‼ when the key has full access, more than
                   it needs), and its SSH transport answers with the host key
                   the API publishes
 
 The API key checked is --api-key, else $TUNA_API_KEY, else
 credentials.apiKey, else the api-key of credentials.existingSecret. The edge
-URL is --edge-api-url, else edge.apiURL.
+URL is --edge-api-url, else edge.apiURL; its certificate pin
+--edge-api-fingerprint, else edge.apiFingerprint (what tuna-edge
+api-fingerprint prints on the edge).
 
 Exit codes: 0 no check failed (warnings allowed); 1 a check failed; 3 bad
 flags.`,
@@ -70,10 +75,15 @@ flags.`,
 			if apiKey == "" {
 				apiKey, from = a.env.Getenv("TUNA_API_KEY"), "$TUNA_API_KEY"
 			}
+			fp, bundle, err := edgeTLS.load()
+			if err != nil {
+				return err
+			}
 			c, cerr := a.connect()
 			rep := preflight.Run(cmd.Context(), c, cerr, preflight.Options{
 				Release: a.release, Namespace: a.namespace, Values: vals,
 				APIKey: apiKey, APIKeyFrom: from, EdgeAPIURL: edgeAPIURL,
+				EdgeAPIFingerprint: fp, EdgeAPICABundle: bundle,
 				CRDs: a.env.CRDs, Timeout: timeout,
 			})
 			return a.writeReport(&out, rep, ExitFailed)
@@ -84,6 +94,7 @@ flags.`,
 	a.outputFlag(cmd, &out, "text", "text", "json")
 	cmd.Flags().StringVar(&apiKey, "api-key", "", "the API key to check (default: $TUNA_API_KEY, credentials.apiKey, or the existingSecret's api-key)")
 	cmd.Flags().StringVar(&edgeAPIURL, "edge-api-url", "", "the edge's control API URL (default: edge.apiURL)")
+	edgeTLS.add(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each network check")
 	return cmd
 }

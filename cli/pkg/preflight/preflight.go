@@ -59,6 +59,10 @@ type Options struct {
 	APIKeyFrom string
 	// EdgeAPIURL overrides edge.apiURL.
 	EdgeAPIURL string
+	// EdgeAPIFingerprint overrides edge.apiFingerprint, EdgeAPICABundle
+	// edge.apiCABundle (PEM).
+	EdgeAPIFingerprint string
+	EdgeAPICABundle    string
 	// CRDs the cluster must have; nil means the chart's crds/.
 	CRDs []*unstructured.Unstructured
 	// Timeout of each network check.
@@ -80,6 +84,12 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 	}
 	if o.EdgeAPIURL != "" {
 		o.Values = values.MergeOverride(o.Values, "edge.apiURL", o.EdgeAPIURL)
+	}
+	if o.EdgeAPIFingerprint != "" {
+		o.Values = values.MergeOverride(o.Values, "edge.apiFingerprint", o.EdgeAPIFingerprint)
+	}
+	if o.EdgeAPICABundle != "" {
+		o.Values = values.MergeOverride(o.Values, "edge.apiCABundle", o.EdgeAPICABundle)
 	}
 	rep := &report.Report{}
 	p := &run{c: c, o: o, rep: rep}
@@ -393,23 +403,31 @@ func SecretKey(ctx context.Context, c *cluster.Cluster, namespace, name, key str
 type apiKey struct{ value, from string }
 
 func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
-	apiURL := values.String(p.o.Values, "edge.apiURL")
+	vals := p.o.Values
 	if r != nil {
-		apiURL = values.String(r.Values, "edge.apiURL")
+		vals = r.Values
 	}
+	apiURL := values.String(vals, "edge.apiURL")
+	trust := edgeclient.Trust{Fingerprint: values.String(vals, "edge.apiFingerprint"), CABundle: []byte(values.String(vals, "edge.apiCABundle"))}
 	if apiURL == "" {
 		p.rep.Fail(CatEdge, "the edge API URL is set", "edge.apiURL is empty", "set edge.apiURL (or --edge-api-url) to the edge's control API, e.g. https://edge.example.com:8443")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
-	cl := edgeclient.New(apiURL, key.value)
+	desc := "the edge API is reachable"
+	if _, err := trust.TLSConfig(); err != nil {
+		p.rep.Fail(CatEdge, desc, err.Error(), "set edge.apiFingerprint (--edge-api-fingerprint) to what `tuna-edge api-fingerprint` prints on the edge")
+		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+edgeclient.ScopeWrite, "not checked: the edge API TLS settings are invalid", "")
+		p.rep.Warn(CatEdge, "the edge is reachable over SSH", "not checked: the edge API TLS settings are invalid", "")
+		return
+	}
+	cl := edgeclient.New(apiURL, key.value, edgeclient.WithTrust(trust))
 	info, infoErr := cl.Edge(ctx)
 	var ae *edgeclient.APIError
 	reachable := infoErr == nil || errors.As(infoErr, &ae)
-	desc := "the edge API is reachable"
 	if !reachable {
-		p.rep.Fail(CatEdge, desc, fmt.Sprintf("%s: %v", apiURL, infoErr), "check edge.apiURL and that this machine (and the cluster) can reach it")
+		p.rep.Fail(CatEdge, desc, fmt.Sprintf("%s: %v", apiURL, infoErr), unreachableHint(infoErr, trust))
 		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+edgeclient.ScopeWrite, "not checked: the edge API is unreachable", "")
 		p.rep.Warn(CatEdge, "the edge is reachable over SSH", "not checked: the edge API is unreachable", "")
 		return

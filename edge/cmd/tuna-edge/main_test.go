@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
@@ -80,8 +82,30 @@ func TestKeysAndServe(t *testing.T) {
 	go func() { exited <- srv.Wait() }()
 	defer func() { _ = srv.Process.Kill() }()
 
-	c := client.New("http://"+apiAddr, secret)
+	// The certificate is made before the API listens; its fingerprint is
+	// what an operator pins, read with the api-fingerprint subcommand.
 	deadline := time.Now().Add(15 * time.Second)
+	for _, err := os.Stat(server.APICertPath(dir)); err != nil; _, err = os.Stat(server.APICertPath(dir)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no API certificate in %s: %v\n%s", dir, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fp := strings.TrimSpace(run(t, []string{"TUNA_EDGE_DATA_DIR=" + dir}, "api-fingerprint"))
+	if _, err := client.ParseFingerprint(fp); err != nil {
+		t.Fatalf("api-fingerprint printed %q: %v", fp, err)
+	}
+	var asJSON struct {
+		Fingerprint string   `json:"fingerprint"`
+		DNSNames    []string `json:"dns_names"`
+	}
+	if err := json.Unmarshal([]byte(run(t, nil, "api-fingerprint", "--data-dir", dir, "-o", "json")), &asJSON); err != nil ||
+		asJSON.Fingerprint != fp || !slices.Contains(asJSON.DNSNames, "tuna.localhost") {
+		t.Fatalf("api-fingerprint -o json: %+v %v", asJSON, err)
+	}
+	caPEM := run(t, nil, "api-fingerprint", "--data-dir", dir, "-o", "pem")
+
+	c := client.New("https://"+apiAddr, secret, client.WithTrust(client.Trust{Fingerprint: fp}))
 	for {
 		who, err := c.WhoAmI(context.Background())
 		if err == nil {
@@ -94,6 +118,10 @@ func TestKeysAndServe(t *testing.T) {
 			t.Fatalf("edge never answered: %v\n%s", err, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	byCA := client.New("https://"+apiAddr, secret, client.WithTrust(client.Trust{CABundle: []byte(caPEM)}))
+	if _, err := byCA.WhoAmI(context.Background()); err != nil {
+		t.Fatalf("client trusting api-fingerprint -o pem: %v", err)
 	}
 	info, err := c.Edge(context.Background())
 	if err != nil || info.BaseDomain != "tuna.localhost" || !strings.HasPrefix(info.SSHHostKey, "ssh-ed25519 ") {
@@ -110,6 +138,9 @@ func TestKeysAndServe(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop on SIGTERM")
+	}
+	if !strings.Contains(logs.String(), fp) {
+		t.Errorf("the start log does not name the API fingerprint %s:\n%s", fp, logs.String())
 	}
 
 	run(t, nil, "keys", "revoke", list.Items[0].ID, "--data-dir", dir)

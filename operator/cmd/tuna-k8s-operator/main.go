@@ -68,6 +68,9 @@ func controllerCmd() *cobra.Command {
 	commonFlags(cmd, &o.Common)
 	f := cmd.Flags()
 	f.StringVar(&o.EdgeAPIURL, "edge-api-url", os.Getenv("TUNA_EDGE_API_URL"), "the edge's control API URL (default: $TUNA_EDGE_API_URL)")
+	f.StringVar(&o.EdgeAPIFingerprint, "edge-api-fingerprint", os.Getenv("TUNA_EDGE_API_FINGERPRINT"),
+		"pin the edge API's certificate: sha256:HEX as `tuna-edge api-fingerprint` prints it (default: $TUNA_EDGE_API_FINGERPRINT)")
+	f.StringVar(&o.EdgeAPICAFile, "edge-api-ca-file", "", "PEM bundle of CAs (or the edge's certificate) that verify the edge API")
 	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge's key labels (default: UID of namespace kube-system)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
 	return cmd

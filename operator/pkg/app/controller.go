@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
@@ -24,6 +27,11 @@ type ControllerOptions struct {
 	Common
 	// EdgeAPIURL is the edge's control API, e.g. https://edge.example:8443.
 	EdgeAPIURL string
+	// EdgeAPIFingerprint pins the API's certificate ("sha256:HEX", from
+	// `tuna-edge api-fingerprint`); EdgeAPICAFile is a PEM bundle to verify
+	// it with instead (or as well). With neither, the system roots verify it.
+	EdgeAPIFingerprint string
+	EdgeAPICAFile      string
 	// APIKey is the operator's key (tunnels:write); it can never start a tunnel.
 	APIKey string
 	// ClusterID labels the keys this cluster issues; empty: the UID of the
@@ -46,6 +54,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if o.APIKey == "" {
 		return fmt.Errorf("the operator's API key is not set: set TUNA_API_KEY (chart: credentials.apiKey, credentials.existingSecret or extraEnv)")
 	}
+	transport, err := edgeTransport(o)
+	if err != nil {
+		return err
+	}
 	mgr, err := newManager(cfg, o.Common, o.LeaderElection, "tuna-controller.k8s.tuna.am")
 	if err != nil {
 		return err
@@ -57,7 +69,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	}
 	api := edgeclient.New(o.EdgeAPIURL, o.APIKey, edgeclient.WithHTTPClient(&http.Client{
 		Timeout: 30 * time.Second,
-		Transport: edgeapi.InstrumentedTransport(nil, func(op, result string, took time.Duration) {
+		Transport: edgeapi.InstrumentedTransport(transport, func(op, result string, took time.Duration) {
 			metrics.EdgeAPICalls.WithLabelValues(op, result).Inc()
 			metrics.EdgeAPIDuration.WithLabelValues(op).Observe(took.Seconds())
 		}),
@@ -100,4 +112,32 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// edgeTransport verifies the edge API's certificate as the options say, and
+// fails at start on a malformed pin or bundle rather than on every call.
+func edgeTransport(o ControllerOptions) (*http.Transport, error) {
+	trust := edgeclient.Trust{Fingerprint: o.EdgeAPIFingerprint}
+	if o.EdgeAPICAFile != "" {
+		pem, err := os.ReadFile(o.EdgeAPICAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the edge API CA bundle (--edge-api-ca-file): %w", err)
+		}
+		trust.CABundle = pem
+	}
+	u, err := url.Parse(o.EdgeAPIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("the edge API URL %q is not an http(s) URL: pass --edge-api-url https://host:port", o.EdgeAPIURL)
+	}
+	switch {
+	case u.Scheme == "http" && !trust.IsZero():
+		return nil, fmt.Errorf("the edge API URL %s is plain http://, but a certificate pin or CA bundle is set: use https://", o.EdgeAPIURL)
+	case u.Scheme == "http":
+		ctrl.Log.WithName("controller").Info("WARNING: the edge API URL is plain http://: the API key travels in clear; use https:// and pin the edge's certificate (--edge-api-fingerprint)", "url", o.EdgeAPIURL)
+	}
+	tr, err := trust.Transport()
+	if err != nil {
+		return nil, fmt.Errorf("edge API TLS (--edge-api-fingerprint, --edge-api-ca-file): %w", err)
+	}
+	return tr, nil
 }
