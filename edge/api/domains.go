@@ -10,6 +10,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
@@ -150,5 +151,9 @@ func (s *Server) deleteDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("deleting domain: %w", err)
 	}
+	// The reservation is gone: nobody keeps serving it on its strength. A
+	// tunnel key for a subdomain may bind it again as a bare subdomain,
+	// under the claim rules; a custom domain is no longer served at all.
+	s.reg.TerminateHost(name, protocol.CodeAddressNotFound, fmt.Sprintf("domain %s was deleted", name))
 	return http.StatusNoContent, nil, nil
 }

@@ -316,6 +316,18 @@ func (r *Registry) TerminatePort(port int, code, reason string) {
 	terminateAll(victims, code, reason)
 }
 
+// TerminateHost ends the session that serves the HTTP host, if any (its
+// domain was deleted).
+func (r *Registry) TerminateHost(host, code, reason string) {
+	r.mu.Lock()
+	var victims []Session
+	if sid, ok := r.hosts[host]; ok {
+		victims = append(victims, r.sessions[sid].s)
+	}
+	r.mu.Unlock()
+	terminateAll(victims, code, reason)
+}
+
 // TerminateAll ends every session (edge shutdown).
 func (r *Registry) TerminateAll(code, reason string) {
 	r.mu.Lock()
