@@ -115,13 +115,11 @@ func TestClaimsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	e1 := startEdge(t, dir)
 	e1.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerA})
-	addrs := [3]string{e1.APIURL(), e1.SSHAddr(), e1.HTTPAddr()}
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
 	e2 := startEdge(t, dir, func(c *server.Config) {
-		c.APIListen = strings.TrimPrefix(addrs[0], "http://")
-		c.SSHListen, c.HTTPListen = addrs[1], addrs[2]
+		c.APIListen, c.SSHListen, c.HTTPListen = e1.cfg.APIListen, e1.cfg.SSHListen, e1.cfg.HTTPListen
 		c.TCPPortRange = e1.cfg.TCPPortRange
 	})
 	wantKeyOwned(t, e2, client.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerB}, ownerA)
