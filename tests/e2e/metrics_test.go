@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,11 @@ func TestMetricsReflectTraffic(t *testing.T) {
 	}
 
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.TunnelUp.WithLabelValues(ns, "web")))
-	assert.Equal(t, 5.0, testutil.ToFloat64(metrics.TunnelRequests.WithLabelValues(ns, "web", "2xx")))
+	// The agent counts a request once its proxy returns, which may be just
+	// after the client has read the whole answer: await the count.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 5.0, testutil.ToFloat64(metrics.TunnelRequests.WithLabelValues(ns, "web", "2xx")))
+	}, wait, 20*time.Millisecond)
 	assert.Greater(t, testutil.ToFloat64(metrics.TunnelBytes.WithLabelValues(ns, "web", "out")), 5*100.0, "five echo bodies went out")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.KeysIssued), 1.0)
 	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/tunnel-keys", "2xx")), 1.0)
