@@ -212,34 +212,54 @@ func labelQuery(labels map[string]string) string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.doWith(ctx, method, path, nil, 0, in, out)
+	return err
+}
+
+// doWith makes one call with extra request headers. longPoll, when set, is
+// how long the server may hold the request: the client's timeout is
+// stretched by it. A 304 answer is returned as is, with no error.
+func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, longPoll time.Duration, in, out any) (*http.Response, error) {
 	if c.err != nil {
-		return fmt.Errorf("edge API %s %s: %w", method, path, c.err)
+		return nil, fmt.Errorf("edge API %s %s: %w", method, path, c.err)
 	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+			return nil, fmt.Errorf("encoding %s %s: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
 	if err != nil {
-		return fmt.Errorf("building %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("building %s %s: %w", method, path, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
+	hc := c.http
+	if longPoll > 0 && hc.Timeout > 0 {
+		stretched := *hc
+		stretched.Timeout += longPoll
+		hc = &stretched
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("edge API %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("edge API %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("edge API %s %s: reading response: %w", method, path, err)
+		return nil, fmt.Errorf("edge API %s %s: reading response: %w", method, path, err)
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		return resp, nil
 	}
 	if resp.StatusCode >= 300 {
 		ae := &APIError{Status: resp.StatusCode}
@@ -250,13 +270,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 			ae.RetryAfter = time.Duration(s) * time.Second
 		}
-		return ae
+		return nil, ae
 	}
 	if out == nil || len(data) == 0 {
-		return nil
+		return resp, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("edge API %s %s: decoding response: %w", method, path, err)
+		return nil, fmt.Errorf("edge API %s %s: decoding response: %w", method, path, err)
 	}
-	return nil
+	return resp, nil
 }

@@ -37,21 +37,30 @@ type WhoAmI struct {
 	KeyID  string   `json:"key_id"`
 	Name   string   `json:"name,omitempty"`
 	Scopes []string `json:"scopes"`
+	// SecretPrefix is the key's secret prefix (see CreateAPIKey).
+	SecretPrefix string `json:"secret_prefix,omitempty"`
 }
 
 // APIKey is an API key record. Key is set only in the create response.
 type APIKey struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name,omitempty"`
-	Scopes    []string  `json:"scopes"`
-	Key       string    `json:"key,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ID     string   `json:"id"`
+	Name   string   `json:"name,omitempty"`
+	Scopes []string `json:"scopes"`
+	// SecretPrefix, when set, confines the key's secrets scopes to
+	// secrets whose names start with it.
+	SecretPrefix string    `json:"secret_prefix,omitempty"`
+	Key          string    `json:"key,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 // CreateAPIKey is the body of POST /v1/api-keys.
 type CreateAPIKey struct {
 	Name   string   `json:"name,omitempty"`
 	Scopes []string `json:"scopes"`
+	// SecretPrefix confines secrets:read and secrets:write to secret names
+	// that start with it (e.g. "team-a/"); empty: every secret. It is how
+	// one team's key is kept from another team's secrets.
+	SecretPrefix string `json:"secret_prefix,omitempty"`
 }
 
 // TunnelKey is an ephemeral per-tunnel key: one protocol, optionally one
