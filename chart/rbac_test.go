@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // The exact RBAC of each component (R21: least privilege). A change here
@@ -20,12 +22,15 @@ func TestRBACExact(t *testing.T) {
 		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
+		"k8s.tuna.am/secretsyncs/status":      {"get", "patch", "update"},
 		"k8s.tuna.am/tunnels/finalizers":      {"update"},
 		"k8s.tuna.am/domains/finalizers":      {"update"},
 		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
+		"k8s.tuna.am/secretsyncs/finalizers":  {"update"},
 		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
 		"networking.k8s.io/ingressclasses":    {"get", "list", "watch"},
 		"/namespaces:kube-system":             {"get"},
@@ -123,6 +128,47 @@ func compareGrants(t *testing.T, what string, got, want map[string][]string) {
 	}
 }
 
+// With secretSync.enabled the controller may get, write and delete
+// Secrets by name in the namespaces it serves, and still never list or
+// watch them; the agent's RBAC does not change.
+func TestRBACSecretSync(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values []string
+		in     func(*RBAC) []rbacv1.PolicyRule
+		ns     string
+	}{
+		{"all namespaces", []string{"secretSync.enabled=true"}, func(b *RBAC) []rbacv1.PolicyRule { return b.ClusterRules() }, "team-a"},
+		{"watched namespaces", []string{"secretSync.enabled=true", "watchNamespaces={team-a}"}, func(b *RBAC) []rbacv1.PolicyRule { return b.RulesIn("team-a") }, "team-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctrl, err := render(t, withKey(t, tc.values...)).RBAC(ComponentController)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules := tc.in(ctrl)
+			for _, verb := range []string{"get", "create", "patch", "delete"} {
+				if !allows(rules, "", "secrets", verb, "db-credentials") {
+					t.Errorf("controller may not %s Secrets in %s", verb, tc.ns)
+				}
+			}
+			for _, verb := range []string{"list", "watch", "update", "deletecollection"} {
+				if allows(ctrl.ClusterRules(), "", "secrets", verb, "x") || allows(ctrl.RulesIn(tc.ns), "", "secrets", verb, "x") {
+					t.Errorf("controller may %s Secrets", verb)
+				}
+			}
+		})
+	}
+	// Off (the default): no access to Secrets outside the release namespace.
+	ctrl, err := render(t, withKey(t)).RBAC(ComponentController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allows(ctrl.ClusterRules(), "", "secrets", "patch", "x") || allows(ctrl.ClusterRules(), "", "secrets", "get", "x") {
+		t.Error("secretSync off: controller may still write or get Secrets cluster-wide")
+	}
+}
+
 // RBAC() is what the end-to-end harness applies and impersonates.
 func TestRBACForHarness(t *testing.T) {
 	r, err := Render(withKey(t), Options{ReleaseName: "e2e", Namespace: "tuna-e2e"})
@@ -200,12 +246,15 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
+		"k8s.tuna.am/secretsyncs/status":      {"get", "patch", "update"},
 		"k8s.tuna.am/tunnels/finalizers":      {"update"},
 		"k8s.tuna.am/domains/finalizers":      {"update"},
 		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
+		"k8s.tuna.am/secretsyncs/finalizers":  {"update"},
 		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
 		"events.k8s.io/events":                {"create", "patch"},
 	}

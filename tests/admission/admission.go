@@ -63,6 +63,7 @@ var Cases = map[string][]Case{
 	"Tunnel":      Tunnel,
 	"Domain":      Domain,
 	"TCPEndpoint": TCPEndpoint,
+	"SecretSync":  SecretSync,
 }
 
 // manyNamespaces is a YAML flow list body of n distinct namespace names.

@@ -228,14 +228,24 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 */}}
 {{- define "tuna.controllerNamespacedRules" -}}
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels", "domains", "tcpendpoints"]
+  resources: ["tunnels", "domains", "tcpendpoints", "secretsyncs"]
   verbs: ["get", "list", "watch", "update", "patch"]
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels/status", "domains/status", "tcpendpoints/status"]
+  resources: ["tunnels/status", "domains/status", "tcpendpoints/status", "secretsyncs/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels/finalizers", "domains/finalizers", "tcpendpoints/finalizers"]
+  resources: ["tunnels/finalizers", "domains/finalizers", "tcpendpoints/finalizers", "secretsyncs/finalizers"]
   verbs: ["update"]
+{{- if .Values.secretSync.enabled }}
+# SecretSync: the target Secret is written with server-side apply (create,
+# patch) and deleted with its SecretSync; get reads the target's metadata
+# (is it ours?) and the Secret named by spec.apiKeySecretRef. No list or
+# watch: the controller never enumerates Secrets. (patch alone already
+# returns a Secret's content, so get adds no power to it.)
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch", "delete"]
+{{- end }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["get", "list", "watch"]

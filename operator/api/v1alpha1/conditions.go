@@ -78,7 +78,9 @@ const (
 
 	// ReasonAPIKeyInvalid: the key in the Secret of spec.apiKeySecretRef is
 	// missing, unknown to the edge, or lacks the tunnels:connect scope (or
-	// the operator's own key lacks tunnels:write).
+	// the operator's own key lacks tunnels:write). On a SecretSync: the key
+	// (its own or the operator's) lacks the secrets:read scope, or its
+	// secret prefix on the edge does not cover spec.source.
 	ReasonAPIKeyInvalid = "APIKeyInvalid"
 
 	// ReasonReserved: the Domain or TCPEndpoint was reserved on the account
@@ -114,6 +116,42 @@ const (
 	// ReasonInvalidSpec: the spec passed the API server's validation but the
 	// operator cannot use it; the message says what to change.
 	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonSynced: the SecretSync's target Secret holds the current values
+	// of its edge secret(s) (Ready=True).
+	ReasonSynced = "Synced"
+
+	// ReasonSourceNotFound: no edge secret has the name (or prefix) of
+	// spec.source that the key may read; create it on the edge (`tuna-edge
+	// secrets set`), or fix the name.
+	ReasonSourceNotFound = "SourceNotFound"
+
+	// ReasonKeyNotFound: a key of spec.target.keys is not in the edge
+	// secret(s).
+	ReasonKeyNotFound = "KeyNotFound"
+
+	// ReasonKeyConflict: two edge secrets under spec.source.prefix have the
+	// same key, so the target cannot hold both.
+	ReasonKeyConflict = "KeyConflict"
+
+	// ReasonTemplateFailed: a template of spec.target.template does not
+	// parse or does not run against the edge secret's values.
+	ReasonTemplateFailed = "TemplateFailed"
+
+	// ReasonTargetNotOwned: the target Secret exists and was not created by
+	// this SecretSync; it is left alone. Delete it, pick another
+	// target.name, or set spec.target.adoptExisting: true to take it over.
+	ReasonTargetNotOwned = "TargetNotOwned"
+
+	// ReasonNotAllowed: the operator's policy does not let this namespace
+	// read the edge secret with the operator's key (by default a namespace
+	// reads only secrets named <namespace>/...). Use such a name, or bring
+	// your own key with spec.apiKeySecretRef.
+	ReasonNotAllowed = "NotAllowed"
+
+	// ReasonSyncDisabled: this operator was installed without the SecretSync
+	// controller (chart: secretSync.enabled=false); nothing is synced.
+	ReasonSyncDisabled = "SyncDisabled"
 )
 
 // AnnotationForceRelease on a Domain or TCPEndpoint, set to "true", lets
@@ -133,4 +171,17 @@ const (
 	// releases the reservation (reclaimPolicy Delete, not adopted) before
 	// removing it.
 	FinalizerReservation = "k8s.tuna.am/reservation"
+
+	// FinalizerSecretSync is put on a SecretSync; the operator applies
+	// spec.deletionPolicy to the target Secret before removing it.
+	FinalizerSecretSync = "k8s.tuna.am/secret-sync"
 )
+
+// LabelSecretSync is set on every Secret a SecretSync writes, to the
+// SecretSync's name: where the Secret came from, for people and for the
+// operator's ownership check.
+const LabelSecretSync = "k8s.tuna.am/secret-sync"
+
+// AnnotationSecretSyncSource on a synced Secret lists the edge secrets and
+// versions it holds (name@version, comma-separated).
+const AnnotationSecretSyncSource = "k8s.tuna.am/secret-sync-source"

@@ -48,6 +48,7 @@ var crdFiles = map[string]string{
 	"Tunnel":      "k8s.tuna.am_tunnels.yaml",
 	"Domain":      "k8s.tuna.am_domains.yaml",
 	"TCPEndpoint": "k8s.tuna.am_tcpendpoints.yaml",
+	"SecretSync":  "k8s.tuna.am_secretsyncs.yaml",
 }
 
 func loadCRD(t *testing.T, kind string) *apiextensionsv1.CustomResourceDefinition {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -73,6 +74,13 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&o.EdgeAPICAFile, "edge-api-ca-file", "", "PEM bundle of CAs (or the edge's certificate) that verify the edge API")
 	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge's key labels (default: UID of namespace kube-system)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
+	policy := secretsync.DefaultPolicy
+	o.SecretSync.Policy = &policy
+	f.BoolVar(&o.SecretSync.Disabled, "disable-secret-sync", false, "leave SecretSync resources alone")
+	f.BoolVar(&policy.OperatorKey, "secret-sync-operator-key", true,
+		"let SecretSyncs without apiKeySecretRef read edge secrets with the operator's key (it then needs the secrets:read scope)")
+	f.StringVar(&policy.Prefix, "secret-sync-prefix", secretsync.DefaultPolicy.Prefix,
+		"with the operator's key, a SecretSync may only take edge secrets whose names start with this; {namespace} is its namespace; \"\" allows every secret the key sees")
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
 	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -44,6 +45,20 @@ type ControllerOptions struct {
 	// ReservationResync re-reads reservations and tunnel keys to notice
 	// deletions on the edge (default 1 minute for reservations, 2 for keys).
 	ReservationResync time.Duration
+	// SecretSync configures the SecretSync controller.
+	SecretSync SecretSyncOptions
+}
+
+// SecretSyncOptions configure the SecretSync controller.
+type SecretSyncOptions struct {
+	// Disabled leaves SecretSyncs alone (the chart then grants no write
+	// access to Secrets outside the operator's namespace).
+	Disabled bool
+	// Policy says what the operator's own key may be used for; nil:
+	// secretsync.DefaultPolicy.
+	Policy *secretsync.Policy
+	// Wait is how long one long poll of the edge may last (default 50s).
+	Wait time.Duration
 }
 
 // RunController runs the controller until ctx ends.
@@ -68,11 +83,8 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		}
 	}
 	api := edgeclient.New(o.EdgeAPIURL, o.APIKey, edgeclient.WithHTTPClient(&http.Client{
-		Timeout: 30 * time.Second,
-		Transport: edgeapi.InstrumentedTransport(transport, func(op, result string, took time.Duration) {
-			metrics.EdgeAPICalls.WithLabelValues(op, result).Inc()
-			metrics.EdgeAPIDuration.WithLabelValues(op).Observe(took.Seconds())
-		}),
+		Timeout:   30 * time.Second,
+		Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall),
 	}))
 	metrics.ObserveReservations(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
@@ -101,6 +113,28 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
 	}
+	if o.SecretSync.Disabled {
+		off := &secretsync.Disabled{Client: mgr.GetClient(), Recorder: rec}
+		if err := off.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the SecretSync controller: %w", err)
+		}
+	} else {
+		httpClient := &http.Client{Timeout: 30 * time.Second, Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall)}
+		policy := secretsync.DefaultPolicy
+		if o.SecretSync.Policy != nil {
+			policy = *o.SecretSync.Policy
+		}
+		hub := secretsync.NewHub(ctx)
+		hub.Wait = o.SecretSync.Wait
+		syncs := &secretsync.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api,
+			NewAPI: func(key string) secretsync.SecretsAPI {
+				return edgeclient.New(o.EdgeAPIURL, key, edgeclient.WithHTTPClient(httpClient))
+			},
+			Policy: policy, Hub: hub, Recorder: rec}
+		if err := syncs.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the SecretSync controller: %w", err)
+		}
+	}
 	apiReader := mgr.GetAPIReader()
 	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
@@ -112,6 +146,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+func observeEdgeCall(op, result string, took time.Duration) {
+	metrics.EdgeAPICalls.WithLabelValues(op, result).Inc()
+	metrics.EdgeAPIDuration.WithLabelValues(op).Observe(took.Seconds())
 }
 
 // edgeTransport verifies the edge API's certificate as the options say, and

@@ -24,7 +24,13 @@ func InstrumentedTransport(base http.RoundTripper, observe Observer) http.RoundT
 		if err == nil {
 			result = resultClass(resp.StatusCode)
 		}
-		observe(req.Method+" "+Route(req.URL.Path), result, time.Since(start))
+		op := req.Method + " " + Route(req.URL.Path)
+		if req.URL.Query().Has("wait") {
+			// A long poll lasts as long as nothing changes: keep it out
+			// of the latency of the calls that answer at once.
+			op += " (watch)"
+		}
+		observe(op, result, time.Since(start))
 		return resp, err
 	})
 }
@@ -33,9 +39,13 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Route replaces the id segment of an API path with {id}.
+// Route replaces the id segment of an API path with {id}; a secret's name,
+// which may hold slashes, is {id} as a whole.
 func Route(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 3 && parts[1] == "secrets" {
+		parts = append(parts[:2], "{id}")
+	}
 	if len(parts) >= 3 {
 		parts[2] = "{id}"
 	}

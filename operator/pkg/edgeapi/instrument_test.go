@@ -9,6 +9,9 @@ func TestRoute(t *testing.T) {
 		"/v1/domains/a.example.com/verify": "/v1/domains/{id}/verify",
 		"/v1/edge":                         "/v1/edge",
 		"/v1/tcp-endpoints/postgres":       "/v1/tcp-endpoints/{id}",
+		"/v1/secrets":                      "/v1/secrets",
+		"/v1/secrets/db":                   "/v1/secrets/{id}",
+		"/v1/secrets/team-a/prod/db":       "/v1/secrets/{id}",
 	} {
 		if got := Route(in); got != want {
 			t.Errorf("Route(%q) = %q, want %q", in, got, want)
