@@ -25,6 +25,7 @@ import (
 func TestTunnelAdmission(t *testing.T)      { runAdmission(t, "Tunnel") }
 func TestDomainAdmission(t *testing.T)      { runAdmission(t, "Domain") }
 func TestTCPEndpointAdmission(t *testing.T) { runAdmission(t, "TCPEndpoint") }
+func TestSecretSyncAdmission(t *testing.T)  { runAdmission(t, "SecretSync") }
 
 func runAdmission(t *testing.T, kind string) {
 	ctx := context.Background()

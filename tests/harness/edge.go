@@ -101,7 +101,9 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		return nil, fmt.Errorf("starting edge: %w", err)
 	}
 	edge := &Edge{Edge: e, DataDir: dataDir, Options: o}
-	if edge.OperatorKey, err = e.CreateAPIKey("tuna-operator", []string{edgeclient.ScopeWrite}); err != nil {
+	// The operator's key as the docs advise with SecretSync on: tunnels and
+	// reading secrets, never writing them.
+	if edge.OperatorKey, err = e.CreateAPIKey("tuna-operator", []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}); err != nil {
 		return nil, err
 	}
 	if edge.AdminKey, err = e.CreateAPIKey("admin", []string{edgeclient.ScopeFull}); err != nil {

@@ -33,6 +33,7 @@ func (cp *ControlPlane) ChartIdentitiesWith(ctx context.Context, values map[stri
 		"credentials": map[string]any{"apiKey": "rendered-for-rbac-only"},
 		"edge":        map[string]any{"apiURL": "http://127.0.0.1:1"},
 		"clusterID":   TestClusterID,
+		"secretSync":  map[string]any{"enabled": true},
 	}
 	maps.Copy(vals, values)
 	rendered, err := chart.Render(vals, chart.Options{Namespace: OperatorNamespace})

@@ -163,13 +163,13 @@ func (r *Reconciler) fetch(ctx context.Context, api SecretsAPI, source tunav1.Se
 		out = append(out, *s)
 	}
 	if len(out) == 0 {
-		what := "an edge secret named " + source.Name
+		what, example := "edge secret named "+source.Name, source.Name
 		if source.Name == "" {
-			what = "edge secrets named " + source.Prefix + "..."
+			what, example = "edge secret whose name starts with "+source.Prefix, source.Prefix+"<name>"
 		}
 		return nil, &BuildError{Reason: tunav1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"the key finds no %s: create it on the edge (tuna-edge secrets set %s key=value) or fix spec.source; a key confined to a secret prefix sees only names under it",
-			what, strings.TrimSuffix(source.Name+source.Prefix, "/")+map[bool]string{true: "", false: "<name>"}[source.Name != ""])}
+			what, example)}
 	}
 	return out, nil
 }
