@@ -120,6 +120,38 @@ func TestPreflightWrongScope(t *testing.T) {
 	}
 }
 
+// With secretSync on, the operator's key must also read edge secrets,
+// unless every SecretSync brings its own key; with it off, nothing is said.
+func TestPreflightSecretSyncScope(t *testing.T) {
+	restoreChartCRDs(t)
+	writeOnly, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), edgeclient.CreateAPIKey{Name: "tunnels-only", Scopes: []string{edgeclient.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const desc = "may read edge secrets for SecretSyncs"
+	r := tuna(t, append([]string{"preflight", "-o", "json", "--set", "secretSync.enabled=true"}, valuesArgs(writeOnly.Key)...)...)
+	expectCode(t, r, cmd.ExitFailed)
+	if c := check(t, decodeReport(t, r), desc); c.Result != report.Error || !strings.Contains(c.Error, "[tunnels:write]") || !strings.Contains(c.Hint, "secrets:read") {
+		t.Fatalf("tunnels:write only, secretSync on: %+v", c)
+	}
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "secretSync.enabled=true", "--set", "secretSync.operatorKey=false"}, valuesArgs(writeOnly.Key)...)...)
+	expectCode(t, r, cmd.ExitOK)
+	if c := check(t, decodeReport(t, r), desc); c.Result != report.Success || !strings.Contains(c.Detail, "not needed") {
+		t.Fatalf("operatorKey=false: %+v", c)
+	}
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "secretSync.enabled=true"}, valuesArgs(env.edge.OperatorKey)...)...)
+	expectCode(t, r, cmd.ExitOK)
+	if c := check(t, decodeReport(t, r), desc); c.Result != report.Success || !strings.Contains(c.Detail, "secrets:read") {
+		t.Fatalf("tunnels:write and secrets:read: %+v", c)
+	}
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(writeOnly.Key)...)...)
+	expectCode(t, r, cmd.ExitOK)
+	if rep := decodeReport(t, r); rep.Find(desc) != nil {
+		c := rep.Find(desc)
+		t.Fatalf("secretSync off, yet checked: %+v", c)
+	}
+}
+
 func TestPreflightUnreachableEdge(t *testing.T) {
 	restoreChartCRDs(t)
 	// A port of this process's own block that nothing listens on; a port

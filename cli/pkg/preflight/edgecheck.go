@@ -77,6 +77,9 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 			p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) has scopes [%s]: it cannot issue tunnel keys or reserve domains", who.KeyID, key.from, strings.Join(who.Scopes, ", ")),
 				"the operator needs an API key with scope tunnels:write: create one (tuna-edge keys create --scope tunnels:write) and put it in the credentials")
 		}
+		if err == nil {
+			p.secretScope(vals, who, key)
+		}
 	}
 
 	desc = "the edge is reachable over SSH"
@@ -94,6 +97,30 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 		return
 	}
 	p.rep.OK(CatEdge, desc, info.SSHAddr+", host key matches the published one")
+}
+
+// secretScope checks, with secretSync on, that the operator's key may read
+// edge secrets for the SecretSyncs that use it.
+func (p *run) secretScope(vals map[string]any, who *edgeclient.WhoAmI, key apiKey) {
+	if !values.Bool(vals, "secretSync.enabled") {
+		return
+	}
+	desc := "the API key may read edge secrets for SecretSyncs"
+	if v, ok := values.Get(vals, "secretSync.operatorKey").(bool); ok && !v {
+		p.rep.OK(CatEdge, desc, "not needed: secretSync.operatorKey=false, every SecretSync brings its own key")
+		return
+	}
+	if !slices.Contains(who.Scopes, edgeclient.ScopeSecretsRead) && !slices.Contains(who.Scopes, edgeclient.ScopeFull) {
+		p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) has scopes [%s]: SecretSyncs without apiKeySecretRef cannot read edge secrets with it",
+			who.KeyID, key.from, strings.Join(who.Scopes, ", ")),
+			"give the operator a key with secrets:read as well (tuna-edge keys create --scope tunnels:write,secrets:read --name tuna-operator), or set secretSync.operatorKey=false")
+		return
+	}
+	detail := fmt.Sprintf("key %s has %s", who.KeyID, edgeclient.ScopeSecretsRead)
+	if who.SecretPrefix != "" {
+		detail += ", confined to secrets named " + who.SecretPrefix + "..."
+	}
+	p.rep.OK(CatEdge, desc, detail)
 }
 
 // checkSSH connects to the edge's SSH transport and completes the key
