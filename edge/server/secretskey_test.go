@@ -116,8 +116,16 @@ func TestSecretsKeyRotation(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(newKey+"\n"+oldKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e2 := startEdge(t, dir, func(c *server.Config) { c.SecretsKeyFile = keyFile })
+	var logs lockedBuffer
+	e2 := startEdge(t, dir, func(c *server.Config) { c.SecretsKeyFile = keyFile }, withLog(&logs))
 	_ = e2.Close()
+	if l := logs.String(); !strings.Contains(l, "re_encrypted=2") || !strings.Contains(l, "sealed_with_other_keys=0") ||
+		!strings.Contains(l, "unused_keys="+keyIDOf(t, oldKey)) {
+		t.Fatalf("the rotation is not logged:\n%s", l)
+	}
+	if strings.Contains(logs.String(), "v-b/c") {
+		t.Fatal("a secret value was logged")
+	}
 	if err := os.WriteFile(keyFile, []byte(newKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
