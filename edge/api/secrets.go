@@ -20,7 +20,7 @@ import (
 const MaxSecretsWait = 60 * time.Second
 
 // pollSlack is how much longer than its wait a long poll may take to
-// answer: the API server's read and write timeouts are stretched by it.
+// answer: its write deadline is the wait plus this.
 const pollSlack = 15 * time.Second
 
 func secretInfo(m store.SecretMeta) client.SecretInfo {
@@ -138,15 +138,14 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	inm := strings.TrimPrefix(strings.TrimSpace(r.Header.Get("If-None-Match")), "W/")
 	var timeout <-chan time.Time
 	if wait > 0 && inm != "" {
-		// The server's read and write timeouts (30 s by default) would
-		// cut a long poll short: this request gets deadlines of its own.
-		rc := http.NewResponseController(w)
+		// The server's write timeout (30 s by default) runs from the end
+		// of the request headers and would cut a long poll short, over
+		// HTTP/1.1 and HTTP/2 alike: this request gets a deadline of its
+		// own. (The read timeout does not matter: the request has no body
+		// left to read.)
 		deadline := time.Now().Add(wait + pollSlack)
-		if err := rc.SetWriteDeadline(deadline); err != nil {
+		if err := http.NewResponseController(w).SetWriteDeadline(deadline); err != nil {
 			s.log.Debug("cannot extend the write deadline of a long poll", "err", err)
-		}
-		if err := rc.SetReadDeadline(deadline); err != nil {
-			s.log.Debug("cannot extend the read deadline of a long poll", "err", err)
 		}
 		t := time.NewTimer(wait)
 		defer t.Stop()

@@ -31,8 +31,8 @@ func (e *Edge) apiHTTPServer() *http.Server {
 		ErrorLog: slog.NewLogLogger(e.log.With("listener", "API").Handler(), slog.LevelInfo),
 	}
 	// Long polls (GET /v1/secrets?wait=) hold their handler for up to a
-	// minute: they end at once when a graceful shutdown starts, and set
-	// read and write deadlines of their own beyond the timeouts above.
+	// minute: they end at once when a graceful shutdown starts, and set a
+	// write deadline of their own beyond the timeouts above.
 	srv.RegisterOnShutdown(e.api.Shutdown)
 	if e.apiTLS != nil {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{e.apiTLS.cert}, MinVersion: tls.VersionTLS12}
