@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
 
@@ -106,6 +108,17 @@ func TestSecretsCRUD(t *testing.T) {
 		if c.status == 413 && !strings.Contains(ae.Message, "256 KiB") {
 			t.Errorf("oversize message does not say the limit: %s", ae.Message)
 		}
+	}
+	// The largest secret fits the API's 1 MiB body once base64'd.
+	big := make([]byte, secrets.MaxValueBytes)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	if _, err := full.PutSecret(ctx, "big", client.PutSecret{Data: map[string][]byte{"blob": big}}); err != nil {
+		t.Fatalf("a secret at the size limit: %v", err)
+	}
+	if s, err := full.GetSecret(ctx, "big"); err != nil || !bytes.Equal(s.Data["blob"], big) {
+		t.Fatalf("reading the largest secret: %v", err)
 	}
 	if _, err := full.WatchSecrets(ctx, "", "x", 0); err != nil {
 		t.Fatalf("list with an etag and no wait: %v", err)
