@@ -114,10 +114,10 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestChangedAndCovers(t *testing.T) {
-	prev := map[string]int64{"a/x": 1, "a/y": 2, "b/z": 1}
-	cur := map[string]int64{"a/x": 1, "a/y": 3, "a/new": 1}
+	prev := map[string]string{"a/x": "1@1", "a/y": "2@1", "b/z": "1@1", "a/again": "4@1"}
+	cur := map[string]string{"a/x": "1@1", "a/y": "3@1", "a/new": "1@2", "a/again": "1@3"}
 	got := changed(prev, cur)
-	want := map[string]bool{"a/y": true, "a/new": true, "b/z": true}
+	want := map[string]bool{"a/y": true, "a/new": true, "b/z": true, "a/again": true}
 	if len(got) != len(want) {
 		t.Fatalf("changed = %v, want %v", got, want)
 	}

@@ -2,6 +2,7 @@ package secretsync
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -111,7 +112,7 @@ func (h *Hub) release(cred string) {
 // edge was unreachable still wakes its SecretSyncs.
 func (h *Hub) poll(ctx context.Context, cred string, api SecretsAPI) {
 	logger := log.FromContext(ctx).WithName("secretsync-watch")
-	var prev map[string]int64
+	var prev map[string]string
 	etag := ""
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -134,9 +135,11 @@ func (h *Hub) poll(ctx context.Context, cred string, api SecretsAPI) {
 		if list == nil {
 			continue // nothing changed within the wait
 		}
-		cur := make(map[string]int64, len(list.Items))
+		cur := make(map[string]string, len(list.Items))
 		for _, s := range list.Items {
-			cur[s.Name] = s.Version
+			// A secret deleted and created again starts at version 1
+			// anew: its creation time tells the two apart.
+			cur[s.Name] = fmt.Sprintf("%d@%d", s.Version, s.CreatedAt.UnixNano())
 		}
 		if prev != nil {
 			h.notify(ctx, cred, changed(prev, cur))
@@ -152,8 +155,9 @@ func (h *Hub) wait() time.Duration {
 	return 50 * time.Second
 }
 
-// changed lists the names added, removed or at another version.
-func changed(prev, cur map[string]int64) []string {
+// changed lists the names added, removed or at another version (or
+// creation).
+func changed(prev, cur map[string]string) []string {
 	var out []string
 	for n, v := range cur {
 		if pv, ok := prev[n]; !ok || pv != v {
