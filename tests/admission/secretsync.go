@@ -33,6 +33,8 @@ var SecretSync = []Case{
 		Field: "spec.target.keys", Message: "two entries of target.keys write the same target key"},
 	{Name: "mapping and template write one key", Spec: "{source: {name: a}, target: {keys: [{from: a, to: DSN}], template: {DSN: x}}}",
 		Field: "spec.target.template", Message: "a target key of target.keys is also a key of target.template"},
+	{Name: "adopt without naming the Secret", Spec: "{source: {name: a}, target: {adoptExisting: true}}",
+		Field: "spec.target.adoptExisting", Message: "target.adoptExisting takes over a Secret only when target.name names it"},
 	{Name: "template key not a Secret key", Spec: "{source: {name: a}, target: {template: {'a b': x}}}", Field: "spec.target.template", Message: "target.template keys must be Secret keys"},
 	{Name: "refresh too short", Spec: "{source: {name: a}, refreshInterval: 5s}", Field: "spec.refreshInterval", Message: "refreshInterval must be between 10s and 24h"},
 	{Name: "refresh too long", Spec: "{source: {name: a}, refreshInterval: 25h}", Field: "spec.refreshInterval", Message: "refreshInterval must be between 10s and 24h"},

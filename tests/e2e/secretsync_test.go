@@ -235,7 +235,7 @@ func TestSecretSyncLeavesForeignSecrets(t *testing.T) {
 	require.NoError(t, env.cp.Client.Create(ctx, foreign))
 	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/token"}})))
 	_, cond := waitSync(t, ns, "token", metav1.ConditionFalse, tunav1.ReasonTargetNotOwned)
-	assert.Contains(t, cond.Message, "set spec.target.adoptExisting: true to take it over")
+	assert.Contains(t, cond.Message, "set spec.target.name: token and spec.target.adoptExisting: true to take it over")
 	assert.Equal(t, map[string]string{"token": "hand-made"}, secretData(t, ns, "token"))
 
 	// Deleting the SecretSync leaves the foreign Secret alone too.
@@ -243,7 +243,7 @@ func TestSecretSyncLeavesForeignSecrets(t *testing.T) {
 	assert.Equal(t, map[string]string{"token": "hand-made"}, secretData(t, ns, "token"))
 
 	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{
-		Source: tunav1.SecretSyncSource{Name: ns + "/token"}, Target: tunav1.SecretSyncTarget{AdoptExisting: true}})))
+		Source: tunav1.SecretSyncSource{Name: ns + "/token"}, Target: tunav1.SecretSyncTarget{Name: "token", AdoptExisting: true}})))
 	waitSync(t, ns, "token", metav1.ConditionTrue, tunav1.ReasonSynced)
 	assert.Equal(t, map[string]string{"token": "from-the-edge"}, secretData(t, ns, "token"))
 }

@@ -51,6 +51,7 @@ type KeyMapping struct {
 // namespace.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.keys) || !has(self.template) || self.keys.all(k, !((has(k.to) ? k.to : k.from) in self.template))",message="a key is written twice: a target key of target.keys is also a key of target.template; rename one of them",fieldPath=".template"
+// +kubebuilder:validation:XValidation:rule="!has(self.adoptExisting) || !self.adoptExisting || has(self.name)",message="target.adoptExisting takes over a Secret only when target.name names it: set target.name to the existing Secret's name",fieldPath=".adoptExisting"
 // +kubebuilder:validation:XValidation:rule="!has(self.keys) || self.keys.all(a, self.keys.exists_one(b, (has(b.to) ? b.to : b.from) == (has(a.to) ? a.to : a.from)))",message="two entries of target.keys write the same target key; give each a different 'to'",fieldPath=".keys"
 type SecretSyncTarget struct {
 	// Name of the Secret to write, in the same namespace. Default: the
@@ -80,10 +81,10 @@ type SecretSyncTarget struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 8192)",message="a target.template value is at most 8192 characters"
 	Template map[string]string `json:"template,omitempty"`
 
-	// AdoptExisting lets the operator take over a Secret of target.name that
-	// it did not create: it becomes owned by this SecretSync and its keys are
-	// replaced. Without it, an existing foreign Secret is never overwritten
-	// (reason TargetNotOwned).
+	// AdoptExisting lets the operator take over the Secret that target.name
+	// names (it must be set) though it did not create it: the Secret becomes
+	// owned by this SecretSync and its keys are replaced. Without it, an
+	// existing foreign Secret is never overwritten (reason TargetNotOwned).
 	// +optional
 	AdoptExisting bool `json:"adoptExisting,omitempty"`
 }

@@ -82,8 +82,8 @@ func (r *Reconciler) converge(ctx context.Context, ss *tunav1.SecretSync) (recon
 	}
 	if existing != nil && !ownedBy(existing, ss) && !ss.Spec.Target.AdoptExisting {
 		return r.refused(ctx, ss, &BuildError{Reason: tunav1.ReasonTargetNotOwned, Message: fmt.Sprintf(
-			"Secret %s/%s exists and was not created by this SecretSync, so it is left as it is: delete it, choose another spec.target.name, or set spec.target.adoptExisting: true to take it over",
-			ss.Namespace, target)})
+			"Secret %s/%s exists and was not created by this SecretSync, so it is left as it is: delete it, choose another spec.target.name, or set spec.target.name: %s and spec.target.adoptExisting: true to take it over",
+			ss.Namespace, target, target)})
 	}
 	synced := syncedOf(sources)
 	changed := existing == nil || existing.Annotations[tunav1.AnnotationSecretSyncSource] != sourceAnnotation(synced) ||
