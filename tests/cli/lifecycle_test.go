@@ -234,7 +234,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("status table: %s", r)
 	}
 	r = tuna(t, "status", "-n", "elsewhere")
-	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains or TCPEndpoints in namespace elsewhere") {
+	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains, TCPEndpoints or SecretSyncs in namespace elsewhere") {
 		t.Fatalf("status -n: %s", r)
 	}
 	if !edgeHasDomain(t, "web."+harness.BaseDomain) {

@@ -33,12 +33,14 @@ func (k Kind) GVR() schema.GroupVersionResource {
 func (k Kind) CRDName() string { return k.Resource + "." + Group }
 
 // The operator's kinds in the uninstall order of R28: tunnels first (they
-// use domains and TCP endpoints), then domains, then TCP endpoints.
+// use domains and TCP endpoints), with SecretSyncs (they use nothing), then
+// domains, then TCP endpoints.
 var (
 	Tunnels      = Kind{Kind: "Tunnel", Resource: "tunnels"}
 	Domains      = Kind{Kind: "Domain", Resource: "domains"}
 	TCPEndpoints = Kind{Kind: "TCPEndpoint", Resource: "tcpendpoints"}
-	Kinds        = []Kind{Tunnels, Domains, TCPEndpoints}
+	SecretSyncs  = Kind{Kind: "SecretSync", Resource: "secretsyncs"}
+	Kinds        = []Kind{Tunnels, Domains, TCPEndpoints, SecretSyncs}
 )
 
 // CRDNames are the operator's CRDs.
@@ -80,15 +82,16 @@ func (e *StuckError) Error() string {
 	return fmt.Sprintf("after %s these resources still wait for their finalizers: %s", e.Timeout, strings.Join(e.Remaining, "; "))
 }
 
-// DeleteAll deletes every Tunnel, then every Domain and TCPEndpoint, in all
-// namespaces, and waits until they are gone: the operator's finalizers
-// revoke keys and release reservations on the edge (R28). Progress goes to
+// DeleteAll deletes every Tunnel and SecretSync, then every Domain and
+// TCPEndpoint, in all namespaces, and waits until they are gone: the
+// operator's finalizers revoke keys, release reservations on the edge
+// (R28) and apply each SecretSync's deletionPolicy to its Secret. Progress goes to
 // progress whenever what remains changes, and every 5 seconds.
 func (c *Cluster) DeleteAll(ctx context.Context, timeout time.Duration, progress io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	total := 0
-	for _, stage := range [][]Kind{{Tunnels}, {Domains, TCPEndpoints}} {
+	for _, stage := range [][]Kind{{Tunnels, SecretSyncs}, {Domains, TCPEndpoints}} {
 		n, err := c.deleteStage(ctx, stage, progress)
 		total += n
 		if err != nil {
@@ -166,7 +169,7 @@ type Status struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Address is a Tunnel's status.url, a Domain's status.fqdn, a
-	// TCPEndpoint's status.address.
+	// TCPEndpoint's status.address, a SecretSync's Secret (status.target).
 	Address string `json:"address"`
 	// Ready is the Ready condition's status: "True", "False" or "Unknown"
 	// (also when there is no condition yet).
@@ -203,6 +206,10 @@ func statusOf(k Kind, u *unstructured.Unstructured) Status {
 		s.Address, _, _ = unstructured.NestedString(u.Object, "status", "fqdn")
 	case TCPEndpoints:
 		s.Address, _, _ = unstructured.NestedString(u.Object, "status", "address")
+	case SecretSyncs:
+		if t, _, _ := unstructured.NestedString(u.Object, "status", "target"); t != "" {
+			s.Address = "secret/" + t
+		}
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {

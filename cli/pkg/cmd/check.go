@@ -103,10 +103,11 @@ func (a *app) statusCmd() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List Tunnels, Domains and TCPEndpoints with their address and health",
+		Short: "List Tunnels, Domains, TCPEndpoints and SecretSyncs with their address and health",
 		Long: `List the operator's resources in all namespaces (or only in -n): Tunnels
 with their public URL, Domains with their FQDN, TCPEndpoints with their
-address, and the Ready condition with its reason.
+address, SecretSyncs with the Secret they write, and the Ready condition
+with its reason.
 
 Exit codes: 0 listed (whatever the health); 1 the cluster could not be read;
 3 bad flags.`,
@@ -143,7 +144,7 @@ Exit codes: 0 listed (whatever the health); 1 the cluster could not be read;
 				if ns != "" {
 					where = "namespace " + ns
 				}
-				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains or TCPEndpoints in %s.\n", where)
+				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains, TCPEndpoints or SecretSyncs in %s.\n", where)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)

@@ -317,12 +317,14 @@ func (a *app) uninstallCmd() *cobra.Command {
 		Short: "Delete the operator's resources, then the release (and the CRDs with --delete-crds)",
 		Long: `Uninstall in the documented order (R28):
 
-  1. delete every Tunnel, then every Domain and TCPEndpoint, in all
-     namespaces, and wait (showing progress) until the operator's finalizers
-     have revoked their keys and released their reservations on the edge;
+  1. delete every Tunnel and SecretSync, then every Domain and TCPEndpoint,
+     in all namespaces, and wait (showing progress) until the operator's
+     finalizers have revoked their keys, released their reservations on the
+     edge and applied each SecretSync's deletionPolicy to its Secret;
   2. uninstall the release (the operator stops);
   3. with --delete-crds only, delete the CRDs tunnels.k8s.tuna.am,
-     domains.k8s.tuna.am and tcpendpoints.k8s.tuna.am.
+     domains.k8s.tuna.am, tcpendpoints.k8s.tuna.am and
+     secretsyncs.k8s.tuna.am.
 
 When resources are still there after --timeout, the release stays, so that
 the operator can finish: the error names them and says how to go on.
@@ -351,7 +353,7 @@ Exit codes: 0 uninstalled; 3 no such release (see --ignore-not-found);
 						return werr
 					}
 				} else {
-					fmt.Fprintf(a.env.Stdout, "Deleted %d Tunnels, Domains and TCPEndpoints\n", res.ResourcesDeleted)
+					fmt.Fprintf(a.env.Stdout, "Deleted %d Tunnels, SecretSyncs, Domains and TCPEndpoints\n", res.ResourcesDeleted)
 					if res.ReleaseRemoved {
 						fmt.Fprintf(a.env.Stdout, "Release %s uninstalled from namespace %s\n", res.Release, res.Namespace)
 					}

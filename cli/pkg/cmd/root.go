@@ -169,10 +169,12 @@ the Helm chart ` + chart.Name + ` and drives the Helm 4 SDK:
   plan       show what an install or upgrade would change (server-side dry run)
   install    apply the CRDs, then install the release
   upgrade    apply the CRDs, then upgrade the release (Helm never upgrades CRDs)
-  uninstall  delete Tunnels, Domains, TCPEndpoints, wait for their finalizers,
+  uninstall  delete Tunnels, SecretSyncs, Domains, TCPEndpoints, wait for
+             their finalizers,
              then remove the release (and the CRDs with --delete-crds)
   preflight  check the cluster, the values and the edge before an install
-  status     list Tunnels, Domains and TCPEndpoints with address and health
+  status     list Tunnels, Domains, TCPEndpoints and SecretSyncs with address
+             and health
 
 Values are given as with Helm: -f values.yaml (repeatable) and --set a.b=c.
 Results go to stdout, progress and errors to stderr.

@@ -34,14 +34,15 @@ type UninstallOptions struct {
 type UninstallResult struct {
 	Release   string `json:"release"`
 	Namespace string `json:"namespace"`
-	// ResourcesDeleted counts the Tunnels, Domains and TCPEndpoints deleted.
+	// ResourcesDeleted counts the Tunnels, SecretSyncs, Domains and
+	// TCPEndpoints deleted.
 	ResourcesDeleted int  `json:"resourcesDeleted"`
 	ReleaseRemoved   bool `json:"releaseRemoved"`
 	CRDsDeleted      bool `json:"crdsDeleted"`
 }
 
 // Uninstall removes the operator in the documented order (R28): every
-// Tunnel, then every Domain and TCPEndpoint in all namespaces, waiting
+// Tunnel and SecretSync, then every Domain and TCPEndpoint in all namespaces, waiting
 // until their finalizers (run by the still installed operator) have
 // revoked keys and released reservations; then the release; then, only
 // with DeleteCRDs, the CRDs. When the resources do not go away within the
@@ -76,7 +77,7 @@ func (m *Manager) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 			Hint: "give the release's --release and --namespace (helm list -A shows them), or pass --ignore-not-found to delete the resources (and with --delete-crds the CRDs) anyway"}
 	}
 
-	fmt.Fprintln(o.Progress, "deleting Tunnels, then Domains and TCPEndpoints, in all namespaces")
+	fmt.Fprintln(o.Progress, "deleting Tunnels and SecretSyncs, then Domains and TCPEndpoints, in all namespaces")
 	n, err := m.C.DeleteAll(ctx, o.Timeout, o.Progress)
 	res.ResourcesDeleted = n
 	if err != nil {
@@ -92,7 +93,7 @@ func (m *Manager) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 		return res, err
 	}
 	if n == 0 {
-		fmt.Fprintln(o.Progress, "no Tunnels, Domains or TCPEndpoints")
+		fmt.Fprintln(o.Progress, "no Tunnels, SecretSyncs, Domains or TCPEndpoints")
 	} else {
 		fmt.Fprintf(o.Progress, "all %d resources are gone\n", n)
 	}
