@@ -323,6 +323,8 @@ func strictDecode(t *testing.T, d doc) {
 		into = &v1alpha1.Domain{}
 	case "TCPEndpoint":
 		into = &v1alpha1.TCPEndpoint{}
+	case "SecretSync":
+		into = &v1alpha1.SecretSync{}
 	default:
 		t.Errorf("%s: unknown kind %q", d.file, d.kind())
 		return
