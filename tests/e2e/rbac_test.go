@@ -19,7 +19,11 @@ import (
 
 // The components of every e2e test run as the chart's ServiceAccounts. This
 // checks that the identities really are that narrow (R21): the agent may
-// only get Secrets and Services, the controller may not read Secrets.
+// only get Secrets and Services. The harness installs the chart with
+// secretSync.enabled, so the controller may get and write Secrets by name,
+// but it may never list or watch them: a Secret reaches it only when a
+// SecretSync names it. (Without secretSync.enabled the chart grants no
+// Secret access at all; chart/tests checks that rendering.)
 func TestComponentsRunUnderChartRBAC(t *testing.T) {
 	ctx := context.Background()
 	as := func(cfg *rest.Config) client.Client {
@@ -39,7 +43,11 @@ func TestComponentsRunUnderChartRBAC(t *testing.T) {
 	}
 	forbidden(agent.List(ctx, &corev1.SecretList{}, client.InNamespace(harness.OperatorNamespace)), "agent list secrets")
 	forbidden(agent.List(ctx, &corev1.ServiceList{}, client.InNamespace(ns)), "agent list services")
-	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: "anything"}, &corev1.Secret{}), "controller get secrets")
+	forbidden(controller.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), "controller list secrets")
+	forbidden(controller.List(ctx, &corev1.SecretList{}), "controller list secrets in all namespaces")
 	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &corev1.Service{}), "controller get services")
-	forbidden(controller.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "outside"}}), "controller create secrets outside its namespace")
+	forbidden(controller.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "absent"}}), "controller update secrets")
+	err := controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "anything"}, &corev1.Secret{})
+	assert.True(t, apierrors.IsNotFound(err), "with secretSync.enabled the controller gets Secrets by name, got %v", err)
+	assert.NoError(t, controller.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "synced"}}), "with secretSync.enabled the controller creates Secrets")
 }
