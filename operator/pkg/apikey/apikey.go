@@ -38,8 +38,8 @@ const DefaultInterval = 10 * time.Second
 // Its zero value is not usable: see Static and FromFile.
 type Source struct {
 	path string
-	// Interval is how often Run re-reads the file without an event
-	// (default DefaultInterval). Set it before Run.
+	// Interval is how often Start re-reads the file without an event
+	// (default DefaultInterval). Set it before Start.
 	Interval time.Duration
 	log      logr.Logger
 	key      atomic.Pointer[string]
@@ -113,9 +113,9 @@ func read(path string) (string, error) {
 // current, so a new leader starts with the rotated key.
 func (s *Source) NeedLeaderElection() bool { return false }
 
-// Run keeps the key current until ctx ends. A Static source has nothing to
+// Start keeps the key current until ctx ends. A Static source has nothing to
 // watch and just waits.
-func (s *Source) Run(ctx context.Context) error {
+func (s *Source) Start(ctx context.Context) error {
 	if s.path == "" {
 		<-ctx.Done()
 		return nil

@@ -59,7 +59,7 @@ func (v *secretVolume) write(content string) {
 func run(t *testing.T, s *Source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- s.Start(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 }
 
