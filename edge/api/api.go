@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -21,6 +22,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
@@ -51,6 +53,8 @@ type Config struct {
 	// bucket per key id); 0 uses DefaultRateLimit and DefaultRateBurst.
 	RateLimit rate.Limit
 	RateBurst int
+	// Secrets serves /v1/secrets; nil leaves those routes out.
+	Secrets *secrets.Manager
 }
 
 // Server is the API's http.Handler.
@@ -62,6 +66,11 @@ type Server struct {
 	log *slog.Logger
 	mux *http.ServeMux
 	lim *limiters
+	// patterns are the registered routes (checked against openapi.json).
+	patterns []string
+	// closing is closed by Shutdown: long polls answer at once.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // access is what a route demands of the caller.
@@ -74,6 +83,9 @@ const (
 	writeAccess
 	// fullAccess: full only (API key management).
 	fullAccess
+	// secretsRead and secretsWrite: that scope or full.
+	secretsRead
+	secretsWrite
 	// public: no key (the OpenAPI document).
 	public
 )
@@ -99,6 +111,10 @@ func fail(status int, code, format string, args ...any) *apiError {
 // error is logged and answered as internal without leaking its text.
 type handlerFunc func(r *http.Request, p *auth.Principal) (int, any, error)
 
+// writerHandlerFunc is a handlerFunc that also sets response headers or
+// deadlines itself (the long-polling list of secrets).
+type writerHandlerFunc func(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error)
+
 // New builds the API handler.
 func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics) *Server {
 	if cfg.Logger == nil {
@@ -111,7 +127,7 @@ func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics
 		cfg.CNAMETarget = cfg.BaseDomain
 	}
 	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(),
-		lim: newLimiters(cfg.RateLimit, cfg.RateBurst)}
+		lim: newLimiters(cfg.RateLimit, cfg.RateBurst), closing: make(chan struct{})}
 	s.routes()
 	return s
 }
@@ -144,6 +160,13 @@ func (s *Server) routes() {
 	s.handle("PATCH /v1/tcp-endpoints/{alias}", writeAccess, s.shareTCPEndpoint)
 	s.handle("DELETE /v1/tcp-endpoints/{alias}", writeAccess, s.deleteTCPEndpoint)
 
+	if s.cfg.Secrets != nil {
+		s.handleW("GET /v1/secrets", secretsRead, s.listSecrets)
+		s.handle("GET /v1/secrets/{name...}", secretsRead, s.getSecret)
+		s.handle("PUT /v1/secrets/{name...}", secretsWrite, s.putSecret)
+		s.handle("DELETE /v1/secrets/{name...}", secretsWrite, s.deleteSecret)
+	}
+
 	// Everything else gets a JSON not_found rather than the mux's text.
 	s.handle("/", public, func(r *http.Request, _ *auth.Principal) (int, any, error) {
 		return 0, nil, fail(http.StatusNotFound, client.CodeNotFound, "no API route %s %s", r.Method, r.URL.Path)
@@ -153,16 +176,31 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// Shutdown ends waiting long polls (they answer 304 at once), so the HTTP
+// server's graceful shutdown, which waits for active handlers, is not held
+// up by them. The edge registers it with http.Server.RegisterOnShutdown.
+func (s *Server) Shutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// Patterns returns the registered route patterns.
+func (s *Server) Patterns() []string { return append([]string(nil), s.patterns...) }
+
 func (s *Server) handle(pattern string, need access, h handlerFunc) {
+	s.handleW(pattern, need, func(_ http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
+		return h(r, p)
+	})
+}
+
+func (s *Server) handleW(pattern string, need access, h writerHandlerFunc) {
 	route := pattern
 	if pattern == "/" {
 		route = "unmatched"
 	}
+	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		reqID := "req_" + keys.RandomToken(8)
 		w.Header().Set("X-Request-Id", reqID)
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-		status, body, err := s.call(r, need, h)
+		status, body, err := s.call(w, r, need, h)
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -180,9 +218,9 @@ func (s *Server) handle(pattern string, need access, h handlerFunc) {
 	})
 }
 
-func (s *Server) call(r *http.Request, need access, h handlerFunc) (int, any, error) {
+func (s *Server) call(w http.ResponseWriter, r *http.Request, need access, h writerHandlerFunc) (int, any, error) {
 	if need == public {
-		return h(r, nil)
+		return h(w, r, nil)
 	}
 	p, err := s.authenticate(r)
 	if err != nil {
@@ -196,7 +234,7 @@ func (s *Server) call(r *http.Request, need access, h handlerFunc) (int, any, er
 	if err := authorize(p, need); err != nil {
 		return 0, nil, err
 	}
-	return h(r, p)
+	return h(w, r, p)
 }
 
 func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
@@ -239,6 +277,16 @@ func authorize(p *auth.Principal, need access) error {
 		}
 		return fail(http.StatusForbidden, client.CodeForbidden,
 			"API key %s has scopes %v; managing API keys needs %q", p.ID, p.Scopes, keys.ScopeFull)
+	case secretsRead, secretsWrite:
+		scope := keys.ScopeSecretsRead
+		if need == secretsWrite {
+			scope = keys.ScopeSecretsWrite
+		}
+		if p.Has(scope) {
+			return nil
+		}
+		return fail(http.StatusForbidden, client.CodeForbidden,
+			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, scope, keys.ScopeFull)
 	}
 	return fail(http.StatusForbidden, client.CodeForbidden, "forbidden")
 }

@@ -14,6 +14,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
@@ -32,30 +33,36 @@ func (s *Server) getEdge(*http.Request, *auth.Principal) (int, any, error) {
 }
 
 func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
-	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes}, nil
+	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix}, nil
 }
 
 // CreateAPIKey makes an API key and returns its secret; the API handler and
-// the edge's bootstrap share it.
+// the edge's bootstrap share it. rec supplies the record's other fields
+// (creation time, secret prefix).
 func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (client.APIKey, error) {
 	if len(scopes) == 0 {
 		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
-			"scopes is required: one or more of %q, %q, %q", keys.ScopeWrite, keys.ScopeConnect, keys.ScopeFull)
+			"scopes is required: one or more of %s", keys.ScopeList())
 	}
 	for _, sc := range scopes {
 		if !keys.ValidScope(sc) {
 			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
-				"unknown scope %q: use %q, %q or %q", sc, keys.ScopeWrite, keys.ScopeConnect, keys.ScopeFull)
+				"unknown scope %q: use %s", sc, keys.ScopeList())
 		}
 	}
 	if len(name) > maxAPIKeyName {
 		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "name is longer than %d characters", maxAPIKeyName)
 	}
+	r := rec()
+	if r.SecretPrefix != "" {
+		if err := secrets.CheckPrefix(r.SecretPrefix); err != nil {
+			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "secret_prefix: %v", err)
+		}
+	}
 	k, err := keys.New(keys.KindAPI)
 	if err != nil {
 		return client.APIKey{}, err
 	}
-	r := rec()
 	r.ID, r.Name, r.Scopes, r.Hash = k.ID, name, slices.Compact(slices.Sorted(slices.Values(scopes))), k.Hash()
 	if err := st.CreateAPIKey(r); err != nil {
 		return client.APIKey{}, fmt.Errorf("storing API key: %w", err)
@@ -66,7 +73,7 @@ func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() stor
 }
 
 func apiKeyOut(r store.APIKey) client.APIKey {
-	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, CreatedAt: r.CreatedAt}
+	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix, CreatedAt: r.CreatedAt}
 }
 
 func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, error) {
@@ -74,7 +81,9 @@ func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, err
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
-	out, err := CreateAPIKey(s.st, in.Name, in.Scopes, func() store.APIKey { return store.APIKey{CreatedAt: s.cfg.Now()} })
+	out, err := CreateAPIKey(s.st, in.Name, in.Scopes, func() store.APIKey {
+		return store.APIKey{CreatedAt: s.cfg.Now(), SecretPrefix: in.SecretPrefix}
+	})
 	if err != nil {
 		return 0, nil, err
 	}

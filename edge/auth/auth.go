@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
@@ -37,6 +38,8 @@ type Principal struct {
 	ID     string
 	Name   string
 	Scopes []string
+	// SecretPrefix confines the secrets scopes to names starting with it.
+	SecretPrefix string
 	// Tunnel is set for tunnel keys.
 	Tunnel *store.TunnelKey
 }
@@ -45,6 +48,12 @@ type Principal struct {
 // except that it is still an API key).
 func (p *Principal) Has(scope string) bool {
 	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, keys.ScopeFull)
+}
+
+// MaySeeSecret reports whether name lies within the principal's secret
+// prefix (every name when it has none).
+func (p *Principal) MaySeeSecret(name string) bool {
+	return strings.HasPrefix(name, p.SecretPrefix)
 }
 
 // Store is what auth needs of the store.
@@ -71,7 +80,7 @@ func Authenticate(st Store, secret string) (*Principal, error) {
 		if !keys.Matches(k, rec.Hash) {
 			return nil, ErrInvalidKey
 		}
-		return &Principal{Kind: keys.KindAPI, ID: rec.ID, Name: rec.Name, Scopes: rec.Scopes}, nil
+		return &Principal{Kind: keys.KindAPI, ID: rec.ID, Name: rec.Name, Scopes: rec.Scopes, SecretPrefix: rec.SecretPrefix}, nil
 	case keys.KindTunnel:
 		rec, err := st.GetTunnelKey(k.ID)
 		if errors.Is(err, store.ErrNotFound) {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -104,7 +105,9 @@ func (c *Client) WatchSecrets(ctx context.Context, prefix, etag string, wait tim
 	}
 	hdr := http.Header{}
 	if etag != "" && wait > 0 {
-		q.Set("wait", fmt.Sprintf("%ds", int(wait.Seconds())))
+		// Whole seconds, rounded up: a wait under one second sent as
+		// "0s" would answer at once, and a caller's loop would spin.
+		q.Set("wait", fmt.Sprintf("%ds", int(math.Ceil(wait.Seconds()))))
 		hdr.Set("If-None-Match", etag)
 	}
 	path := "/v1/secrets"

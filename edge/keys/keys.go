@@ -12,6 +12,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,14 +30,28 @@ const (
 
 // Scopes an API key can hold. They match edge/client's constants.
 const (
-	ScopeWrite   = "tunnels:write"
-	ScopeConnect = "tunnels:connect"
-	ScopeFull    = "full"
+	ScopeWrite        = "tunnels:write"
+	ScopeConnect      = "tunnels:connect"
+	ScopeFull         = "full"
+	ScopeSecretsRead  = "secrets:read"
+	ScopeSecretsWrite = "secrets:write"
 )
+
+// Scopes lists every scope, in the order error messages name them.
+var Scopes = []string{ScopeWrite, ScopeConnect, ScopeSecretsRead, ScopeSecretsWrite, ScopeFull}
 
 // ValidScope reports whether s is a known scope.
 func ValidScope(s string) bool {
-	return s == ScopeWrite || s == ScopeConnect || s == ScopeFull
+	return slices.Contains(Scopes, s)
+}
+
+// ScopeList renders Scopes for error messages: "a", "b" or "c".
+func ScopeList() string {
+	q := make([]string, len(Scopes))
+	for i, s := range Scopes {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // idBytes and secretBytes size the random parts: 64 bits is plenty for a

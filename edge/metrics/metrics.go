@@ -25,6 +25,8 @@ type Metrics struct {
 	bytes             *prometheus.CounterVec
 	apiRequests       *prometheus.CounterVec
 	limitRefusals     *prometheus.CounterVec
+	secrets           prometheus.Gauge
+	secretWatches     prometheus.Gauge
 }
 
 // The edge's limits, as named in refusals and in the limit label of
@@ -41,9 +43,11 @@ const (
 	// LimitConnectionsPerTunnel: concurrent public connections (HTTP
 	// requests) of one bound host or TCP endpoint.
 	LimitConnectionsPerTunnel = "connections_per_tunnel"
+	// LimitSecrets: the number of secrets the edge holds (--max-secrets).
+	LimitSecrets = "secrets"
 )
 
-var allLimits = []string{LimitHandshakes, LimitSessionsPerKey, LimitBindsPerSession, LimitChannelsPerSession, LimitConnectionsPerTunnel}
+var allLimits = []string{LimitHandshakes, LimitSessionsPerKey, LimitBindsPerSession, LimitChannelsPerSession, LimitConnectionsPerTunnel, LimitSecrets}
 
 // New creates and registers the edge's metrics.
 func New() *Metrics {
@@ -68,15 +72,21 @@ func New() *Metrics {
 			Name: "tuna_edge_api_requests_total", Help: "Control API requests by route pattern and status code.",
 		}, []string{"route", "code"}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tuna_edge_limit_refusals_total", Help: "Connections, logins, binds and channels refused by a limit, by limit.",
+			Name: "tuna_edge_limit_refusals_total", Help: "Connections, logins, binds, channels and new secrets refused by a limit, by limit.",
 		}, []string{"limit"}),
+		secrets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tuna_edge_secrets", Help: "Secrets stored on the edge (a count only: never names or values).",
+		}),
+		secretWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tuna_edge_secret_watches", Help: "Long polls of GET /v1/secrets waiting for a change.",
+		}),
 	}
 	// Every limit is exported from the start, at 0, so an alert on its
 	// rate needs no "absent" clause.
 	for _, l := range allLimits {
 		m.limitRefusals.WithLabelValues(l)
 	}
-	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals,
+	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals, m.secrets, m.secretWatches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -142,5 +152,19 @@ func (m *Metrics) APIRequest(route string, code int) {
 func (m *Metrics) LimitRefused(limit string) {
 	if m != nil {
 		m.limitRefusals.WithLabelValues(limit).Inc()
+	}
+}
+
+// Secrets sets the number of stored secrets.
+func (m *Metrics) Secrets(n int) {
+	if m != nil {
+		m.secrets.Set(float64(n))
+	}
+}
+
+// SecretWatch moves the gauge of waiting long polls by delta (+1, -1).
+func (m *Metrics) SecretWatch(delta int) {
+	if m != nil {
+		m.secretWatches.Add(float64(delta))
 	}
 }

@@ -30,6 +30,10 @@ func (e *Edge) apiHTTPServer() *http.Server {
 		// worth a line, not an error.
 		ErrorLog: slog.NewLogLogger(e.log.With("listener", "API").Handler(), slog.LevelInfo),
 	}
+	// Long polls (GET /v1/secrets?wait=) hold their handler for up to a
+	// minute: they end at once when a graceful shutdown starts, and set a
+	// write deadline of their own beyond the timeouts above.
+	srv.RegisterOnShutdown(e.api.Shutdown)
 	if e.apiTLS != nil {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{e.apiTLS.cert}, MinVersion: tls.VersionTLS12}
 	}

@@ -28,6 +28,7 @@ const (
 	DefaultMaxBindsPerSession      = 16
 	DefaultMaxChannelsPerSession   = 1024
 	DefaultMaxConnectionsPerTunnel = 1024
+	DefaultMaxSecrets              = 1000
 )
 
 // Config configures an Edge. Listen addresses may use port 0; the chosen
@@ -136,6 +137,18 @@ type Config struct {
 	// 1024): HTTP answers 503, TCP is closed at once.
 	MaxConnectionsPerTunnel int
 
+	// MaxSecrets caps the number of stored secrets (default 1000): a new
+	// one beyond is refused with 409 limit_exceeded.
+	MaxSecrets int
+
+	// SecretsKeyFile holds the secrets encryption keys, base64, one per
+	// line, the first (primary) encrypting. SecretsKeys are the same given
+	// directly (TUNA_EDGE_SECRETS_KEY). With neither, the edge generates
+	// <DataDir>/secrets.key (mode 0600) on first start. The keys never go
+	// into the database.
+	SecretsKeyFile string
+	SecretsKeys    []string
+
 	// MetricsListen optionally serves /metrics on its own address; /metrics
 	// is always served on the API listener too, without auth.
 	MetricsListen string
@@ -173,6 +186,9 @@ func (c *Config) setDefaults() error {
 	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
 		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
 	}
+	if c.SecretsKeyFile != "" && len(c.SecretsKeys) > 0 {
+		return fmt.Errorf("config: set SecretsKeyFile (--secrets-key-file) or SecretsKeys (TUNA_EDGE_SECRETS_KEY), not both")
+	}
 	if c.HostKeyFile == "" {
 		c.HostKeyFile = filepath.Join(c.DataDir, hostKeyFileName)
 	}
@@ -209,6 +225,7 @@ func (c *Config) setDefaults() error {
 		{&c.MaxBindsPerSession, DefaultMaxBindsPerSession},
 		{&c.MaxChannelsPerSession, DefaultMaxChannelsPerSession},
 		{&c.MaxConnectionsPerTunnel, DefaultMaxConnectionsPerTunnel},
+		{&c.MaxSecrets, DefaultMaxSecrets},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def

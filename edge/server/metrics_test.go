@@ -44,6 +44,9 @@ func TestMetrics(t *testing.T) {
 		`tuna_edge_limit_refusals_total{limit="binds_per_session"} 0`,
 		`tuna_edge_limit_refusals_total{limit="channels_per_session"} 0`,
 		`tuna_edge_limit_refusals_total{limit="connections_per_tunnel"} 0`,
+		`tuna_edge_limit_refusals_total{limit="secrets"} 0`,
+		"tuna_edge_secrets 0",
+		"tuna_edge_secret_watches 0",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)

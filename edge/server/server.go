@@ -27,6 +27,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/sshd"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
@@ -43,6 +44,7 @@ type Edge struct {
 	hostKey ssh.Signer
 	ssh     *sshd.Server
 	api     *api.Server
+	secrets *secrets.Manager
 	public  *public.Handler
 	acme    *autocert.Manager
 	// stopExpiry ends the expired-key sweep on Close.
@@ -80,6 +82,10 @@ func New(cfg Config) (*Edge, error) {
 	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
 	if err := e.alignExpiries(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if e.secrets, err = e.openSecrets(); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
@@ -122,6 +128,7 @@ func New(cfg Config) (*Edge, error) {
 		Logger:        cfg.Logger,
 		RateLimit:     rate.Limit(cfg.APIRateLimit),
 		RateBurst:     cfg.APIRateBurst,
+		Secrets:       e.secrets,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,

@@ -1,8 +1,10 @@
 // Package store persists the edge's state in one bbolt file: API keys and
-// tunnel keys (hashes only), reserved domains and TCP endpoints. No secret
-// is kept in it: the SSH host key lives in its own file (edge/server), and
-// an old database's copy is removed by DropLegacyHostKey. Values are JSON so the file stays readable with bbolt's tools and
-// fields can be added without a migration.
+// tunnel keys (hashes only), reserved domains and TCP endpoints, and named
+// secrets sealed by edge/secrets (secrets.go). No key is kept in it: the
+// SSH host key and the secrets keys live in their own files (edge/server),
+// and an old database's copy of the host key is removed by
+// DropLegacyHostKey. Values are JSON so the file stays readable with
+// bbolt's tools and fields can be added without a migration.
 package store
 
 import (
@@ -32,7 +34,8 @@ var (
 	bucketTCP        = []byte("tcp_endpoints")
 	bucketMeta       = []byte("meta")
 	bucketClaims     = []byte("address_claims")
-	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta, bucketClaims}
+	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta, bucketClaims,
+		bucketSecrets, bucketSecretValues}
 
 	metaHostKey = []byte("ssh_host_key")
 )
@@ -44,6 +47,9 @@ type APIKey struct {
 	Scopes    []string  `json:"scopes"`
 	Hash      []byte    `json:"hash"`
 	CreatedAt time.Time `json:"created_at"`
+	// SecretPrefix confines the key's secrets scopes to names starting
+	// with it; empty: every secret.
+	SecretPrefix string `json:"secret_prefix,omitempty"`
 }
 
 // TunnelKey is a stored tunnel key.

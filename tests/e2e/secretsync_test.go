@@ -20,6 +20,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
@@ -319,4 +320,34 @@ func TestSecretSyncKeepsSecretWhileEdgeIsDown(t *testing.T) {
 		assert.Equal(c, "v2", secretData(c, ns, "api")["token"])
 	}, wait, 20*time.Millisecond)
 	waitSync(t, ns, "api", metav1.ConditionTrue, tunav1.ReasonSynced)
+}
+
+// The examples work as written, with the namespace, the team prefix and
+// the key filled in.
+func TestSecretSyncExamples(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	putSecret(t, ns+"/db", "user", "app", "password", "example-pw")
+	applyExample(t, ns, "secretsync.yaml", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, ns+"/db", "spec", "source", "name"))
+	})
+	waitSync(t, ns, "db", metav1.ConditionTrue, tunav1.ReasonSynced)
+	assert.Equal(t, map[string]string{"DB_PASSWORD": "example-pw", "user": "app", "DSN": "postgres://app:example-pw@postgres:5432/app"},
+		secretData(t, ns, "db-credentials"))
+
+	team := "team-" + tag(ns) + "/"
+	putSecret(t, team+"app-mail", "SMTP_HOST", "mail")
+	putSecret(t, team+"app-queue", "AMQP_URL", "amqp://q")
+	k, err := admin().CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "team", Scopes: []string{edgeclient.ScopeSecretsRead}, SecretPrefix: team})
+	require.NoError(t, err)
+	applyExample(t, ns, "secretsync-team-key.yaml", func(u *unstructured.Unstructured) {
+		switch u.GetKind() {
+		case "Secret":
+			require.NoError(t, unstructured.SetNestedField(u.Object, k.Key, "stringData", "api-key"))
+		case "SecretSync":
+			require.NoError(t, unstructured.SetNestedField(u.Object, team+"app-", "spec", "source", "prefix"))
+		}
+	})
+	waitSync(t, ns, "app-config", metav1.ConditionTrue, tunav1.ReasonSynced)
+	assert.Equal(t, map[string]string{"SMTP_HOST": "mail", "AMQP_URL": "amqp://q"}, secretData(t, ns, "app-config"))
 }

@@ -26,7 +26,7 @@ func newKeys() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "/var/lib/tuna-edge", "the edge's data directory")
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "text or json")
 
-	var name string
+	var name, secretPrefix string
 	var scopes []string
 	create := &cobra.Command{
 		Use:   "create",
@@ -34,7 +34,9 @@ func newKeys() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(dataDir, func(st *store.Store) error {
-				k, err := api.CreateAPIKey(st, name, scopes, func() store.APIKey { return store.APIKey{CreatedAt: time.Now().UTC()} })
+				k, err := api.CreateAPIKey(st, name, scopes, func() store.APIKey {
+					return store.APIKey{CreatedAt: time.Now().UTC(), SecretPrefix: secretPrefix}
+				})
 				if err != nil {
 					return err
 				}
@@ -49,7 +51,8 @@ func newKeys() *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the key by")
-	create.Flags().StringSliceVar(&scopes, "scope", nil, "tunnels:write, tunnels:connect or full (repeat or comma-separate)")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "tunnels:write, tunnels:connect, secrets:read, secrets:write or full (repeat or comma-separate)")
+	create.Flags().StringVar(&secretPrefix, "secret-prefix", "", "confine the key's secrets scopes to secret names starting with this, e.g. team-a/")
 	_ = create.MarkFlagRequired("scope")
 
 	list := &cobra.Command{
@@ -64,21 +67,22 @@ func newKeys() *cobra.Command {
 				}
 				if output == "json" {
 					type item struct {
-						ID        string    `json:"id"`
-						Name      string    `json:"name,omitempty"`
-						Scopes    []string  `json:"scopes"`
-						CreatedAt time.Time `json:"created_at"`
+						ID           string    `json:"id"`
+						Name         string    `json:"name,omitempty"`
+						Scopes       []string  `json:"scopes"`
+						SecretPrefix string    `json:"secret_prefix,omitempty"`
+						CreatedAt    time.Time `json:"created_at"`
 					}
 					items := make([]item, 0, len(recs))
 					for _, r := range recs {
-						items = append(items, item{r.ID, r.Name, r.Scopes, r.CreatedAt})
+						items = append(items, item{r.ID, r.Name, r.Scopes, r.SecretPrefix, r.CreatedAt})
 					}
 					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"items": items})
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tNAME\tSCOPES\tCREATED")
+				fmt.Fprintln(w, "ID\tNAME\tSCOPES\tSECRET PREFIX\tCREATED")
 				for _, r := range recs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Name, strings.Join(r.Scopes, ","), r.CreatedAt.Format(time.RFC3339))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, strings.Join(r.Scopes, ","), r.SecretPrefix, r.CreatedAt.Format(time.RFC3339))
 				}
 				return w.Flush()
 			})

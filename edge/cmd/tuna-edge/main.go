@@ -32,7 +32,7 @@ func newRoot() *cobra.Command {
 			return applyEnv(cmd.Flags())
 		},
 	}
-	root.AddCommand(newServe(), newKeys(), newAPIFingerprint())
+	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets())
 	return root
 }
 

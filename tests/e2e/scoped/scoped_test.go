@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -127,7 +128,36 @@ func TestAgentReadsSecretsOnlyInListedNamespaces(t *testing.T) {
 	forbidden(agent.List(ctx, &tunav1.TunnelList{}, client.InNamespace(unlisted)), "agent list Tunnels in an unlisted namespace")
 	assert.NoError(t, agent.List(ctx, &tunav1.TunnelList{}, client.InNamespace(listed)), "the agent lists Tunnels in a listed namespace")
 	forbidden(controller.List(ctx, &tunav1.TunnelList{}, client.InNamespace(unlisted)), "controller list Tunnels in an unlisted namespace")
-	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: listed, Name: "probe"}, &corev1.Secret{}), "controller get a Secret")
+	// With secretSync on (as here), the controller gets Secrets by name in
+	// the listed namespace only, and lists them nowhere.
+	assert.NoError(t, controller.Get(ctx, types.NamespacedName{Namespace: listed, Name: "probe"}, &corev1.Secret{}), "secretSync: the controller gets a Secret in a listed namespace")
+	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "probe"}, &corev1.Secret{}), "controller get a Secret in an unlisted namespace")
+	forbidden(controller.List(ctx, &corev1.SecretList{}, client.InNamespace(listed)), "controller list Secrets")
+}
+
+// A SecretSync in the listed namespace syncs, with the chart's Roles; one
+// in an unlisted namespace is left alone.
+func TestSecretSyncOnlyInListedNamespaces(t *testing.T) {
+	ctx := context.Background()
+	admin := edge.Client(edge.AdminKey)
+	for _, ns := range []string{listed, unlisted} {
+		_, err := admin.PutSecret(ctx, ns+"/db", edgeclient.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + ns)}})
+		require.NoError(t, err)
+		ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/db"}}}
+		require.NoError(t, cp.Client.Create(ctx, ss))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var s corev1.Secret
+		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: "db"}, &s))
+		assert.Equal(c, "pw-"+listed, string(s.Data["password"]))
+	}, wait, 50*time.Millisecond)
+	var ignored tunav1.SecretSync
+	require.NoError(t, cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "db"}, &ignored))
+	assert.Empty(t, ignored.Finalizers, "the controller put a finalizer on a SecretSync of an unlisted namespace")
+	assert.Empty(t, ignored.Status.Conditions)
+	err := cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "db"}, &corev1.Secret{})
+	assert.True(t, apierrors.IsNotFound(err), "a Secret was written in an unlisted namespace: %v", err)
 }
 
 // A Tunnel in the listed namespace is published end to end; one in an

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/secrets"
+)
+
+// secretsKeyFileName is the generated key file in the data dir.
+const secretsKeyFileName = "secrets.key"
+
+// SecretsKeyPath is where the edge generates its secrets key when none is
+// configured.
+func SecretsKeyPath(dataDir string) string { return filepath.Join(dataDir, secretsKeyFileName) }
+
+// openSecrets loads the keyring and opens the secrets, re-encrypting
+// those sealed with an older key: prepending a new key and restarting is
+// the whole rotation.
+func (e *Edge) openSecrets() (*secrets.Manager, error) {
+	ring, err := e.loadKeyring()
+	if err != nil {
+		return nil, err
+	}
+	m, n, err := secrets.Open(e.st, ring, secrets.Options{
+		Max:     e.cfg.MaxSecrets,
+		Count:   e.m.Secrets,
+		Refused: func() { e.m.LimitRefused(metrics.LimitSecrets) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	ids, err := secrets.StoredKeyIDs(e.st)
+	if err != nil {
+		return nil, err
+	}
+	left := 0
+	for _, id := range ids {
+		if id != ring.Primary() {
+			left++
+		}
+	}
+	e.log.Info("secrets encryption key loaded", "primary_key", ring.Primary(), "keys", strings.Join(ring.IDs(), ","),
+		"re_encrypted", n, "sealed_with_other_keys", left)
+	if older := ring.IDs()[1:]; len(older) > 0 && left == 0 {
+		e.log.Info("no secret is encrypted with a non-primary key any more: they can be removed from the key file",
+			"unused_keys", strings.Join(older, ","))
+	}
+	return m, nil
+}
+
+func (e *Edge) loadKeyring() (*secrets.Keyring, error) {
+	switch {
+	case len(e.cfg.SecretsKeys) > 0:
+		keys, err := secrets.ParseKeys(strings.Join(e.cfg.SecretsKeys, ","))
+		if err != nil {
+			return nil, fmt.Errorf("TUNA_EDGE_SECRETS_KEY: %w", err)
+		}
+		return secrets.NewKeyring(keys)
+	case e.cfg.SecretsKeyFile != "":
+		// A configured file must exist: generating one where a mounted
+		// key was expected would hide a broken mount.
+		keys, err := secrets.LoadKeyFile(e.cfg.SecretsKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		return secrets.NewKeyring(keys)
+	}
+	path := SecretsKeyPath(e.cfg.DataDir)
+	keys, err := secrets.LoadKeyFile(path)
+	if err == nil {
+		return secrets.NewKeyring(keys)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	// A new key is right only for a database without secrets: for one
+	// with secrets, the lost file is what must come back.
+	if ids, err := secrets.StoredKeyIDs(e.st); err != nil {
+		return nil, err
+	} else if len(ids) > 0 {
+		return nil, fmt.Errorf("secrets key file %s is missing, but the database holds secrets encrypted with key(s) %s: "+
+			"restore the file (or pass the keys with --secrets-key-file or TUNA_EDGE_SECRETS_KEY)", path, strings.Join(ids, ", "))
+	}
+	key, err := secrets.GenerateKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("generated the secrets encryption key; back it up with the database: secrets cannot be read without it",
+		"file", path, "key", secrets.KeyID(key))
+	return secrets.NewKeyring([][]byte{key})
+}
