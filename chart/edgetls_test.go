@@ -28,7 +28,7 @@ func TestEdgeTLSDefault(t *testing.T) {
 			t.Errorf("default values give %s", a)
 		}
 	}
-	if r.Find("ConfigMap", testFullname+"-edge-ca") != nil || len(d.Spec.Template.Spec.Volumes) != 0 {
+	if r.Find("ConfigMap", testFullname+"-edge-ca") != nil || volumeNamed(d, "edge-ca") != nil {
 		t.Error("default values make an edge CA ConfigMap or volume")
 	}
 }
@@ -66,11 +66,18 @@ func TestEdgeAPICABundle(t *testing.T) {
 	if !hasArg(c, "--edge-api-ca-file=/etc/tuna/edge-ca/ca.crt") {
 		t.Errorf("controller args = %v", c.Args)
 	}
-	vols := d.Spec.Template.Spec.Volumes
-	if len(vols) != 1 || vols[0].ConfigMap == nil || vols[0].ConfigMap.Name != cm.Name {
-		t.Fatalf("volumes = %+v", vols)
+	if vol := volumeNamed(d, "edge-ca"); vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != cm.Name {
+		t.Fatalf("volumes = %+v", d.Spec.Template.Spec.Volumes)
 	}
-	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/tuna/edge-ca" || !c.VolumeMounts[0].ReadOnly {
+	// Next to the API key's volume, which the chart mounts as well.
+	checkKeyFile(t, d, c, testFullname+"-api-key")
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == "edge-ca" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if len(c.VolumeMounts) != 2 || mount == nil || mount.MountPath != "/etc/tuna/edge-ca" || !mount.ReadOnly {
 		t.Fatalf("volume mounts = %+v", c.VolumeMounts)
 	}
 	sum := d.Spec.Template.Annotations["checksum/edge-ca"]

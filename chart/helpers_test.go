@@ -1,6 +1,7 @@
 package chart
 
 import (
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"slices"
 	"strings"
 	"testing"
@@ -157,3 +158,16 @@ func grants(rules []rbacv1.PolicyRule) map[string][]string {
 	}
 	return out
 }
+
+// volumeNamed returns the pod's volume called name, or nil.
+func volumeNamed(d *appsv1.Deployment, name string) *corev1.Volume {
+	for i, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return &d.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// equality compares two pod templates as the API server would see them.
+func equality(a, b corev1.PodTemplateSpec) bool { return apiequality.Semantic.DeepEqual(a, b) }

@@ -21,17 +21,22 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// The three sources of the operator's API key (R26).
+// The three sources of the operator's API key (R26). A Secret (the chart's
+// or existingSecret) is mounted as a file the controller watches, so a new
+// key needs no restart; extraEnv's TUNA_API_KEY is read once.
 func TestCredentialsModes(t *testing.T) {
 	const vaultRef = "vault:secret/data/tuna#api-key"
 	tests := []struct {
-		name  string
-		sets  []string
-		check func(t *testing.T, r *Rendered, key corev1.EnvVar)
+		name string
+		sets []string
+		// secret is the Secret mounted as the key file; "" for extraEnv.
+		secret string
+		check  func(t *testing.T, r *Rendered, ctrl *corev1.Container)
 	}{{
-		name: "apiKey makes the Secret",
-		sets: []string{"credentials.apiKey=tuna_k1"},
-		check: func(t *testing.T, r *Rendered, key corev1.EnvVar) {
+		name:   "apiKey makes the Secret",
+		sets:   []string{"credentials.apiKey=tuna_k1"},
+		secret: testFullname + "-api-key",
+		check: func(t *testing.T, r *Rendered, _ *corev1.Container) {
 			m := r.Find("Secret", testFullname+"-api-key")
 			if m == nil {
 				t.Fatal("no chart Secret")
@@ -44,60 +49,66 @@ func TestCredentialsModes(t *testing.T) {
 			if string(got) != "tuna_k1" || s.Namespace != DefaultNamespace {
 				t.Errorf("Secret %s/%s api-key = %q, want tuna_k1 in %s", s.Namespace, s.Name, got, DefaultNamespace)
 			}
-			ref := key.ValueFrom.SecretKeyRef
-			if ref == nil || ref.Name != testFullname+"-api-key" || ref.Key != "api-key" {
-				t.Errorf("TUNA_API_KEY = %+v, want secretKeyRef %s-api-key/api-key", key, testFullname)
-			}
-			ann := deployment(t, r, "controller").Spec.Template.Annotations["checksum/api-key"]
-			if len(ann) != 64 {
-				t.Errorf("checksum/api-key = %q, want a sha256", ann)
-			}
-			// A new key changes the checksum, so the controller restarts.
+			// A new key changes the Secret only: kubelet updates the file
+			// and the controller re-reads it, so the pod template (and
+			// thus the pod) stays the same.
 			r2 := render(t, vals(t, "edge.apiURL="+testEdgeURL, "credentials.apiKey=tuna_k2"))
-			if ann2 := deployment(t, r2, "controller").Spec.Template.Annotations["checksum/api-key"]; ann2 == ann {
-				t.Errorf("checksum/api-key did not change with the key: %s", ann)
+			a, b := deployment(t, r, "controller").Spec.Template, deployment(t, r2, "controller").Spec.Template
+			if !equality(a, b) {
+				t.Errorf("the controller's pod template changed with the key: a changed key would restart it")
 			}
 		},
 	}, {
-		name: "existingSecret",
-		sets: []string{"credentials.existingSecret=my-tuna-key"},
-		check: func(t *testing.T, r *Rendered, key corev1.EnvVar) {
+		name:   "existingSecret",
+		sets:   []string{"credentials.existingSecret=my-tuna-key"},
+		secret: "my-tuna-key",
+		check: func(t *testing.T, r *Rendered, _ *corev1.Container) {
 			if ss := r.OfKind("Secret"); len(ss) != 0 {
 				t.Errorf("chart made Secrets %v with existingSecret", ss[0].Name())
-			}
-			ref := key.ValueFrom.SecretKeyRef
-			if ref == nil || ref.Name != "my-tuna-key" || ref.Key != "api-key" {
-				t.Errorf("TUNA_API_KEY = %+v, want secretKeyRef my-tuna-key/api-key", key)
-			}
-			if _, ok := deployment(t, r, "controller").Spec.Template.Annotations["checksum/api-key"]; ok {
-				t.Error("checksum/api-key annotation without a chart Secret")
 			}
 		},
 	}, {
 		name: "extraEnv from a secret injector",
 		sets: []string{"extraEnv[0].name=TUNA_API_KEY", "extraEnv[0].value=" + vaultRef},
-		check: func(t *testing.T, r *Rendered, key corev1.EnvVar) {
+		check: func(t *testing.T, r *Rendered, ctrl *corev1.Container) {
 			if ss := r.OfKind("Secret"); len(ss) != 0 {
 				t.Errorf("chart made Secret %s with extraEnv", ss[0].Name())
 			}
-			if key.Value != vaultRef || key.ValueFrom != nil {
-				t.Errorf("TUNA_API_KEY = %+v, want value %s", key, vaultRef)
+			keys := envNamed(ctrl, "TUNA_API_KEY")
+			if len(keys) != 1 || keys[0].Value != vaultRef || keys[0].ValueFrom != nil {
+				t.Errorf("TUNA_API_KEY = %+v, want value %s", keys, vaultRef)
 			}
 		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := render(t, vals(t, append([]string{"edge.apiURL=" + testEdgeURL}, tt.sets...)...))
-			ctrl := container(t, deployment(t, r, "controller"), "controller")
-			keys := envNamed(ctrl, "TUNA_API_KEY")
-			if len(keys) != 1 {
-				t.Fatalf("controller has %d TUNA_API_KEY variables, want 1: %v", len(keys), envNames(ctrl))
+			d := deployment(t, r, "controller")
+			ctrl := container(t, d, "controller")
+			if _, ok := d.Spec.Template.Annotations["checksum/api-key"]; ok {
+				t.Error("checksum/api-key annotation: a new key would restart the controller for nothing")
 			}
-			tt.check(t, r, keys[0])
-			// The agent needs no API key: its env is POD_NAMESPACE only.
-			agent := container(t, deployment(t, r, "agent"), "agent")
+			vol := volumeNamed(d, "api-key")
+			if tt.secret == "" {
+				if vol != nil || hasArgPrefix(ctrl, "--api-key-file") {
+					t.Errorf("extraEnv mounts a key file: volume %+v, args %v", vol, ctrl.Args)
+				}
+			} else {
+				checkKeyFile(t, d, ctrl, tt.secret)
+				if n := len(envNamed(ctrl, "TUNA_API_KEY")); n != 0 {
+					t.Errorf("the key is mounted and in TUNA_API_KEY too (%d variables)", n)
+				}
+			}
+			tt.check(t, r, ctrl)
+			// The agent needs no API key: its env is POD_NAMESPACE only,
+			// and it mounts nothing.
+			ad := deployment(t, r, "agent")
+			agent := container(t, ad, "agent")
 			if got := envNames(agent); !slices.Equal(got, []string{"POD_NAMESPACE"}) {
 				t.Errorf("agent env = %v, want [POD_NAMESPACE]", got)
+			}
+			if len(ad.Spec.Template.Spec.Volumes) != 0 || hasArgPrefix(agent, "--api-key-file") {
+				t.Errorf("the agent gets a key file: %+v %v", ad.Spec.Template.Spec.Volumes, agent.Args)
 			}
 			for _, c := range []*corev1.Container{ctrl, agent} {
 				ns := envNamed(c, "POD_NAMESPACE")
@@ -107,6 +118,38 @@ func TestCredentialsModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkKeyFile asserts the controller mounts secret's api-key as a file it
+// may read, in a directory kubelet keeps current, and is told where it is.
+func checkKeyFile(t *testing.T, d *appsv1.Deployment, ctrl *corev1.Container, secret string) {
+	t.Helper()
+	vol := volumeNamed(d, "api-key")
+	if vol == nil || vol.Secret == nil || vol.Secret.SecretName != secret {
+		t.Fatalf("api-key volume = %+v, want Secret %s", vol, secret)
+	}
+	if len(vol.Secret.Items) != 1 || vol.Secret.Items[0].Key != "api-key" || vol.Secret.Items[0].Path != "api-key" {
+		t.Errorf("api-key volume items = %+v, want only api-key", vol.Secret.Items)
+	}
+	if m := vol.Secret.DefaultMode; m == nil || *m != 0o440 {
+		t.Errorf("api-key volume mode = %v, want 0440", m)
+	}
+	if psc := d.Spec.Template.Spec.SecurityContext; psc == nil || psc.FSGroup == nil || *psc.FSGroup != 65532 {
+		t.Errorf("pod securityContext %+v: without fsGroup 65532 the user cannot read a 0440 file", psc)
+	}
+	var mount *corev1.VolumeMount
+	for i := range ctrl.VolumeMounts {
+		if ctrl.VolumeMounts[i].Name == "api-key" {
+			mount = &ctrl.VolumeMounts[i]
+		}
+	}
+	// A subPath mount would never see the Secret's updates.
+	if mount == nil || mount.MountPath != "/var/run/tuna/api-key" || !mount.ReadOnly || mount.SubPath != "" {
+		t.Errorf("api-key mount = %+v, want read-only /var/run/tuna/api-key without subPath", mount)
+	}
+	if !hasArg(ctrl, "--api-key-file=/var/run/tuna/api-key/api-key") {
+		t.Errorf("controller args = %v, want --api-key-file", ctrl.Args)
 	}
 }
 
@@ -173,7 +216,7 @@ func TestPodAnnotationsAndLabels(t *testing.T) {
 		"podAnnotations.vault\\.security\\.banzaicloud\\.io/vault-role=tuna-operator",
 		"podAnnotations.example\\.com/team=edge",
 		"podLabels.team=edge",
-		"podAnnotations.checksum/api-key=forged"))
+		"podAnnotations.kubectl\\.kubernetes\\.io/default-container=forged"))
 	for _, comp := range []string{"controller", "agent"} {
 		d := deployment(t, r, comp)
 		ann := d.Spec.Template.Annotations
@@ -193,10 +236,8 @@ func TestPodAnnotationsAndLabels(t *testing.T) {
 			t.Errorf("%s selector %v does not match its pods' labels %v (%v)", comp, d.Spec.Selector, l, err)
 		}
 	}
-	// The chart's own annotations win over podAnnotations.
-	if sum := deployment(t, r, "controller").Spec.Template.Annotations["checksum/api-key"]; len(sum) != 64 {
-		t.Errorf("podAnnotations replaced the checksum annotation: %q", sum)
-	}
+	// The chart's own annotations win over podAnnotations (checked above:
+	// default-container is the component, not "forged").
 }
 
 func TestIngressClass(t *testing.T) {

@@ -237,14 +237,17 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := render(t, values)
-			ctrl := container(t, deployment(t, r, "controller"), "controller")
-			if len(envNamed(ctrl, "TUNA_API_KEY")) != 1 {
-				t.Fatalf("no TUNA_API_KEY: %v", envNames(ctrl))
+			d := deployment(t, r, "controller")
+			ctrl := container(t, d, "controller")
+			// The key comes from a mounted file or from TUNA_API_KEY, never both.
+			file, env := hasArgPrefix(ctrl, "--api-key-file="), len(envNamed(ctrl, "TUNA_API_KEY")) == 1
+			if file == env {
+				t.Fatalf("key file %t, TUNA_API_KEY %t: want exactly one (env %v, args %v)", file, env, envNames(ctrl), ctrl.Args)
 			}
 			switch {
 			case r.Find("Secret", testFullname+"-api-key") != nil:
 				modes["apiKey"] = true
-			case envNamed(ctrl, "TUNA_API_KEY")[0].ValueFrom != nil:
+			case file:
 				modes["existingSecret"] = true
 			default:
 				modes["extraEnv"] = true

@@ -20,8 +20,11 @@ import (
 type Client struct {
 	baseURL string
 	apiKey  string
-	http    *http.Client
-	trust   *Trust
+	// keySource, when set, is asked for the key on every call instead of
+	// apiKey (see WithKeySource).
+	keySource func() string
+	http      *http.Client
+	trust     *Trust
 	// err is a configuration error every call returns (see WithTrust).
 	err error
 }
@@ -31,6 +34,13 @@ type Option func(*Client)
 
 // WithHTTPClient replaces the default HTTP client (for custom TLS roots).
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithKeySource makes every call ask key() for the API key to send, instead
+// of using the key given to New. A caller whose key rotates while it runs
+// (a mounted Secret that changes) swaps the key there, and every user of the
+// Client picks it up on its next call; key must be safe for concurrent use
+// and cheap, as it runs once per request.
+func WithKeySource(key func() string) Option { return func(c *Client) { c.keySource = key } }
 
 // New returns a client of the API at baseURL (e.g. "https://edge.example:8443").
 func New(baseURL, apiKey string, opts ...Option) *Client {
@@ -211,6 +221,14 @@ func labelQuery(labels map[string]string) string {
 	return "?" + q.Encode()
 }
 
+// key is the API key to send now.
+func (c *Client) key() string {
+	if c.keySource != nil {
+		return c.keySource()
+	}
+	return c.apiKey
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	_, err := c.doWith(ctx, method, path, nil, 0, in, out)
 	return err
@@ -238,7 +256,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	req.Header.Set("Authorization", "Bearer "+c.key())
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 )
@@ -29,6 +30,8 @@ type faultProxy struct {
 	mu    sync.Mutex
 	rule  *faultRule
 	calls map[string]int
+	// keys counts requests by the public id of the API key they carry.
+	keys map[string]int
 }
 
 // faultRule answers matching requests with an API error.
@@ -51,10 +54,11 @@ func newFaultProxy(t *testing.T) *faultProxy {
 	pinned, err := env.edge.Trust().Transport()
 	require.NoError(t, err)
 	upstream.Transport = pinned
-	p := &faultProxy{calls: map[string]int{}}
+	p := &faultProxy{calls: map[string]int{}, keys: map[string]int{}}
 	p.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.calls[r.Method+" "+edgeapi.Route(r.URL.Path)]++
+		p.keys[apikey.ID(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))]++
 		rule := p.rule
 		p.mu.Unlock()
 		if rule != nil && rule.match(r) {
@@ -94,6 +98,13 @@ func (p *faultProxy) seen(op string) int {
 	return p.calls[op]
 }
 
+// seenKey is how many requests carried the API key with this public id.
+func (p *faultProxy) seenKey(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[id]
+}
+
 // everything matches every API request.
 func everything(*http.Request) bool { return true }
 
@@ -102,14 +113,14 @@ func request(method, prefix string) func(*http.Request) bool {
 	return func(r *http.Request) bool { return r.Method == method && strings.HasPrefix(r.URL.Path, prefix) }
 }
 
-// controllerBehind restarts the controller against p, and puts the usual
-// one back when the test ends.
-func controllerBehind(t *testing.T, p *faultProxy) {
+// controllerBehind restarts the controller against p, with other options
+// if given, and puts the usual one back when the test ends.
+func controllerBehind(t *testing.T, p *faultProxy, mutate ...func(*app.ControllerOptions)) {
 	t.Helper()
 	require.NoError(t, env.controller.Stop())
-	env.controller = startController(func(o *app.ControllerOptions) {
+	env.controller = startController(append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
 		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, edgeclient.Fingerprint(p.Certificate().Raw)
-	})
+	}}, mutate...)...)
 	t.Cleanup(func() {
 		require.NoError(t, env.controller.Stop())
 		env.controller = startController()

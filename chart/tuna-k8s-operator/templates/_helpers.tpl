@@ -67,6 +67,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- define "tuna.edgeCADir" -}}/etc/tuna/edge-ca{{- end }}
 
+{{/* Where the controller mounts the Secret of its API key (file api-key). */}}
+{{- define "tuna.apiKeyDir" -}}/var/run/tuna/api-key{{- end }}
+
 {{/* The chart-made Secret of credentials.apiKey. */}}
 {{- define "tuna.apiKeySecretName" -}}
 {{- printf "%s-api-key" (include "tuna.fullname" .) }}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func findObject(items []map[string]any, kind, nameSuffix string) map[string]any 
 	return nil
 }
 
-func controllerEnv(t *testing.T, items []map[string]any) []corev1.EnvVar {
+func controllerDeployment(t *testing.T, items []map[string]any) *appsv1.Deployment {
 	t.Helper()
 	obj := findObject(items, "Deployment", "-controller")
 	if obj == nil {
@@ -89,7 +90,29 @@ func controllerEnv(t *testing.T, items []map[string]any) []corev1.EnvVar {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &d); err != nil {
 		t.Fatal(err)
 	}
-	return d.Spec.Template.Spec.Containers[0].Env
+	return &d
+}
+
+func controllerEnv(t *testing.T, items []map[string]any) []corev1.EnvVar {
+	t.Helper()
+	return controllerDeployment(t, items).Spec.Template.Spec.Containers[0].Env
+}
+
+// keyFileSecret is the Secret the controller mounts its key file from, as
+// --api-key-file says; it fails if the key is not a mounted file.
+func keyFileSecret(t *testing.T, items []map[string]any) string {
+	t.Helper()
+	d := controllerDeployment(t, items)
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--api-key-file=/var/run/tuna/api-key/api-key") {
+		t.Fatalf("no --api-key-file: %v", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "api-key" && v.Secret != nil && len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "api-key" {
+			return v.Secret.SecretName
+		}
+	}
+	t.Fatalf("no api-key Secret volume: %+v", d.Spec.Template.Spec.Volumes)
+	return ""
 }
 
 func apiKeyEnv(t *testing.T, env []corev1.EnvVar) corev1.EnvVar {
@@ -107,15 +130,14 @@ func apiKeyEnv(t *testing.T, env []corev1.EnvVar) corev1.EnvVar {
 }
 
 func TestRenderCredentialsModes(t *testing.T) {
-	// credentials.apiKey: the chart makes the Secret the controller reads.
+	// credentials.apiKey: the chart makes the Secret the controller mounts.
 	items := objects(t, run(t, "render", "-o", "json", "--set", edgeURL, "--set", "credentials.apiKey="+apiKey).must(t, ExitOK))
 	sec := findObject(items, "Secret", "-api-key")
 	if sec == nil {
 		t.Fatal("credentials.apiKey: no Secret rendered")
 	}
-	ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef
-	if ref.Name != sec["metadata"].(map[string]any)["name"] || ref.Key != "api-key" {
-		t.Fatalf("TUNA_API_KEY does not come from the chart's Secret: %+v", ref)
+	if name := keyFileSecret(t, items); name != sec["metadata"].(map[string]any)["name"] {
+		t.Fatalf("the key file does not come from the chart's Secret: %s", name)
 	}
 
 	// credentials.existingSecret: no chart Secret, the user's Secret.
@@ -123,8 +145,8 @@ func TestRenderCredentialsModes(t *testing.T) {
 	if findObject(items, "Secret", "") != nil {
 		t.Fatal("existingSecret: the chart rendered a Secret")
 	}
-	if ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef; ref.Name != "mine" || ref.Key != "api-key" {
-		t.Fatalf("existingSecret: %+v", ref)
+	if name := keyFileSecret(t, items); name != "mine" {
+		t.Fatalf("existingSecret: the key file comes from %s", name)
 	}
 
 	// extraEnv from a secret injector, with podAnnotations.
@@ -149,8 +171,8 @@ func TestRenderValuesFilesAndSet(t *testing.T) {
 
 	// Later files win; --set wins over files.
 	items := objects(t, run(t, "render", "-o", "json", "-f", base, "-f", over).must(t, ExitOK))
-	if ref := apiKeyEnv(t, controllerEnv(t, items)).ValueFrom.SecretKeyRef; ref.Name != "from-over" {
-		t.Fatalf("-f order: %+v", ref)
+	if name := keyFileSecret(t, items); name != "from-over" {
+		t.Fatalf("-f order: %s", name)
 	}
 	r := run(t, "render", "-f", base, "-f", over, "--set", "credentials.existingSecret=from-set", "--namespace", "ops", "--release", "tuna").must(t, ExitOK)
 	docs := strings.Split(r.stdout, "\n---\n")
@@ -165,7 +187,7 @@ func TestRenderValuesFilesAndSet(t *testing.T) {
 	if d.Namespace != "ops" || *d.Spec.Replicas != 2 {
 		t.Fatalf("--namespace/--release or file values lost: %s %v", d.Namespace, d.Spec.Replicas)
 	}
-	if !strings.Contains(r.stdout, "name: from-set") || strings.Contains(r.stdout, "from-over") {
+	if !strings.Contains(r.stdout, "secretName: from-set") || strings.Contains(r.stdout, "from-over") {
 		t.Fatal("--set did not win over -f")
 	}
 	if !strings.HasPrefix(r.stdout, "---\n# Source: tuna-k8s-operator/templates/") {

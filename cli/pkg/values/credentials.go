@@ -21,8 +21,14 @@ const (
 	SourceExtraEnv       = "extraEnv"
 )
 
-// APIKeyEnv is the variable the controller reads its API key from.
+// APIKeyEnv is the variable the controller reads its API key from when it
+// comes from extraEnv.
 const APIKeyEnv = "TUNA_API_KEY"
+
+// APIKeyVolume is the controller's volume of the key's Secret
+// (credentials.apiKey or credentials.existingSecret), mounted as the file
+// the controller watches (--api-key-file).
+const APIKeyVolume = "api-key"
 
 // SecretKey is the key of the API key in a credentials Secret.
 const SecretKey = "api-key"
@@ -77,18 +83,28 @@ func CredentialsOf(r *chart.Rendered) (Credentials, error) {
 	default:
 		c.Source = SourceExtraEnv
 	}
-	env, err := controllerAPIKeyEnv(r)
+	d, err := controllerDeployment(r)
+	if err != nil {
+		return c, err
+	}
+	if c.Source != SourceExtraEnv {
+		vol, err := apiKeyVolume(d)
+		if err != nil {
+			return c, err
+		}
+		c.SecretName, c.SecretKey = vol.SecretName, SecretKey
+		return c, nil
+	}
+	env, err := controllerAPIKeyEnv(d)
 	if err != nil {
 		return c, err
 	}
 	if ref := secretRef(env); ref != nil {
 		c.SecretName, c.SecretKey = ref.Name, ref.Key
 	}
-	if c.Source == SourceExtraEnv {
-		c.EnvValue = env.Value
-		if _, err := keys.Parse(env.Value); err == nil {
-			c.APIKey = env.Value
-		}
+	c.EnvValue = env.Value
+	if _, err := keys.Parse(env.Value); err == nil {
+		c.APIKey = env.Value
 	}
 	return c, nil
 }
@@ -100,8 +116,8 @@ func secretRef(env *corev1.EnvVar) *corev1.SecretKeySelector {
 	return nil
 }
 
-// controllerAPIKeyEnv returns the controller container's TUNA_API_KEY.
-func controllerAPIKeyEnv(r *chart.Rendered) (*corev1.EnvVar, error) {
+// controllerDeployment is the controller Deployment the chart renders.
+func controllerDeployment(r *chart.Rendered) (*appsv1.Deployment, error) {
 	for _, m := range r.Component(chart.ComponentController) {
 		if m.Kind() != "Deployment" {
 			continue
@@ -110,20 +126,35 @@ func controllerAPIKeyEnv(r *chart.Rendered) (*corev1.EnvVar, error) {
 		if err := m.Into(&d); err != nil {
 			return nil, err
 		}
-		var found []corev1.EnvVar
-		for _, ctr := range d.Spec.Template.Spec.Containers {
-			for _, e := range ctr.Env {
-				if e.Name == APIKeyEnv {
-					found = append(found, e)
-				}
-			}
-		}
-		if len(found) != 1 {
-			return nil, fmt.Errorf("the controller Deployment sets %s %d times, want once", APIKeyEnv, len(found))
-		}
-		return &found[0], nil
+		return &d, nil
 	}
 	return nil, fmt.Errorf("the chart rendered no controller Deployment: %w", chart.ErrNotFound)
+}
+
+// apiKeyVolume returns the Secret the controller mounts its key file from.
+func apiKeyVolume(d *appsv1.Deployment) (*corev1.SecretVolumeSource, error) {
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == APIKeyVolume && v.Secret != nil {
+			return v.Secret, nil
+		}
+	}
+	return nil, fmt.Errorf("the controller Deployment mounts no Secret volume %q for its API key", APIKeyVolume)
+}
+
+// controllerAPIKeyEnv returns the controller container's TUNA_API_KEY.
+func controllerAPIKeyEnv(d *appsv1.Deployment) (*corev1.EnvVar, error) {
+	var found []corev1.EnvVar
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		for _, e := range ctr.Env {
+			if e.Name == APIKeyEnv {
+				found = append(found, e)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("the controller Deployment sets %s %d times, want once", APIKeyEnv, len(found))
+	}
+	return &found[0], nil
 }
 
 // Category of the value checks in a report.
@@ -137,7 +168,7 @@ func Check(r *chart.Rendered, rep *report.Report) (Credentials, bool) {
 	rep.OK(Category, "values match values.schema.json and the chart's rules", "")
 	c, err := CredentialsOf(r)
 	if err != nil {
-		rep.Fail(Category, "the controller gets TUNA_API_KEY exactly once", err.Error(), "set exactly one of credentials.apiKey, credentials.existingSecret or extraEnv with TUNA_API_KEY")
+		rep.Fail(Category, "the controller gets its API key from exactly one place", err.Error(), "set exactly one of credentials.apiKey, credentials.existingSecret or extraEnv with TUNA_API_KEY")
 		return c, false
 	}
 	ok := true
@@ -180,7 +211,16 @@ func checkKeyShape(rep *report.Report, where, key string) bool {
 
 func checkExtraEnv(r *chart.Rendered, c Credentials, rep *report.Report) bool {
 	desc := "extraEnv injects TUNA_API_KEY"
-	env, _ := controllerAPIKeyEnv(r)
+	d, err := controllerDeployment(r)
+	if err != nil {
+		rep.Fail(Category, desc, err.Error(), "")
+		return false
+	}
+	env, err := controllerAPIKeyEnv(d)
+	if err != nil {
+		rep.Fail(Category, desc, err.Error(), "set extraEnv with TUNA_API_KEY once")
+		return false
+	}
 	switch {
 	case env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil:
 		ref := env.ValueFrom.SecretKeyRef

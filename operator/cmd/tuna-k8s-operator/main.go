@@ -72,6 +72,8 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&o.EdgeAPIFingerprint, "edge-api-fingerprint", os.Getenv("TUNA_EDGE_API_FINGERPRINT"),
 		"pin the edge API's certificate: sha256:HEX as `tuna-edge api-fingerprint` prints it (default: $TUNA_EDGE_API_FINGERPRINT)")
 	f.StringVar(&o.EdgeAPICAFile, "edge-api-ca-file", "", "PEM bundle of CAs (or the edge's certificate) that verify the edge API")
+	f.StringVar(&o.APIKeyFile, "api-key-file", "",
+		"file holding the operator's API key (a mounted Secret); re-read when it changes, so the key rotates without a restart. Without it: $TUNA_API_KEY, read once")
 	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge's key labels (default: UID of namespace kube-system)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
 	policy := secretsync.DefaultPolicy

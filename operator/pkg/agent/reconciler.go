@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -23,6 +24,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
@@ -31,8 +33,10 @@ import (
 // FieldOwner is the agent's field manager for status.
 const FieldOwner = "tuna-agent"
 
-// resync re-reads each tunnel's Service this often: the agent may only `get`
-// Services (R21), so it cannot watch them.
+// resync re-reads each tunnel's Service, and the Secret of a tunnel's own
+// key (spec.apiKeySecretRef), this often: the agent may only `get` Services
+// and Secrets (R21), so it cannot watch them. A changed own key is thus
+// picked up within resync, and the session reconnects with it.
 const resync = 30 * time.Second
 
 // Reconciler runs and reports the tunnel of each Tunnel resource.
@@ -94,7 +98,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if pending != nil {
 		r.Registry.Stop(req.NamespacedName)
-		return reconcile.Result{}, r.report(ctx, &tun, *pending)
+		var again reconcile.Result
+		if tun.Spec.APIKeySecretRef != nil {
+			// The user's Secret may appear or be fixed later; no event
+			// tells us, so look again.
+			again.RequeueAfter = resync
+		}
+		return again, r.report(ctx, &tun, *pending)
+	}
+	if running := r.Registry.Get(req.NamespacedName); running != nil && tun.Spec.APIKeySecretRef != nil &&
+		running.Config().Edge.Key != cfg.Edge.Key {
+		// Only the public id: the key itself is never logged.
+		log.FromContext(ctx).Info("the key of spec.apiKeySecretRef changed, reconnecting with it",
+			"keyID", apikey.ID(cfg.Edge.Key), "previousKeyID", apikey.ID(running.Config().Edge.Key))
 	}
 	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
 	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, t.State())

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
 	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
@@ -33,8 +34,15 @@ type ControllerOptions struct {
 	// it with instead (or as well). With neither, the system roots verify it.
 	EdgeAPIFingerprint string
 	EdgeAPICAFile      string
-	// APIKey is the operator's key (tunnels:write); it can never start a tunnel.
+	// APIKey is the operator's key (tunnels:write); it can never start a
+	// tunnel. It is fixed for the process's life (TUNA_API_KEY).
 	APIKey string
+	// APIKeyFile, when set instead, is a file holding the key (a mounted
+	// Secret): it is re-read when it changes, so the key rotates with no
+	// restart. APIKeyReload bounds how late a change is noticed when no
+	// file event arrives (default apikey.DefaultInterval).
+	APIKeyFile   string
+	APIKeyReload time.Duration
 	// ClusterID labels the keys this cluster issues; empty: the UID of the
 	// kube-system namespace.
 	ClusterID      string
@@ -66,8 +74,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if o.EdgeAPIURL == "" {
 		return fmt.Errorf("the edge API URL is not set: pass --edge-api-url")
 	}
-	if o.APIKey == "" {
-		return fmt.Errorf("the operator's API key is not set: set TUNA_API_KEY (chart: credentials.apiKey, credentials.existingSecret or extraEnv)")
+	key, err := apiKeySource(o)
+	if err != nil {
+		return err
 	}
 	transport, err := edgeTransport(o)
 	if err != nil {
@@ -82,7 +91,13 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 			return err
 		}
 	}
-	api := edgeclient.New(o.EdgeAPIURL, o.APIKey, edgeclient.WithHTTPClient(&http.Client{
+	if err := mgr.Add(key); err != nil {
+		return fmt.Errorf("adding the API key watch: %w", err)
+	}
+	// The one client every reconciler and the orphan collector share: it
+	// asks the source for the key on each call, so a rotation reaches all
+	// of them at once.
+	api := edgeclient.New(o.EdgeAPIURL, key.Key(), edgeclient.WithKeySource(key.Key), edgeclient.WithHTTPClient(&http.Client{
 		Timeout:   30 * time.Second,
 		Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall),
 	}))
@@ -146,6 +161,27 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// apiKeySource is the operator's key: from the file, watched, or from the
+// environment, fixed.
+func apiKeySource(o ControllerOptions) (*apikey.Source, error) {
+	switch {
+	case o.APIKeyFile != "" && o.APIKey != "":
+		return nil, fmt.Errorf("the operator's API key is set twice, by --api-key-file and TUNA_API_KEY: keep one (chart: one of credentials.apiKey, credentials.existingSecret or extraEnv)")
+	case o.APIKeyFile != "":
+		s, err := apikey.FromFile(o.APIKeyFile, ctrl.Log.WithName("api-key"))
+		if err != nil {
+			return nil, err
+		}
+		s.Interval = o.APIKeyReload
+		return s, nil
+	case o.APIKey != "":
+		// An environment variable cannot change under a running process:
+		// rotating it takes a restart (docs/operations.md).
+		return apikey.Static(o.APIKey), nil
+	}
+	return nil, fmt.Errorf("the operator's API key is not set: pass --api-key-file or set TUNA_API_KEY (chart: credentials.apiKey, credentials.existingSecret or extraEnv)")
 }
 
 func observeEdgeCall(op, result string, took time.Duration) {
