@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,9 +62,14 @@ func TestSubdomainChangeReKeys(t *testing.T) {
 
 	tun.Spec.Subdomain = newSub
 	require.NoError(t, env.cp.Client.Update(ctx, tun))
-	// waitReady waits for the new generation, so this is the new address.
-	moved := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	assert.Equal(t, strings.Replace(oldURL, oldSub, newSub, 1), moved.Status.URL, "status.url follows the new address")
+	// The agent may report Ready for the new generation on the old session
+	// before the controller re-keys, so wait for the new address itself.
+	newURL := strings.Replace(oldURL, oldSub, newSub, 1)
+	var moved *tunav1.Tunnel
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		moved = waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
+		assert.Equal(c, newURL, moved.Status.URL, "status.url follows the new address")
+	}, wait, 50*time.Millisecond)
 	require.NotEqual(t, oldKey, moved.Status.KeyID, "a new key is issued")
 
 	_, err := api.GetTunnelKey(ctx, oldKey)
