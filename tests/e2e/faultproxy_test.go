@@ -117,12 +117,35 @@ func request(method, prefix string) func(*http.Request) bool {
 // if given, and puts the usual one back when the test ends.
 func controllerBehind(t *testing.T, p *faultProxy, mutate ...func(*app.ControllerOptions)) {
 	t.Helper()
-	require.NoError(t, env.controller.Stop())
-	env.controller = startController(append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
+	restartController(t, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
 		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, edgeclient.Fingerprint(p.Certificate().Raw)
 	}}, mutate...)...)
+}
+
+// restartController restarts the shared controller with other options (or
+// starts it, after stopController), and puts the usual one back when the
+// test ends.
+func restartController(t *testing.T, mutate ...func(*app.ControllerOptions)) {
+	t.Helper()
+	if env.controller != nil {
+		require.NoError(t, env.controller.Stop())
+	}
+	env.controller = startController(mutate...)
 	t.Cleanup(func() {
 		require.NoError(t, env.controller.Stop())
 		env.controller = startController()
+	})
+}
+
+// stopController stops the shared controller; the usual one is started
+// again when the test ends, unless restartController already did.
+func stopController(t *testing.T) {
+	t.Helper()
+	require.NoError(t, env.controller.Stop())
+	env.controller = nil
+	t.Cleanup(func() {
+		if env.controller == nil {
+			env.controller = startController()
+		}
 	})
 }

@@ -180,8 +180,9 @@ type TunnelStatus struct {
 	URL string `json:"url,omitempty"`
 
 	// KeyID is the ID of the temporary tunnel key the operator issued on the
-	// edge for this Tunnel (not the key itself, which is never stored in the
-	// cluster). Empty when spec.apiKeySecretRef is used.
+	// edge for this Tunnel. The key itself is not in the Tunnel: it is kept
+	// in a Secret of the operator's namespace (tuna-tunnel-<uid>), which the
+	// operator's agent reads. Empty when spec.apiKeySecretRef is used.
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
 

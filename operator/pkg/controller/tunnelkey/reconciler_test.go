@@ -137,6 +137,39 @@ func TestIssueFailures(t *testing.T) {
 	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonAddressTaken {
 		t.Errorf("409: %v, requeued %v, KeyIssued %+v; want False AddressTaken, waiting for a spec change", err, requeued, c)
 	}
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusBadRequest, edgeclient.CodeInvalidRequest))
+	tun, err, requeued = f.converge(t, f.reconciler())
+	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonKeyIssueFailed ||
+		!strings.Contains(c.Message, edgeclient.CodeInvalidRequest) {
+		t.Errorf("400: %v, requeued %v, KeyIssued %+v; want False KeyIssueFailed with the edge's answer", err, requeued, c)
+	}
+	if n := f.edge.Calls("RevokeTunnelKey"); n != 0 || tun.Status.KeyID != "" {
+		t.Errorf("a refused issue leaves no key: keyID %q, %d revoked", tun.Status.KeyID, n)
+	}
+}
+
+// A spec the API server let through but the operator cannot use (here an
+// upstream that is not a URL, as an older CRD without the CEL rules would
+// store) gets no key: KeyIssued=False InvalidSpec, and nothing is asked of
+// the edge.
+func TestInvalidSpecGetsNoKey(t *testing.T) {
+	f := newFixture(t)
+	var tun tunav1.Tunnel
+	if err := f.kube.Get(context.Background(), f.key, &tun); err != nil {
+		t.Fatal(err)
+	}
+	tun.Spec.Upstream.URL = "web:8080"
+	if err := f.kube.Update(context.Background(), &tun); err != nil {
+		t.Fatal(err)
+	}
+	got, err, _ := f.converge(t, f.reconciler())
+	c := keyIssued(got)
+	if err != nil || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonInvalidSpec || !strings.Contains(c.Message, "web:8080") {
+		t.Fatalf("%v, KeyIssued %+v; want False InvalidSpec naming the URL", err, c)
+	}
+	if n := f.edge.Calls("CreateTunnelKey"); n != 0 || got.Status.KeyID != "" {
+		t.Fatalf("no key may be issued for an invalid spec: %d issued, keyID %q", n, got.Status.KeyID)
+	}
 }
 
 // A Tunnel's key is renewed once half of its TTL is gone, the Tunnel is
