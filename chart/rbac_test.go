@@ -56,6 +56,7 @@ func TestRBACExact(t *testing.T) {
 		"networking.k8s.io/ingressclasses":   {"get", "list", "watch"},
 		"/services":                          {"get"},
 		"/secrets":                           {"get"},
+		"/configmaps":                        {"get"},
 		"events.k8s.io/events":               {"create", "patch"},
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
@@ -88,7 +89,7 @@ func TestRBACExact(t *testing.T) {
 		}
 	}
 	for _, verb := range []string{"list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
-		for _, res := range []string{"secrets", "services"} {
+		for _, res := range []string{"secrets", "services", "configmaps"} {
 			if allows(agent.ClusterRules(), "", res, verb, "x") {
 				t.Errorf("agent may %s %s; it may only get them", verb, res)
 			}
@@ -284,6 +285,7 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
 		"/services":                          {"get"},
 		"/secrets":                           {"get"},
+		"/configmaps":                        {"get"},
 		"events.k8s.io/events":               {"create", "patch"},
 	}
 	if got, want := agent.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {

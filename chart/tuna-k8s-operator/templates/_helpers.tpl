@@ -270,8 +270,11 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses/status"]
   verbs: ["get", "patch", "update"]
+# get only (R21): upstream Services, key Secrets and users' apiKeySecretRef
+# Secrets, and the CA bundles of https upstreams (spec.upstream.tls.caRef,
+# the annotation k8s.tuna.am/upstream-ca), which may be ConfigMaps.
 - apiGroups: [""]
-  resources: ["services", "secrets"]
+  resources: ["services", "secrets", "configmaps"]
   verbs: ["get"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
