@@ -249,6 +249,26 @@ watchNamespaces is empty, else in a Role of each listed namespace.
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]
 {{- end }}
+{{- if .Values.loadBalancer.enabled }}
+# LoadBalancer Services (loadBalancer.enabled): the controller watches
+# Services (its cache keeps type LoadBalancer only; get reads one whose
+# type changed away), patches their cleanup finalizer and
+# status.loadBalancer, never their spec. Each port becomes a Tunnel and a
+# TCPEndpoint owned by the Service (create, delete); owner references that
+# block the Service's deletion need update on services/finalizers.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["services/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["services/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels", "tcpendpoints"]
+  verbs: ["create", "delete"]
+{{- end }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["get", "list", "watch"]

@@ -84,8 +84,8 @@ func TestHTTPSUpstreamVerification(t *testing.T) {
 		tls      *TLS
 		mentions string
 	}{
-		"system roots":   {&TLS{ServerName: "web.team.svc"}, "signed by an unknown authority"},
-		"another name":   {&TLS{CA: ca.PEM, ServerName: "db.team.svc"}, "not valid for db.team.svc"},
+		"system roots": {&TLS{ServerName: "web.team.svc"}, "signed by an unknown authority"},
+		"another name": {&TLS{CA: ca.PEM, ServerName: "db.team.svc"}, "not valid for db.team.svc"},
 		// No settings: the shared transport checks the address dialled.
 		"no settings": {nil, "not valid for 127.0.0.1"},
 	} {
