@@ -47,6 +47,9 @@ const (
 	ReasonUnpublished = "Unpublished"
 )
 
+// Class is the loadBalancerClass to write (tunav1.LoadBalancerClass).
+const Class = tunav1.LoadBalancerClass
+
 // ErrorPrefix qualifies the reasons in ports[].error, as Kubernetes asks of
 // provider-specific values.
 const ErrorPrefix = "k8s.tuna.am/"
