@@ -31,6 +31,8 @@ var exportedMetrics = []string{
 	"tuna_edge_api_calls_total",
 	"tuna_edge_api_call_duration_seconds_bucket",
 	"tuna_reservations",
+	"tuna_loadbalancer_services",
+	"tuna_loadbalancer_ports",
 	"tuna_secret_syncs_total",
 	"tuna_secret_sync_last_success_timestamp_seconds",
 	// controller-runtime (sigs.k8s.io/controller-runtime/pkg/internal/controller/metrics, workqueue)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
@@ -170,6 +171,10 @@ func TestLoadBalancerService(t *testing.T) {
 		waitServiceEvent(t, ns, "db", loadbalancer.ReasonPublished, "port "+port+" is published at")
 	}
 
+	// The controller's metrics count it from the cache at scrape time.
+	assert.GreaterOrEqual(t, gauge(t, "tuna_loadbalancer_services", ""), 1.0)
+	assert.GreaterOrEqual(t, gauge(t, "tuna_loadbalancer_ports", "published"), 3.0)
+
 	// Deleting the Service waits for its Tunnels and TCPEndpoints, whose
 	// finalizers revoke the keys and release the ports.
 	aliases := []string{ns + "-db-5432", ns + "-db-6379"}
@@ -244,4 +249,30 @@ func TestLoadBalancerTypeChangeAndClasses(t *testing.T) {
 	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
 	assert.True(t, edgeclient.IsNotFound(err), "the port is still reserved: %v", err)
 	waitServiceEvent(t, ns, "pg", loadbalancer.ReasonUnpublished, "no longer of type LoadBalancer")
+}
+
+// gauge reads a gauge of this process's registry (the components run
+// here), the series whose state label is state ("" for none).
+func gauge(t *testing.T, name, state string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" {
+					got = l.GetValue()
+				}
+			}
+			if got == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no gauge %s{state=%q}", name, state)
+	return 0
 }
