@@ -40,6 +40,7 @@ import (
 const wait = 30 * time.Second
 
 var (
+	runs int // runs of a test, for names of its own under -count
 	cp   *harness.ControlPlane
 	edge *harness.Edge
 	ca   *testca.CA
@@ -166,7 +167,8 @@ func waitConnected(t *testing.T, ns, name string) *tunav1.Tunnel {
 // appProtocol (kubernetes.io/h2c) with an http:// URL, or by an h2c:// URL.
 func TestGRPCThroughTunnel(t *testing.T) {
 	ctx := context.Background()
-	ns := "grpc"
+	runs++
+	ns := fmt.Sprintf("grpc-%d", runs)
 	_, err := cp.Namespace(ctx, ns)
 	require.NoError(t, err)
 	h2c := "kubernetes.io/h2c"
@@ -184,10 +186,10 @@ func TestGRPCThroughTunnel(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tun := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: tunav1.TunnelSpec{
-				Protocol: tunav1.ProtocolHTTP, Subdomain: "grpc-" + name, Upstream: tunav1.TunnelUpstream{URL: upstream}}}
+				Protocol: tunav1.ProtocolHTTP, Subdomain: ns + "-" + name, Upstream: tunav1.TunnelUpstream{URL: upstream}}}
 			require.NoError(t, cp.Client.Create(ctx, tun))
 			got := waitConnected(t, ns, name)
-			require.True(t, strings.HasPrefix(got.Status.URL, "https://grpc-"+name+"."+harness.BaseDomain), "url %s", got.Status.URL)
+			require.True(t, strings.HasPrefix(got.Status.URL, "https://"+ns+"-"+name+"."+harness.BaseDomain), "url %s", got.Status.URL)
 			client := healthpb.NewHealthClient(dialPublic(t, got.Status.URL))
 
 			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -78,6 +78,7 @@ func (h *HTTP) SetUpstream(u Upstream) {
 		// with a Content-Length: HTTP/1.1 carries trailers only in a
 		// chunked body. An HTTP/2 upstream may send both.
 		ModifyResponse: func(res *http.Response) error {
+			grpcStatusToTrailers(res)
 			if len(res.Trailer) > 0 {
 				res.Header.Del("Content-Length")
 				res.ContentLength = -1
@@ -151,4 +152,24 @@ func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("X-Tuna-Error", code)
 	w.WriteHeader(http.StatusBadGateway)
 	fmt.Fprintf(w, "tuna: upstream %s (%s) %s: %s\n", u.Display, u.Addr, what, cause)
+}
+
+// grpcStatusToTrailers turns a gRPC "trailers-only" response (the status in
+// the headers of a response without body, as servers answer an error) into
+// headers and trailers. The trailers-only form survives only if no hop
+// sends the headers before the end, and reverse proxies that stream
+// (FlushInterval -1, here and on the edge) may flush them at once: the
+// client would then see headers, an end without trailers, and no status.
+// A status in the trailers is valid gRPC whatever the hops do.
+func grpcStatusToTrailers(res *http.Response) {
+	if len(res.Trailer) > 0 || res.Header.Get("Grpc-Status") == "" || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc") {
+		return
+	}
+	res.Trailer = http.Header{}
+	for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"} {
+		if v := res.Header.Values(k); len(v) > 0 {
+			res.Trailer[k] = v
+			res.Header.Del(k)
+		}
+	}
 }
