@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
@@ -111,37 +112,62 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 
 // Tenancy as everywhere: an alias another namespace reserved is not taken
 // (AddressOwned, an event on the Service naming the owner, the port left
-// out of status), and a Tunnel of the port's name that the Service does
-// not own is left alone (NameTaken).
+// out of status); another namespace's TCPEndpoint is used once it is shared
+// with the Service's namespace (spec.sharedWith), and not before; a Tunnel
+// of the port's name that the Service does not own is left alone
+// (NameTaken).
 func TestLoadBalancerTenancy(t *testing.T) {
 	ctx := context.Background()
 	owner, ns := namespace(t), namespace(t)
 	alias := "owned-" + tag(owner)
 	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
+	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "cache"},
+		Spec: tunav1.TCPEndpointSpec{Alias: "cache-" + tag(owner)}}))
 	theirs := waitEndpoint(t, owner, "pg", tunav1.ReasonReserved)
+	cache := waitEndpoint(t, owner, "cache", tunav1.ReasonReserved)
 
 	mine := httpTunnel(ns, "app-80", "mine-"+tag(ns), "http://app:80")
 	require.NoError(t, env.cp.Client.Create(ctx, mine))
-	svc := lbService(ns, "app", tunav1.LoadBalancerClass, tcpPort("pg", 5432), tcpPort("web", 80), tcpPort("redis", 6379))
-	svc.Annotations = map[string]string{tunav1.AnnotationAlias: "5432=" + alias, tunav1.AnnotationHTTPPorts: "web"}
+	svc := lbService(ns, "app", tunav1.LoadBalancerClass, tcpPort("pg", 5432), tcpPort("web", 80), tcpPort("redis", 6379), tcpPort("mc", 11211))
+	svc.Annotations = map[string]string{tunav1.AnnotationAlias: "5432=" + alias, tunav1.AnnotationHTTPPorts: "web",
+		tunav1.AnnotationTCPEndpoint: "redis=" + owner + "/cache"}
 	require.NoError(t, env.cp.Client.Create(ctx, svc))
 	serveGreeter(t, svc.Spec.ClusterIP, 6379, nil)
+	serveGreeter(t, svc.Spec.ClusterIP, 11211, nil)
 
 	waitServiceEvent(t, ns, "app", tunav1.ReasonAddressOwned, "port 5432 (pg)", alias, owner)
+	waitServiceEvent(t, ns, "app", tunav1.ReasonAddressOwned, "port 6379 (redis)", owner)
 	waitServiceEvent(t, ns, "app", loadbalancer.ReasonNameTaken, "Tunnel "+ns+"/app-80 already exists")
-	got := waitService(t, ns, "app", func(c *assert.CollectT, svc *corev1.Service) {
-		assert.Equal(c, []string{"127.0.0.1 6379/TCP"}, portsOf(svc), "only the port that is ours")
+	waitService(t, ns, "app", func(c *assert.CollectT, svc *corev1.Service) {
+		assert.Equal(c, []string{"127.0.0.1 11211/TCP"}, portsOf(svc), "only the port that is ours")
 	})
-	assert.Len(t, got.Status.LoadBalancer.Ingress, 1)
 	var cur tunav1.Tunnel
 	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "app-80"), &cur))
 	assert.Nil(t, metav1.GetControllerOf(&cur), "the user's Tunnel is not taken over")
 	assert.Equal(t, "mine-"+tag(ns), cur.Spec.Subdomain)
 
+	// The owner shares its cache endpoint: the redis port is published on
+	// it, without touching the Service.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var ep tunav1.TCPEndpoint
+		if err := env.cp.Client.Get(ctx, key(owner, "cache"), &ep); err != nil {
+			return err
+		}
+		ep.Spec.SharedWith = []string{ns}
+		return env.cp.Client.Update(ctx, &ep)
+	}))
+	waitService(t, ns, "app", func(c *assert.CollectT, svc *corev1.Service) {
+		assert.Equal(c, []string{"127.0.0.1 6379/TCP", "127.0.0.1 11211/TCP"}, portsOf(svc))
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		greetTCP(c, cache.Status.Address, net.JoinHostPort(svc.Spec.ClusterIP, "6379"))
+	}, wait, 50*time.Millisecond)
+
 	deleteAndWait(t, &corev1.Service{}, key(ns, "app"))
 	again := waitEndpoint(t, owner, "pg", tunav1.ReasonReserved)
 	assert.Equal(t, theirs.Status.Port, again.Status.Port, "the owner's reservation is untouched")
+	waitEndpoint(t, owner, "cache", tunav1.ReasonReserved)
 	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "app-80"), &cur), "the user's Tunnel outlives the Service")
 }
 

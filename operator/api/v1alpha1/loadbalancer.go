@@ -30,9 +30,10 @@ const (
 	// Domain resources of the Service's namespace.
 	AnnotationDomain = "k8s.tuna.am/domain"
 
-	// AnnotationTCPEndpoint publishes TCP ports on reserved TCPEndpoints:
-	// names of TCPEndpoint resources of the Service's namespace, which the
-	// operator uses and never deletes.
+	// AnnotationTCPEndpoint publishes TCP ports on reserved TCPEndpoints,
+	// which the operator uses and never deletes: NAME of the Service's
+	// namespace, or NAMESPACE/NAME of another namespace that shares it
+	// (spec.sharedWith).
 	AnnotationTCPEndpoint = "k8s.tuna.am/tcp-endpoint"
 
 	// AnnotationAlias gives the TCPEndpoints the operator reserves for TCP

@@ -88,8 +88,8 @@ type PortPlan struct {
 	Picked, Domain string
 }
 
-// Endpoints looks up a TCPEndpoint of the Service's namespace by name.
-type Endpoints func(name string) (*tunav1.TCPEndpoint, bool)
+// Endpoints looks up a TCPEndpoint by namespace and name.
+type Endpoints func(namespace, name string) (*tunav1.TCPEndpoint, bool)
 
 // ChildName is the name of the Tunnel and TCPEndpoint of a port.
 func ChildName(svc string, port int32) string { return svc + "-" + strconv.Itoa(int(port)) }
@@ -237,13 +237,23 @@ func planTCP(svc *corev1.Service, pl *PortPlan, common tunav1.TunnelSpec, picked
 		return &Problem{Reason: ReasonInvalidAnnotation, Message: fmt.Sprintf("port %s has both a TCPEndpoint (%s) and an alias (%s): keep one of the annotations %s and %s",
 			portName(p), name, alias, tunav1.AnnotationTCPEndpoint, tunav1.AnnotationAlias)}
 	case hasPicked:
-		ep, ok := endpoints(name)
+		// NAMESPACE/NAME names another namespace's TCPEndpoint: the edge
+		// lets this namespace publish on it only when its spec.sharedWith
+		// lists this one (AddressOwned otherwise), as for any Tunnel.
+		ns, epName, cross := strings.Cut(name, "/")
+		if !cross {
+			ns, epName = svc.Namespace, name
+		}
+		if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(epName)) > 0 {
+			return &Problem{Reason: ReasonInvalidAnnotation, Message: fmt.Sprintf("annotation %s: %q is not the name of a TCPEndpoint (NAME, or NAMESPACE/NAME for one shared with this namespace)", tunav1.AnnotationTCPEndpoint, name)}
+		}
+		ep, ok := endpoints(ns, epName)
 		if !ok {
 			return &Problem{Reason: tunav1.ReasonEndpointNotReady, Message: fmt.Sprintf("port %s: TCPEndpoint %s/%s (annotation %s) does not exist: create it, or fix the annotation",
-				portName(p), svc.Namespace, name, tunav1.AnnotationTCPEndpoint)}
+				portName(p), ns, epName, tunav1.AnnotationTCPEndpoint)}
 		}
 		spec.PortOrAlias = ep.Spec.Alias
-		pl.Picked = name
+		pl.Picked = ns + "/" + epName
 	default:
 		if !hasAlias {
 			alias = label(svc.Namespace + "-" + svc.Name + "-" + strconv.Itoa(int(p.Port)))

@@ -25,7 +25,7 @@ func port(name string, n int32, appProtocol string) corev1.ServicePort {
 	return p
 }
 
-var noEndpoints Endpoints = func(string) (*tunav1.TCPEndpoint, bool) { return nil, false }
+var noEndpoints Endpoints = func(string, string) (*tunav1.TCPEndpoint, bool) { return nil, false }
 
 func TestServes(t *testing.T) {
 	s := func(typ corev1.ServiceType, class string) *corev1.Service {
@@ -90,23 +90,26 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // Annotations pick names, reservations, HTTP ports, client networks and
 // upstream TLS; the Service's loadBalancerSourceRanges are allowed too.
 func TestPlanAnnotations(t *testing.T) {
-	endpoints := func(name string) (*tunav1.TCPEndpoint, bool) {
-		if name == "postgres" {
+	endpoints := func(namespace, name string) (*tunav1.TCPEndpoint, bool) {
+		switch namespace + "/" + name {
+		case "team/postgres":
 			return &tunav1.TCPEndpoint{Spec: tunav1.TCPEndpointSpec{Alias: "pg-prod"}}, true
+		case "platform/cache":
+			return &tunav1.TCPEndpoint{Spec: tunav1.TCPEndpointSpec{Alias: "shared-cache"}}, true
 		}
 		return nil, false
 	}
 	svc := service(map[string]string{
 		tunav1.AnnotationHTTPPorts:     "metrics",
 		tunav1.AnnotationSubdomain:     "web=shop, metrics=shop-metrics",
-		tunav1.AnnotationTCPEndpoint:   "5432=postgres",
+		tunav1.AnnotationTCPEndpoint:   "5432=postgres,11211=platform/cache",
 		tunav1.AnnotationAlias:         "redis=cache-" + "x",
 		tunav1.AnnotationReclaimPolicy: "Retain",
 		tunav1.AnnotationAllowCIDRs:    "203.0.113.0/24, 10.0.0.0/8",
 		tunav1.AnnotationDenyCIDRs:     "10.1.0.0/16",
 		tunav1.AnnotationProxyProtocol: "v2",
 		tunav1.AnnotationUpstreamCA:    "configmap/trust",
-	}, port("postgres", 5432, ""), port("redis", 6379, ""), port("web", 443, "https"), port("metrics", 9090, ""))
+	}, port("postgres", 5432, ""), port("redis", 6379, ""), port("web", 443, "https"), port("metrics", 9090, ""), port("memcached", 11211, ""))
 	svc.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24", "10.0.0.0/8"}
 	plans := Plan(svc, endpoints)
 	for _, pl := range plans {
@@ -120,8 +123,11 @@ func TestPlanAnnotations(t *testing.T) {
 			t.Errorf("port %d deny %s", pl.Port.Port, got)
 		}
 	}
-	pg, redis, web, metrics := plans[0], plans[1], plans[2], plans[3]
-	if pg.Endpoint != nil || pg.Picked != "postgres" || pg.Tunnel.Spec.PortOrAlias != "pg-prod" || pg.Tunnel.Spec.ProxyProtocol != "v2" {
+	pg, redis, web, metrics, shared := plans[0], plans[1], plans[2], plans[3], plans[4]
+	if shared.Endpoint != nil || shared.Picked != "platform/cache" || shared.Tunnel.Spec.PortOrAlias != "shared-cache" {
+		t.Errorf("TCPEndpoint of another namespace: %+v %+v", shared, shared.Tunnel.Spec)
+	}
+	if pg.Endpoint != nil || pg.Picked != "team/postgres" || pg.Tunnel.Spec.PortOrAlias != "pg-prod" || pg.Tunnel.Spec.ProxyProtocol != "v2" {
 		t.Errorf("picked TCPEndpoint: %+v %+v", pg, pg.Tunnel.Spec)
 	}
 	if redis.Endpoint.Spec.Alias != "cache-x" || redis.Endpoint.Spec.ReclaimPolicy != tunav1.ReclaimRetain {
@@ -157,6 +163,7 @@ func TestPlanProblems(t *testing.T) {
 		{"subdomain not a label", service(map[string]string{tunav1.AnnotationSubdomain: "Shop.Example"}, port("w", 80, "http")), []string{ReasonInvalidAnnotation}, "not a subdomain"},
 		{"both names", service(map[string]string{tunav1.AnnotationSubdomain: "shop", tunav1.AnnotationDomain: "shop"}, port("w", 80, "http")), []string{ReasonInvalidAnnotation}, "keep one of the annotations"},
 		{"missing endpoint", service(map[string]string{tunav1.AnnotationTCPEndpoint: "gone"}, port("pg", 5432, "")), []string{tunav1.ReasonEndpointNotReady}, "TCPEndpoint team/gone"},
+		{"bad endpoint reference", service(map[string]string{tunav1.AnnotationTCPEndpoint: "a/b/c"}, port("pg", 5432, "")), []string{ReasonInvalidAnnotation}, "NAMESPACE/NAME"},
 		{"bad cidr", service(map[string]string{tunav1.AnnotationAllowCIDRs: "office"}, port("pg", 5432, ""), port("w", 80, "http")),
 			[]string{ReasonInvalidAnnotation, ReasonInvalidAnnotation}, "not a CIDR"},
 		{"bad http port", service(map[string]string{tunav1.AnnotationHTTPPorts: "admin"}, port("pg", 5432, "")), []string{ReasonInvalidAnnotation}, "not a port of the Service"},

@@ -69,7 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.patchFinalizer(ctx, svc, true); err != nil {
 		return reconcile.Result{}, err
 	}
-	plans := Plan(svc, r.endpoints(ctx, svc.Namespace))
+	plans := Plan(svc, r.endpoints(ctx))
 	if err := r.applyChildren(ctx, svc, plans); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -184,9 +184,9 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, svc *corev1.Service, ad
 	return nil
 }
 
-// endpoints looks TCPEndpoints of namespace up in the cache.
-func (r *Reconciler) endpoints(ctx context.Context, namespace string) Endpoints {
-	return func(name string) (*tunav1.TCPEndpoint, bool) {
+// endpoints looks TCPEndpoints up in the cache.
+func (r *Reconciler) endpoints(ctx context.Context) Endpoints {
+	return func(namespace, name string) (*tunav1.TCPEndpoint, bool) {
 		var ep tunav1.TCPEndpoint
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &ep); err != nil {
 			return nil, false

@@ -48,12 +48,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// annotated maps an object to the LoadBalancer Services of its namespace
-// that carry the annotation (which may name it).
+// annotated maps an object to the LoadBalancer Services that carry the
+// annotation (which may name it; a TCPEndpoint may be named from another
+// namespace it is shared with).
 func (r *Reconciler) annotated(annotation string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list corev1.ServiceList
-		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		if err := r.Client.List(ctx, &list); err != nil {
 			return nil
 		}
 		var reqs []reconcile.Request

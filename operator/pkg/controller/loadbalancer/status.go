@@ -98,12 +98,14 @@ func (r *Reconciler) host(ctx context.Context, namespace string, pl PortPlan, tu
 		}
 		return ""
 	}
-	name := pl.Picked
+	key := types.NamespacedName{Namespace: namespace}
 	if pl.Endpoint != nil {
-		name = pl.Endpoint.Name
+		key.Name = pl.Endpoint.Name
+	} else {
+		key.Namespace, key.Name, _ = strings.Cut(pl.Picked, "/")
 	}
 	var ep tunav1.TCPEndpoint
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &ep); err == nil && ep.Status.Address != "" {
+	if err := r.Client.Get(ctx, key, &ep); err == nil && ep.Status.Address != "" {
 		if h, _, err := net.SplitHostPort(ep.Status.Address); err == nil {
 			return h
 		}
