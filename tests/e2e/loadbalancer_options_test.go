@@ -16,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
@@ -197,3 +199,48 @@ func TestLoadBalancerDeletedWhileControllerDown(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// loadBalancer.classless (--load-balancer-classless) publishes
+// LoadBalancer Services without a class; turned off again, the Services it
+// published are unpublished. A classless Service another load balancer
+// serves (its cleanup finalizer and status) is never touched.
+func TestLoadBalancerClassless(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	restartController(t, func(o *app.ControllerOptions) { o.LoadBalancer.Classless = true })
+	require.NoError(t, env.cp.Client.Create(ctx, lbService(ns, "mine", "", tcpPort("pg", 5432))))
+	waitService(t, ns, "mine", func(c *assert.CollectT, svc *corev1.Service) {
+		assert.Equal(c, []string{"127.0.0.1 5432/TCP"}, portsOf(svc))
+	})
+	ep := waitEndpoint(t, ns, "mine-5432", tunav1.ReasonReserved)
+
+	restartController(t)
+	waitService(t, ns, "mine", func(c *assert.CollectT, svc *corev1.Service) {
+		assert.Empty(c, svc.Status.LoadBalancer.Ingress)
+		assert.NotContains(c, svc.Finalizers, loadbalancer.Finalizer)
+	})
+	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
+	assert.True(t, edgeclient.IsNotFound(err), "the port is still reserved: %v", err)
+
+	// Another load balancer's classless Service: its finalizer and status,
+	// written by its own controller.
+	cloud := lbService(ns, "cloud", "", tcpPort("pg", 5433))
+	cloud.Finalizers = []string{loadbalancer.Finalizer}
+	require.NoError(t, env.cp.Client.Create(ctx, cloud, client.FieldOwner("cloud-controller")))
+	cloud.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+	require.NoError(t, env.cp.Client.Status().Update(ctx, cloud, client.FieldOwner("cloud-controller")))
+	// Created after it: once this one is published, the other was looked at.
+	require.NoError(t, env.cp.Client.Create(ctx, lbService(ns, "after", tunav1.LoadBalancerClass, tcpPort("pg", 5434))))
+	waitService(t, ns, "after", func(c *assert.CollectT, svc *corev1.Service) {
+		assert.Equal(c, []string{"127.0.0.1 5434/TCP"}, portsOf(svc))
+	})
+	var got corev1.Service
+	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "cloud"), &got))
+	assert.Contains(t, got.Finalizers, loadbalancer.Finalizer, "another load balancer's finalizer was removed")
+	require.Len(t, got.Status.LoadBalancer.Ingress, 1)
+	assert.Equal(t, "198.51.100.7", got.Status.LoadBalancer.Ingress[0].IP, "another load balancer's status was changed")
+	assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, "cloud-5433"), &tunav1.Tunnel{})))
+	got.Finalizers = nil
+	require.NoError(t, env.cp.Client.Update(ctx, &got))
+	deleteAndWait(t, &corev1.Service{}, key(ns, "after"))
+}
