@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
 )
 
 // Secrets are kept in two buckets: their metadata, in clear so lists and

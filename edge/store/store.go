@@ -351,4 +351,3 @@ func (s *Store) CreateTCPEndpoint(e TCPEndpoint, pick PortPicker) (TCPEndpoint, 
 	})
 	return out, err
 }
-
