@@ -23,6 +23,9 @@ func (r MigrateReport) Total() int {
 	return n
 }
 
+// MigratedBuckets names the kinds of records a migration copies.
+func MigratedBuckets() []string { return slices.Clone(dataBuckets) }
+
 // ConflictError refuses a migration into a target that holds records the
 // source does not, or holds differently: merging two edges' states could
 // hand one address to two owners, so it is never done.
