@@ -86,9 +86,9 @@ func (e *Edge) checkIdentity() error {
 	return nil
 }
 
-// nodeRecord is what this node announces.
+// nodeRecord is what this node announces; e.mu must be held.
 func (e *Edge) nodeRecord() store.Node {
-	info := e.Info()
+	info := e.infoOf(e.sshAddr, e.httpAddr, e.httpsAddr)
 	api := e.cfg.APIAdvertiseURL
 	if api == "" {
 		api = e.apiURL

@@ -424,6 +424,11 @@ func (e *Edge) Info() client.EdgeInfo {
 	e.mu.Lock()
 	sshAddr, httpAddr, httpsAddr := e.sshAddr, e.httpAddr, e.httpsAddr
 	e.mu.Unlock()
+	return e.infoOf(sshAddr, httpAddr, httpsAddr)
+}
+
+// infoOf is Info for the listeners' addresses.
+func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
 	info := client.EdgeInfo{
 		BaseDomain: e.cfg.BaseDomain,
 		SSHAddr:    e.cfg.SSHAdvertiseAddr,
