@@ -40,7 +40,7 @@ type testCluster struct {
 	nodes []*testEdge
 }
 
-func startCluster(t *testing.T, nodes int, mutate ...func(*server.Config)) *testCluster {
+func startCluster(t testing.TB, nodes int, mutate ...func(*server.Config)) *testCluster {
 	t.Helper()
 	ec, err := etcdcluster.Start(t.TempDir(), 3)
 	if err != nil {
@@ -67,7 +67,7 @@ func startCluster(t *testing.T, nodes int, mutate ...func(*server.Config)) *test
 }
 
 // start runs node i of the cluster.
-func (c *testCluster) start(t *testing.T, i int, mutate ...func(*server.Config)) *testEdge {
+func (c *testCluster) start(t testing.TB, i int, mutate ...func(*server.Config)) *testEdge {
 	t.Helper()
 	return startEdge(t, t.TempDir(), func(cfg *server.Config) {
 		cfg.Etcd = store.EtcdConfig{Endpoints: c.etcd.Endpoints(), OpTimeout: 2 * time.Second}
@@ -87,7 +87,7 @@ func (c *testCluster) start(t *testing.T, i int, mutate ...func(*server.Config))
 
 // clusterKeys writes what every node shares: the SSH host key, the secrets
 // key and the API certificate.
-func clusterKeys(t *testing.T) string {
+func clusterKeys(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := server.GenerateHostKeyFile(filepath.Join(dir, "ssh_host_ed25519_key")); err != nil {
