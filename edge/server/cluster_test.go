@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
@@ -20,6 +21,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -446,5 +450,65 @@ func TestClusterNodeRefusals(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s: %v, want it to say %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestClusterStateHoldsNoKeyMaterial reads every key the edge wrote to
+// etcd: a secret's value (in clear or base64), the secrets key, the SSH
+// host private key and API key secrets are nowhere; the host key's public
+// half is (the identity every node checks).
+func TestClusterStateHoldsNoKeyMaterial(t *testing.T) {
+	c := startCluster(t, 1)
+	n := c.nodes[0]
+	const value = "correct-horse-battery-staple"
+	if _, err := n.client(n.fullKey).PutSecret(context.Background(), "team/db", client.PutSecret{Data: map[string][]byte{"password": []byte(value)}}); err != nil {
+		t.Fatal(err)
+	}
+	tk := n.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
+
+	ec, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	resp, err := ec.Get(context.Background(), "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, kv := range resp.Kvs {
+		all.Write(kv.Key)
+		all.WriteByte(' ')
+		all.Write(kv.Value)
+		all.WriteByte('\n')
+	}
+	dump := all.String()
+	secretsKey, err := os.ReadFile(filepath.Join(c.keys, "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, err := os.ReadFile(filepath.Join(c.keys, "ssh_host_ed25519_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKeyBody := strings.Split(strings.TrimSpace(string(hostKey)), "\n")[1] // a line of the private key's base64
+	for what, s := range map[string]string{
+		"the secret's value":           value,
+		"the secret's value in base64": base64.StdEncoding.EncodeToString([]byte(value)),
+		"the secrets key":              strings.TrimSpace(string(secretsKey)),
+		"the SSH host private key":     hostKeyBody,
+		"a tunnel key's secret":        tk.Key,
+		"an API key's secret":          n.fullKey,
+		"the operator key's secret":    n.writeKey,
+	} {
+		if strings.Contains(dump, s) {
+			t.Errorf("etcd holds %s", what)
+		}
+	}
+	if !strings.Contains(dump, strings.TrimSpace(strings.Fields(n.HostKey())[1])) {
+		t.Error("etcd lacks the cluster's SSH host public key (its identity)")
+	}
+	if !strings.Contains(dump, "/tuna-edge/data/secrets/team/db") {
+		t.Errorf("the secret's metadata is not where expected:\n%s", dump)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,4 +299,49 @@ func TestQuorumLoss(t *testing.T) {
 		return a.CreateDomain(Domain{Name: "x.tuna.example"}) == nil
 	})
 	await(t, "node b follows again", func() bool { return b.Host("x.tuna.example").Reserved })
+}
+
+// TestEtcdTLSClientCertificates: a cluster that requires client
+// certificates admits the store with its certificate, and refuses it
+// without one or with one of another CA.
+func TestEtcdTLSClientCertificates(t *testing.T) {
+	c, err := etcdcluster.Start(t.TempDir(), 1, etcdcluster.Options{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f := c.TLS
+	good := EtcdConfig{Endpoints: c.Endpoints(), CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey, OpTimeout: 5 * time.Second}
+	s, err := OpenEtcd(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateDomain(Domain{Name: "tls.tuna.example"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(*EtcdConfig)
+	}{
+		{"no client certificate", func(c *EtcdConfig) { c.CertFile, c.KeyFile = "", "" }},
+		{"a certificate of another CA", func(c *EtcdConfig) { c.CertFile, c.KeyFile = f.OtherClientCert, f.OtherClientKey }},
+		{"the members' CA not trusted", func(c *EtcdConfig) { c.CAFile = "" }},
+	} {
+		cfg := good
+		cfg.OpTimeout = 2 * time.Second
+		tc.mutate(&cfg)
+		s, err := OpenEtcd(cfg)
+		if err == nil {
+			_ = s.Close()
+			t.Fatalf("%s: the store opened", tc.name)
+		}
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "loading the edge's state from https://127.0.0.1") {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := OpenEtcd(EtcdConfig{Endpoints: c.Endpoints(), CertFile: f.ClientCert}); err == nil || !strings.Contains(err.Error(), "set both") {
+		t.Fatalf("certificate without key: %v", err)
+	}
 }

@@ -142,7 +142,7 @@ func OpenEtcd(cfg EtcdConfig) (*Store, error) {
 	s := &Store{be: b, etcd: b}
 	if b.w, err = startWatcher(s, b); err != nil {
 		_ = c.Close()
-		return nil, err
+		return nil, fmt.Errorf("etcd: loading the edge's state from %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return s, nil
 }

@@ -45,6 +45,15 @@ type Cluster struct {
 	bin     string
 	dir     string
 	members []*member
+	// TLS is set when the cluster serves clients over TLS only.
+	TLS *TLSFiles
+}
+
+// Options tune a cluster.
+type Options struct {
+	// TLS: clients connect over TLS and must present a certificate of the
+	// cluster's CA (--client-cert-auth).
+	TLS bool
 }
 
 type member struct {
@@ -57,7 +66,7 @@ type member struct {
 }
 
 // Start starts n members in dir and waits until the cluster serves.
-func Start(dir string, n int) (*Cluster, error) {
+func Start(dir string, n int, opts ...Options) (*Cluster, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -67,11 +76,18 @@ func Start(dir string, n int) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{bin: bin, dir: dir}
+	scheme := "http"
+	if len(opts) > 0 && opts[0].TLS {
+		if c.TLS, err = writeTLS(filepath.Join(dir, "tls")); err != nil {
+			return nil, err
+		}
+		scheme = "https"
+	}
 	var initial []string
 	for i := range n {
 		m := &member{
 			name:    "m" + strconv.Itoa(i),
-			client:  "http://127.0.0.1:" + strconv.Itoa(first+2*i),
+			client:  scheme + "://127.0.0.1:" + strconv.Itoa(first+2*i),
 			peer:    "http://127.0.0.1:" + strconv.Itoa(first+2*i+1),
 			dataDir: filepath.Join(dir, "m"+strconv.Itoa(i)),
 			logFile: filepath.Join(dir, "m"+strconv.Itoa(i)+".log"),
@@ -97,7 +113,7 @@ func (c *Cluster) run(m *member, initial string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.bin,
+	args := []string{
 		"--name", m.name,
 		"--data-dir", m.dataDir,
 		"--listen-client-urls", m.client, "--advertise-client-urls", m.client,
@@ -109,7 +125,12 @@ func (c *Cluster) run(m *member, initial string) error {
 		"--heartbeat-interval", "100", "--election-timeout", "1500",
 		"--unsafe-no-fsync",
 		"--log-level", "warn",
-	)
+	}
+	if c.TLS != nil {
+		args = append(args, "--cert-file", c.TLS.ServerCert, "--key-file", c.TLS.ServerKey,
+			"--client-cert-auth", "--trusted-ca-file", c.TLS.CA)
+	}
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -169,7 +190,7 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 			running := m.cmd != nil
 			m.mu.Unlock()
 			if running {
-				if err := health(ctx, m.client); err != nil {
+				if err := c.health(ctx, m.client); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
 				}
 			}
@@ -185,14 +206,20 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 	}
 }
 
-func health(ctx context.Context, base string) error {
+func (c *Cluster) health(ctx context.Context, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if c.TLS != nil {
+		if hc, err = c.TLS.httpClient(); err != nil {
+			return err
+		}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
