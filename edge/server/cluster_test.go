@@ -491,11 +491,20 @@ func TestClusterStateHoldsNoKeyMaterial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyLine := func(file string) string { // the first line that is not a comment
+		for _, l := range strings.Split(file, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				return l
+			}
+		}
+		t.Fatal("no key in the secrets key file")
+		return ""
+	}
 	hostKeyBody := strings.Split(strings.TrimSpace(string(hostKey)), "\n")[1] // a line of the private key's base64
 	for what, s := range map[string]string{
 		"the secret's value":           value,
 		"the secret's value in base64": base64.StdEncoding.EncodeToString([]byte(value)),
-		"the secrets key":              strings.TrimSpace(string(secretsKey)),
+		"the secrets key":              keyLine(string(secretsKey)),
 		"the SSH host private key":     hostKeyBody,
 		"a tunnel key's secret":        tk.Key,
 		"an API key's secret":          n.fullKey,
