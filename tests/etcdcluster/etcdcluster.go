@@ -31,10 +31,12 @@ func Binary() (string, error) {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "tools", "build.sh")
 	cmd := exec.Command("bash", script)
-	cmd.Stderr = os.Stderr
+	// Its progress would break benchmark output; it shows on failure.
+	var progress strings.Builder
+	cmd.Stderr = &progress
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building etcd (tests/tools/build.sh): %w", err)
+		return "", fmt.Errorf("building etcd (tests/tools/build.sh): %w\n%s", err, progress.String())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return filepath.Join(lines[len(lines)-1], "etcd"), nil
