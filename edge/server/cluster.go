@@ -129,6 +129,7 @@ func nodeOut(n store.Node, self bool) client.Node {
 type follower struct {
 	e     *Edge
 	queue chan store.Change
+	quit  chan struct{}
 	done  chan struct{}
 	// ends are terminations in flight: each waits briefly for its agent's
 	// acknowledgement, so they run apart from the queue.
@@ -136,24 +137,33 @@ type follower struct {
 }
 
 func (e *Edge) startFollower() *follower {
-	f := &follower{e: e, queue: make(chan store.Change, 1024), done: make(chan struct{})}
+	f := &follower{e: e, queue: make(chan store.Change, 1024), quit: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
-	// The watch blocks on a full queue rather than dropping a change.
-	e.st.OnChange(func(c store.Change) { f.queue <- c })
+	// The watch waits on a full queue rather than dropping a change.
+	e.st.OnChange(func(c store.Change) {
+		select {
+		case f.queue <- c:
+		case <-f.quit:
+		}
+	})
 	return f
 }
 
 func (f *follower) stop() {
-	f.e.st.OnChange(func(store.Change) {})
-	close(f.queue)
+	close(f.quit)
 	<-f.done
 	f.ends.Wait()
 }
 
 func (f *follower) run() {
 	defer close(f.done)
-	for c := range f.queue {
-		f.apply(c)
+	for {
+		select {
+		case c := <-f.queue:
+			f.apply(c)
+		case <-f.quit:
+			return
+		}
 	}
 }
 
