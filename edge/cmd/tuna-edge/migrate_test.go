@@ -112,12 +112,22 @@ func TestMigrateToEtcd(t *testing.T) {
 		t.Fatalf("the migrated reservation is not enforced: %v", err)
 	}
 
-	// The target now holds a record the source does not: refused.
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "new"}); err != nil {
-		t.Fatal(err)
+	// keys works on the cluster's state while its node runs.
+	created := strings.TrimSpace(run(t, nil, "keys", "create", "--scope", "full", "--name", "ops2", "--etcd-endpoints", endpoints))
+	c2 := client.New(n.APIURL(), created, client.WithTrust(client.Trust{Fingerprint: fingerprint}))
+	who, err := c2.WhoAmI(ctx)
+	if err != nil || who.Name != "ops2" {
+		t.Fatalf("a key created with keys --etcd-endpoints: %+v %v", who, err)
 	}
+	run(t, nil, "keys", "revoke", who.KeyID, "--etcd-endpoints", endpoints)
+	if _, err := c2.WhoAmI(ctx); client.CodeOf(err) != client.CodeUnauthorized {
+		t.Fatalf("a key revoked with keys --etcd-endpoints: %v", err)
+	}
+	run(t, nil, "keys", "create", "--scope", "full", "--name", "ops3", "--etcd-endpoints", endpoints)
+
+	// The target now holds a record the source does not: refused.
 	msg := runFail(t, nil, "migrate-to-etcd", "--data-dir", dir, "--etcd-endpoints", endpoints)
-	if !strings.Contains(msg, "already holds 1 record(s)") || !strings.Contains(msg, "--etcd-prefix") {
+	if !strings.Contains(msg, "already holds 1 record(s)") || !strings.Contains(msg, "api_keys/") || !strings.Contains(msg, "--etcd-prefix") {
 		t.Fatalf("migration into a changed target: %q", msg)
 	}
 }
