@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -30,6 +31,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/tests/etcdcluster"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -361,6 +363,12 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	case <-s.Done():
 		t.Fatalf("the session ended without quorum: %v", s.Err())
 	default:
+	}
+	// A new login cannot check its key: refused as retryable, not revoked.
+	_, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: a.SSHAddr(), Key: tk.Key, HostKey: a.HostKey()})
+	var ae *tunnelclient.AuthError
+	if !errors.As(err, &ae) || ae.Code != protocol.CodeStateUnavailable {
+		t.Fatalf("login without quorum: %v, want a state_unavailable refusal", err)
 	}
 	// The refused write failed on its transaction's first read.
 	if metric := scrape(t, a, `tuna_edge_store_errors_total{op="read"}`); metric == "" || strings.HasSuffix(metric, " 0") {
