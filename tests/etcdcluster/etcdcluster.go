@@ -77,6 +77,9 @@ func Start(dir string, n int, opts ...Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	c := &Cluster{bin: bin, dir: dir}
 	scheme := "http"
 	if len(opts) > 0 && opts[0].TLS {
