@@ -14,9 +14,11 @@ import (
 func tunnelHooks(key types.NamespacedName) session.Hooks {
 	up := metrics.TunnelUp.WithLabelValues(key.Namespace, key.Name)
 	up.Set(0)
+	sessions := metrics.TunnelSessions.WithLabelValues(key.Namespace, key.Name)
+	sessions.Set(0)
 	return session.Hooks{
-		Connected:    func() { metrics.TunnelsConnected.Inc(); up.Set(1) },
-		Disconnected: func() { metrics.TunnelsConnected.Dec(); up.Set(0) },
+		Connected:    func() { metrics.TunnelsConnected.Inc(); up.Set(1); sessions.Inc() },
+		Disconnected: func() { metrics.TunnelsConnected.Dec(); up.Set(0); sessions.Dec() },
 		Attempt: func(reconnect bool) {
 			kind := "first"
 			if reconnect {
