@@ -15,7 +15,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"sigs.k8s.io/yaml"
 
@@ -235,6 +239,37 @@ func (p *prometheus) queryRange(expr string, start, end time.Time, step time.Dur
 	err := p.get("/api/v1/query_range", url.Values{"query": {expr}, "start": {unix(start)}, "end": {unix(end)},
 		"step": {step.String()}}, &data)
 	return data.Result, err
+}
+
+// value is the sum of an instant query's samples now (0 without any).
+func (p *prometheus) value(expr string) (float64, error) {
+	var data struct {
+		Result []struct {
+			Value [2]any `json:"value"`
+		} `json:"result"`
+	}
+	if err := p.get("/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, r := range data.Result {
+		var v float64
+		if _, err := fmt.Sscan(fmt.Sprint(r.Value[1]), &v); err != nil {
+			return 0, fmt.Errorf("%s: sample %v: %w", expr, r.Value[1], err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// waitAbove waits until expr, as Prometheus sees it, exceeds floor.
+func (p *prometheus) waitAbove(t *testing.T, expr string, floor float64) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v, err := p.value(expr)
+		require.NoError(c, err)
+		assert.Greater(c, v, floor, expr)
+	}, wait, 250*time.Millisecond)
 }
 
 func unix(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixMilli())/1000) }
