@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/chart/common"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -79,6 +80,27 @@ type alertRule struct {
 type ruleGroup struct {
 	Name  string      `json:"name"`
 	Rules []alertRule `json:"rules"`
+}
+
+// The monitoring example turns on what kube-prometheus-stack picks up.
+func TestMonitoringExample(t *testing.T) {
+	values, err := common.ReadValues(readChartFile(t, "examples/values-monitoring.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, values)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		m := r.Find(kind, testFullname)
+		if m == nil || m.Object.GetLabels()["release"] != "kube-prometheus-stack" {
+			t.Errorf("%s: %v", kind, m)
+		}
+	}
+	if groups := prometheusRule(t, r); len(groups) != 2 || groups[0].Rules[0].Labels["team"] != "platform" {
+		t.Errorf("rule groups %+v", groups)
+	}
+	if m := r.Find("ConfigMap", testFullname+"-edge-dashboard"); m == nil || m.Object.GetAnnotations()["grafana_folder"] != "Tuna" {
+		t.Errorf("edge dashboard: %v", m)
+	}
 }
 
 func prometheusRule(t *testing.T, r *Rendered) []ruleGroup {
