@@ -106,6 +106,7 @@ func TestAlertTunnelKeysNotIssued(t *testing.T) {
 	echoService(t, other, "shop", 8080)
 	tun := httpTunnel(other, "shop", sub, "http://shop:8080")
 	create(t, tun)
+	t.Cleanup(func() { deleteAndWait(t, tun) })
 	waitReady(t, key(other, "shop"), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	a := firing(t, "TunaTunnelKeysNotIssued", map[string]string{"severity": "warning"})
 	assert.Equal(t, "1 Tunnels have no key: the edge refused it", a.Annotations["summary"])
