@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +12,7 @@ import (
 )
 
 // exportedMetrics are the metric names the operator exports, which the
-// Grafana dashboard may use.
+// operator's Grafana dashboard may use.
 //
 // Keep in sync with operator/pkg/metrics (the tuna_* metrics; a test below
 // checks each tuna_* name here against that package's source) and with
@@ -22,17 +23,23 @@ var exportedMetrics = []string{
 	// operator/pkg/metrics
 	"tuna_tunnels_connected",
 	"tuna_tunnel_up",
+	"tuna_tunnel_sessions",
 	"tuna_tunnel_connect_attempts_total",
 	"tuna_tunnel_requests_total",
 	"tuna_tunnel_request_duration_seconds_bucket",
 	"tuna_tunnel_bytes_total",
 	"tuna_tunnel_keys_issued_total",
 	"tuna_tunnel_keys_revoked_total",
+	"tuna_tunnel_keys",
 	"tuna_edge_api_calls_total",
 	"tuna_edge_api_call_duration_seconds_bucket",
 	"tuna_reservations",
 	"tuna_loadbalancer_services",
 	"tuna_loadbalancer_ports",
+	"tuna_ingress_requests_total",
+	"tuna_ingress_request_duration_seconds_bucket",
+	"tuna_ingress_route_updates_total",
+	"tuna_ingress_routes",
 	"tuna_secret_syncs_total",
 	"tuna_secret_sync_last_success_timestamp_seconds",
 	// controller-runtime (sigs.k8s.io/controller-runtime/pkg/internal/controller/metrics, workqueue)
@@ -40,6 +47,32 @@ var exportedMetrics = []string{
 	"controller_runtime_reconcile_errors_total",
 	"controller_runtime_reconcile_time_seconds_bucket",
 	"workqueue_depth",
+}
+
+// edgeExportedMetrics are the metric names tuna-edge exports, which the
+// edge's dashboard may use: edge/metrics (checked against its source
+// below) and client_golang's Go and process collectors, which it
+// registers.
+var edgeExportedMetrics = []string{
+	// edge/metrics
+	"tuna_edge_sessions",
+	"tuna_edge_binds_total",
+	"tuna_edge_public_connections_total",
+	"tuna_edge_http_requests_total",
+	"tuna_edge_bytes_total",
+	"tuna_edge_api_requests_total",
+	"tuna_edge_limit_refusals_total",
+	"tuna_edge_secrets",
+	"tuna_edge_secret_watches",
+	// client_golang collectors.NewGoCollector, NewProcessCollector
+	"go_goroutines",
+	"process_resident_memory_bytes",
+}
+
+// shippedDashboards maps each dashboard file to the metrics it may use.
+var shippedDashboards = map[string][]string{
+	"tuna-k8s-operator.json": exportedMetrics,
+	"tuna-edge.json":         edgeExportedMetrics,
 }
 
 var (
@@ -96,11 +129,11 @@ func TestPromMetricNames(t *testing.T) {
 }
 
 // dashboardMetrics returns the metric names used by every PromQL expression
-// of the dashboard (panel targets and template variables), per panel title.
-func dashboardMetrics(t *testing.T) (perPanel map[string][]string, all []string) {
+// of a dashboard (panel targets and template variables), per panel title.
+func dashboardMetrics(t *testing.T, file string) (perPanel map[string][]string, all []string) {
 	t.Helper()
 	var dash map[string]any
-	if err := json.Unmarshal(readChartFile(t, "dashboards/tuna-k8s-operator.json"), &dash); err != nil {
+	if err := json.Unmarshal(readChartFile(t, "dashboards/"+file), &dash); err != nil {
 		t.Fatal(err)
 	}
 	perPanel = map[string][]string{}
@@ -135,34 +168,60 @@ func dashboardMetrics(t *testing.T) (perPanel map[string][]string, all []string)
 	return perPanel, all
 }
 
-// Every panel of the dashboard queries only metrics the code exports.
+// Every panel of every dashboard queries only metrics the code exports.
 func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
-	perPanel, all := dashboardMetrics(t)
-	if len(perPanel) < 5 {
-		t.Fatalf("found %d panels", len(perPanel))
+	entries, err := fs.ReadDir(Files(), "dashboards")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for panel, names := range perPanel {
-		if len(names) == 0 {
-			t.Errorf("panel %q queries no metric", panel)
+	for _, e := range entries {
+		if _, ok := shippedDashboards[e.Name()]; !ok {
+			t.Errorf("dashboards/%s has no entry in shippedDashboards", e.Name())
 		}
 	}
-	for _, name := range all {
-		if !slices.Contains(exportedMetrics, name) {
-			t.Errorf("the dashboard uses %s, which is not in exportedMetrics: is it exported by operator/pkg/metrics or controller-runtime?", name)
-		}
-	}
-	for _, name := range exportedMetrics {
-		if !slices.Contains(all, name) {
-			t.Logf("exported metric %s is not on the dashboard", name)
-		}
+	for file, exported := range shippedDashboards {
+		t.Run(file, func(t *testing.T) {
+			perPanel, all := dashboardMetrics(t, file)
+			if len(perPanel) < 5 {
+				t.Fatalf("found %d panels", len(perPanel))
+			}
+			for panel, names := range perPanel {
+				if len(names) == 0 {
+					t.Errorf("panel %q queries no metric", panel)
+				}
+			}
+			for _, name := range all {
+				if !slices.Contains(exported, name) {
+					t.Errorf("the dashboard uses %s, which its list of exported metrics lacks: is it exported by the code?", name)
+				}
+			}
+			for _, name := range exported {
+				if !slices.Contains(all, name) {
+					t.Logf("exported metric %s is not on the dashboard", name)
+				}
+			}
+		})
 	}
 }
 
 // The tuna_* names of exportedMetrics are declared in operator/pkg/metrics.
 func TestExportedMetricsMatchOperatorSource(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "operator", "pkg", "metrics", "*.go"))
+	checkDeclared(t, exportedMetrics, "operator", "pkg", "metrics")
+}
+
+// The tuna_* names of edgeExportedMetrics are declared in edge/metrics.
+func TestExportedMetricsMatchEdgeSource(t *testing.T) {
+	checkDeclared(t, edgeExportedMetrics, "edge", "metrics")
+}
+
+// checkDeclared checks that every tuna_* name of names is declared in the
+// Go source of the package at dir (relative to the repository).
+func checkDeclared(t *testing.T, names []string, dir ...string) {
+	t.Helper()
+	pkg := filepath.Join(append([]string{".."}, dir...)...)
+	files, err := filepath.Glob(filepath.Join(pkg, "*.go"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("operator/pkg/metrics: %v %v", files, err)
+		t.Fatalf("%s: %v %v", pkg, files, err)
 	}
 	declared := map[string]bool{}
 	// Name: "..." in *Opts, or the first argument of prometheus.NewDesc.
@@ -179,7 +238,7 @@ func TestExportedMetricsMatchOperatorSource(t *testing.T) {
 			declared[m[1]] = true
 		}
 	}
-	for _, name := range exportedMetrics {
+	for _, name := range names {
 		if !strings.HasPrefix(name, "tuna_") {
 			continue
 		}
@@ -190,7 +249,7 @@ func TestExportedMetricsMatchOperatorSource(t *testing.T) {
 			}
 		}
 		if !declared[base] {
-			t.Errorf("exportedMetrics lists %s, which operator/pkg/metrics does not declare (declared: %v)", name, declared)
+			t.Errorf("the list of exported metrics has %s, which %s does not declare (declared: %v)", name, pkg, declared)
 		}
 	}
 }

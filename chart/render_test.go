@@ -2,7 +2,6 @@ package chart
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -344,34 +343,6 @@ func TestMetricsServicesAndServiceMonitor(t *testing.T) {
 		if !sel.Matches(labels.Set(s.Labels)) {
 			t.Errorf("ServiceMonitor selector %s does not select the %s metrics Service (%v)", sel, comp, s.Labels)
 		}
-	}
-}
-
-func TestDashboardToggle(t *testing.T) {
-	r := render(t, withKey(t, "metrics.dashboard.annotations.grafana_folder=Tuna"))
-	m := r.Find("ConfigMap", testFullname+"-dashboard")
-	if m == nil {
-		t.Fatal("no dashboard ConfigMap by default")
-	}
-	var cm corev1.ConfigMap
-	if err := m.Into(&cm); err != nil {
-		t.Fatal(err)
-	}
-	if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Tuna" {
-		t.Errorf("labels %v, annotations %v", cm.Labels, cm.Annotations)
-	}
-	var dash struct {
-		UID    string `json:"uid"`
-		Panels []any  `json:"panels"`
-	}
-	if err := json.Unmarshal([]byte(cm.Data["tuna-k8s-operator.json"]), &dash); err != nil {
-		t.Fatalf("dashboard JSON: %v", err)
-	}
-	if dash.UID == "" || len(dash.Panels) < 5 {
-		t.Errorf("dashboard uid %q, %d panels", dash.UID, len(dash.Panels))
-	}
-	if m := render(t, withKey(t, "metrics.dashboard.enabled=false")).Find("ConfigMap", testFullname+"-dashboard"); m != nil {
-		t.Error("metrics.dashboard.enabled=false still renders the dashboard")
 	}
 }
 

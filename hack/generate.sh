@@ -3,14 +3,16 @@
 #   - operator/api/v1alpha1/zz_generated.deepcopy.go (DeepCopy methods),
 #   - crds/k8s.tuna.am_*.yaml (the CustomResourceDefinitions),
 #   - chart/tuna-k8s-operator/crds/ (a copy of crds/, which Helm and Nelm
-#     install with the chart).
+#     install with the chart);
+# and the chart's Grafana dashboards (chart/tuna-k8s-operator/dashboards/),
+# built as code in chart/dashboards.
 #
 # controller-gen is pinned by the `tool` directive in go.mod
 # (sigs.k8s.io/controller-tools v0.23.0), so `go tool controller-gen` needs no
 # other installation. Run from anywhere: hack/generate.sh
 #
-# A test (operator/api/v1alpha1/crds_test.go) fails while the committed files
-# differ from what this script writes.
+# Tests (operator/api/v1alpha1/crds_test.go, chart/dashboards) fail while
+# the committed files differ from what this script writes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -26,3 +28,6 @@ echo "generate: copy CRDs into chart/tuna-k8s-operator/crds/" >&2
 mkdir -p chart/tuna-k8s-operator/crds
 rm -f chart/tuna-k8s-operator/crds/k8s.tuna.am_*.yaml
 cp crds/k8s.tuna.am_*.yaml chart/tuna-k8s-operator/crds/
+
+echo "generate: Grafana dashboards into chart/tuna-k8s-operator/dashboards/" >&2
+go run ./chart/dashboards/gen

@@ -42,6 +42,8 @@ type Config struct {
 	Ports *tcpports.Manager
 	// EdgeInfo renders GET /v1/edge (addresses are known only after listen).
 	EdgeInfo func() client.EdgeInfo
+	// Nodes renders GET /v1/nodes: the edge's live nodes.
+	Nodes    func() ([]client.Node, error)
 	Verifier *dnsverify.Verifier
 	Logger   *slog.Logger
 	// Now is the clock (tests may pin it).
@@ -136,6 +138,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/openapi.json", public, s.openAPI)
 	s.handle("GET /v1/edge", anyAPIKey, s.getEdge)
 	s.handle("GET /v1/whoami", anyAPIKey, s.whoAmI)
+	s.handle("GET /v1/nodes", anyAPIKey, s.listNodes)
 
 	s.handle("POST /v1/api-keys", fullAccess, s.createAPIKey)
 	s.handle("GET /v1/api-keys", fullAccess, s.listAPIKeys)
@@ -203,7 +206,14 @@ func (s *Server) handleW(pattern string, need access, h writerHandlerFunc) {
 		status, body, err := s.call(w, r, need, h)
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) {
+			if !errors.As(err, &ae) && errors.Is(err, store.ErrUnavailable) {
+				s.log.Warn("API request refused: the state store is unavailable", "route", route, "request_id", reqID, "err", err)
+				ae = fail(http.StatusServiceUnavailable, client.CodeStateUnavailable,
+					"the edge cannot reach its state store (etcd lost quorum or is unreachable), so nothing can change now; "+
+						"established tunnels keep serving: retry later (request %s)", reqID)
+				ae.retryAfter = 5 * time.Second
+			}
+			if ae == nil {
 				s.log.Error("API request failed", "route", route, "request_id", reqID, "err", err)
 				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
 			}

@@ -32,6 +32,14 @@ func (s *Server) getEdge(*http.Request, *auth.Principal) (int, any, error) {
 	return http.StatusOK, s.cfg.EdgeInfo(), nil
 }
 
+func (s *Server) listNodes(*http.Request, *auth.Principal) (int, any, error) {
+	nodes, err := s.cfg.Nodes()
+	if err != nil {
+		return 0, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return http.StatusOK, client.List[client.Node]{Items: nodes}, nil
+}
+
 func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
 	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix}, nil
 }

@@ -116,7 +116,7 @@ func (s *Server) shareDomain(r *http.Request, _ *auth.Principal) (int, any, erro
 		}
 		return 0, nil, fmt.Errorf("sharing domain %s: %w", name, err)
 	}
-	s.endUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)
+	s.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)
 	return http.StatusOK, s.domainOut(d), nil
 }
 
@@ -136,14 +136,15 @@ func (s *Server) shareTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any,
 		}
 		return 0, nil, fmt.Errorf("sharing TCP endpoint %s: %w", alias, err)
 	}
-	s.endUnshared(protocol.ProtocolTCP, []string{e.Alias, strconv.Itoa(e.Port)}, e.Ownership)
+	s.EndUnshared(protocol.ProtocolTCP, []string{e.Alias, strconv.Itoa(e.Port)}, e.Ownership)
 	return http.StatusOK, s.tcpOut(e), nil
 }
 
-// endUnshared ends the live sessions of tunnel keys for addrs whose owner
+// EndUnshared ends the live sessions of tunnel keys for addrs whose owner
 // may no longer use them, so taking a namespace off shared_with takes
-// effect at once rather than at its next reconnect.
-func (s *Server) endUnshared(proto string, addrs []string, o store.Ownership) {
+// effect at once rather than at its next reconnect. The edge also calls it
+// when another node of a cluster changed the sharing.
+func (s *Server) EndUnshared(proto string, addrs []string, o store.Ownership) {
 	recs, err := s.st.ListTunnelKeys()
 	if err != nil {
 		s.log.Error("listing tunnel keys after a sharing change", "err", err)

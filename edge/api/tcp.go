@@ -39,6 +39,11 @@ func (s *Server) createTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any
 	picked := 0
 	rec := store.TCPEndpoint{Alias: in.Alias, Ownership: own, CreatedAt: s.cfg.Now()}
 	e, err := s.st.CreateTCPEndpoint(rec, func(taken map[int]bool) (int, error) {
+		// A shared store runs the transaction again when another node
+		// won a race: the port of the lost attempt goes back first.
+		if picked != 0 {
+			s.cfg.Ports.Release(picked)
+		}
 		p, err := s.cfg.Ports.Pick(taken)
 		picked = p
 		return p, err

@@ -79,6 +79,12 @@ func (c *Client) Edge(ctx context.Context) (*EdgeInfo, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/edge", nil, &out)
 }
 
+// Nodes lists the edge's live nodes (one for a single edge).
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out List[Node]
+	return out.Items, c.do(ctx, http.MethodGet, "/v1/nodes", nil, &out)
+}
+
 // WhoAmI describes the calling key.
 func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
 	var out WhoAmI

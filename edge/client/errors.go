@@ -26,6 +26,10 @@ const (
 	CodeKeyExpired = "key_expired"
 	CodeTooLarge   = "request_too_large"
 	CodeInternal   = "internal"
+	// CodeStateUnavailable (503): the edge cannot reach its state store (a
+	// cluster's etcd lost quorum): nothing can change until it is back,
+	// while established tunnels keep serving. Retry with backoff.
+	CodeStateUnavailable = "state_unavailable"
 )
 
 // APIError is a non-2xx answer of the control API.

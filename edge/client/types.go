@@ -32,6 +32,25 @@ type EdgeInfo struct {
 	Version string `json:"version"`
 }
 
+// Node is one node of the edge (GET /v1/nodes). A single edge is one
+// node; a cluster lists every live node, each announced under an etcd
+// lease, so a node that died drops out within seconds.
+type Node struct {
+	Name string `json:"name"`
+	// APIURL is the node's own control API, SSHAddr the address its agents
+	// dial; HTTPURL and HTTPSURL are its public listeners.
+	APIURL   string `json:"api_url,omitempty"`
+	SSHAddr  string `json:"ssh_addr"`
+	HTTPURL  string `json:"http_url,omitempty"`
+	HTTPSURL string `json:"https_url,omitempty"`
+	// Draining: the node takes no new public connections; agents move
+	// their sessions off it.
+	Draining  bool      `json:"draining,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	// Self marks the node that answered.
+	Self bool `json:"self,omitempty"`
+}
+
 // WhoAmI describes the calling key (GET /v1/whoami).
 type WhoAmI struct {
 	KeyID  string   `json:"key_id"`

@@ -27,6 +27,7 @@ type Metrics struct {
 	limitRefusals     *prometheus.CounterVec
 	secrets           prometheus.Gauge
 	secretWatches     prometheus.Gauge
+	store             *storeMetrics
 }
 
 // The edge's limits, as named in refusals and in the limit label of
@@ -88,6 +89,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals, m.secrets, m.secretWatches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.store = newStoreMetrics(m.reg)
 	return m
 }
 

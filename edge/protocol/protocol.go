@@ -94,6 +94,9 @@ const (
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeKeyExpired: the key's expiry passed without a renewal.
 	CodeKeyExpired = "key_expired"
+	// CodeStateUnavailable refuses a login while a cluster's edge cannot
+	// reach its state store (etcd without quorum): retry shortly.
+	CodeStateUnavailable = "state_unavailable"
 )
 
 // ForwardInfo describes the public connection a channel carries.

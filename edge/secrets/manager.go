@@ -154,6 +154,10 @@ func (m *Manager) Changed() <-chan struct{} {
 	return m.changed
 }
 
+// Notify wakes the long polls as a change does: the edge calls it when
+// another node of a cluster changed a secret.
+func (m *Manager) Notify() { m.notify() }
+
 func (m *Manager) notify() {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // Version is reported by GET /v1/edge; set at build time with -ldflags.
@@ -149,6 +150,19 @@ type Config struct {
 	SecretsKeyFile string
 	SecretsKeys    []string
 
+	// Etcd, with Endpoints set, keeps the state in etcd, shared by every
+	// node of a cluster, instead of <DataDir>/edge.db. Each node must then
+	// be given the same SSH host key file, secrets key and API certificate
+	// (none is generated).
+	Etcd store.EtcdConfig
+	// NodeName names this node in a cluster (default: the host name);
+	// NodeTTL is the lease of its record (default DefaultNodeTTL).
+	NodeName string
+	NodeTTL  time.Duration
+	// APIAdvertiseURL is this node's API as GET /v1/nodes lists it
+	// (default: the listen address).
+	APIAdvertiseURL string
+
 	// MetricsListen optionally serves /metrics on its own address; /metrics
 	// is always served on the API listener too, without auth.
 	MetricsListen string
@@ -234,7 +248,7 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return c.checkCluster()
 }
 
 // APITimeouts bound the phases of an API connection. API requests and

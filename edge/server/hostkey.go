@@ -111,3 +111,17 @@ func writeKeyFile(path string, data []byte) error {
 	}
 	return nil
 }
+
+// GenerateHostKeyFile writes a new SSH host key to path (mode 0600),
+// refusing to replace an existing file: for a cluster, whose nodes all get
+// a copy of one key.
+func GenerateHostKeyFile(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("%s exists: a host key is never replaced by accident (agents pin it)", path)
+	}
+	data, err := newHostKey()
+	if err != nil {
+		return err
+	}
+	return writeKeyFile(path, data)
+}

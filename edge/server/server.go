@@ -51,6 +51,11 @@ type Edge struct {
 	stopExpiry context.CancelFunc
 	// apiTLS is the API's certificate; nil with InsecureHTTPAPI.
 	apiTLS *apiTLS
+	// follow applies other nodes' changes (nil for a single edge); member
+	// keeps this node's record in the cluster.
+	follow    *follower
+	member    *store.Membership
+	startedAt time.Time
 
 	mu        sync.Mutex
 	started   bool
@@ -70,7 +75,8 @@ func New(cfg Config) (*Edge, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(cfg.DataDir)
+	m := metrics.New()
+	st, err := openStore(&cfg, m)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +85,14 @@ func New(cfg Config) (*Edge, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: metrics.New(), hostKey: signer,
+	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: m, hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
+	if st.Shared() {
+		if err := e.checkIdentity(); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
 	if err := e.alignExpiries(); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -123,6 +135,7 @@ func New(cfg Config) (*Edge, error) {
 		PublicTCPHost: cfg.PublicTCPHost,
 		Ports:         e.ports,
 		EdgeInfo:      e.Info,
+		Nodes:         e.Nodes,
 		Verifier:      dnsverify.New(cfg.DNSResolver),
 		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
 		Logger:        cfg.Logger,
@@ -202,6 +215,11 @@ func (e *Edge) start(ctx context.Context) error {
 		return ln, nil
 	}
 
+	if e.st.Shared() {
+		// Before the ports are held: an endpoint another node reserves
+		// meanwhile then arrives as a change.
+		e.follow = e.startFollower()
+	}
 	e.holdReservedPorts()
 	if e.cfg.TunnelKeyTTL > 0 {
 		sweep, stop := context.WithCancel(context.Background())
@@ -264,7 +282,15 @@ func (e *Edge) start(ctx context.Context) error {
 		m.Handle("GET /metrics", e.m.Handler())
 		e.serveHTTP("metrics", &http.Server{Handler: m, ReadHeaderTimeout: 30 * time.Second}, ln, false)
 	}
-	e.log.Info("tuna-edge started", "api", e.apiURL, "ssh", e.sshAddr, "http", e.httpAddr, "https", e.httpsAddr)
+	e.startedAt = time.Now().UTC()
+	e.m.Nodes(1)
+	if e.st.Shared() {
+		if e.member, err = e.st.Join(e.nodeRecord(), e.cfg.NodeTTL); err != nil {
+			return fmt.Errorf("edge: joining the cluster: %w", err)
+		}
+	}
+	e.log.Info("tuna-edge started", "api", e.apiURL, "ssh", e.sshAddr, "http", e.httpAddr, "https", e.httpsAddr,
+		"node", e.cfg.NodeName, "cluster", e.st.Shared())
 	return nil
 }
 
@@ -330,6 +356,11 @@ func (e *Edge) Close() error {
 	servers := e.servers
 	e.mu.Unlock()
 
+	// Leaving first takes the node off GET /v1/nodes while its sessions
+	// are told it shuts down.
+	if e.member != nil {
+		e.member.Leave()
+	}
 	var errs []error
 	if err := e.ssh.Close(); err != nil {
 		errs = append(errs, err)
@@ -346,6 +377,9 @@ func (e *Edge) Close() error {
 		}
 	}
 	e.wg.Wait()
+	if e.follow != nil {
+		e.follow.stop()
+	}
 	if err := e.st.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -390,6 +424,11 @@ func (e *Edge) Info() client.EdgeInfo {
 	e.mu.Lock()
 	sshAddr, httpAddr, httpsAddr := e.sshAddr, e.httpAddr, e.httpsAddr
 	e.mu.Unlock()
+	return e.infoOf(sshAddr, httpAddr, httpsAddr)
+}
+
+// infoOf is Info for the listeners' addresses.
+func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
 	info := client.EdgeInfo{
 		BaseDomain: e.cfg.BaseDomain,
 		SSHAddr:    e.cfg.SSHAdvertiseAddr,

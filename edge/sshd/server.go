@@ -173,6 +173,10 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 		if errors.As(err, &expired) {
 			return nil, refuse("%s: %v", protocol.CodeKeyExpired, expired)
 		}
+		if errors.Is(err, store.ErrUnavailable) {
+			s.log.Warn("login refused: the state store is unavailable", "err", err)
+			return nil, refuse("%s: the edge cannot reach its state store to check the key; retry shortly", protocol.CodeStateUnavailable)
+		}
 		s.log.Error("authenticating agent", "err", err)
 		return nil, refuse("internal error while checking the key")
 	}

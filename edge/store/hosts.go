@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 
-	bolt "go.etcd.io/bbolt"
-
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -75,8 +73,9 @@ func (x *hostIndex) setDomain(d Domain) {
 	x.domains[d.Name] = domainState{custom: d.Custom, verified: d.Verified}
 }
 
-// buildHostIndex builds the index from the database; it runs once, in Open.
-func buildHostIndex(tx *bolt.Tx) (*hostIndex, error) {
+// buildHostIndex builds the index from a bbolt database; it runs once, in
+// Open (etcd's index is built from the watch's snapshot, watch.go).
+func buildHostIndex(tx tx) (*hostIndex, error) {
 	x := newHostIndex()
 	tks, err := list[TunnelKey](tx, bucketTunnelKeys)
 	if err != nil {
@@ -99,10 +98,21 @@ func buildHostIndex(tx *bolt.Tx) (*hostIndex, error) {
 // applies change to a copy of the index and publishes it. A failed
 // transaction leaves the index as it was. hostsMu keeps the swaps in the
 // order the database committed the writes.
-func (s *Store) updateHosts(fn func(tx *bolt.Tx) error, change func(*hostIndex)) error {
+//
+// On etcd, the watch keeps the index, for this node's writes as for every
+// other node's: a write waits until its change has come back through the
+// watch, so the writer reads its own write in the index, as on bbolt.
+func (s *Store) updateHosts(fn func(tx tx) error, change func(*hostIndex)) error {
+	if s.etcd != nil {
+		rev, err := s.be.update(fn)
+		if err == nil && rev > 0 {
+			s.etcd.w.wait(rev)
+		}
+		return err
+	}
 	s.hostsMu.Lock()
 	defer s.hostsMu.Unlock()
-	if err := s.db.Update(fn); err != nil {
+	if err := s.write(fn); err != nil {
 		return err
 	}
 	next := s.hosts.Load().clone()

@@ -8,9 +8,10 @@ import (
 // TestHostIndex walks one store through the writes that change what it
 // serves and checks the index after each step, then reopens the file to
 // check that the index built at start agrees.
-func TestHostIndex(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
+func TestHostIndex(t *testing.T) { eachBackend(t, testHostIndex) }
+
+func testHostIndex(t *testing.T, open opener) {
+	s := open(t)
 	const (
 		app    = "app.tuna.example"
 		shared = "shared.tuna.example"
@@ -102,7 +103,7 @@ func TestHostIndex(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, dir)
+	s = open(t)
 	defer s.Close()
 	for _, h := range all {
 		if got := s.Host(h); got != before[h] {
@@ -134,8 +135,10 @@ func TestHostKnown(t *testing.T) {
 
 // TestHostIndexConcurrentWrites races key writes for one host: the index
 // must end where the database ends.
-func TestHostIndexConcurrentWrites(t *testing.T) {
-	s := open(t, t.TempDir())
+func TestHostIndexConcurrentWrites(t *testing.T) { eachBackend(t, testHostIndexConcurrentWrites) }
+
+func testHostIndexConcurrentWrites(t *testing.T, open opener) {
+	s := open(t)
 	defer s.Close()
 	const host, n = "busy.tuna.example", 20
 	errs := make(chan error, 2*n)

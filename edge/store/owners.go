@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Ownership ties a reservation to the owner that made it. An empty Owner is
@@ -47,7 +45,7 @@ func (e *OwnedError) Error() string {
 // hostOwner says whether a reservation holds host, and refuses owner with
 // an *OwnedError when it may not use host: a reserved domain decides by its
 // Ownership, otherwise a claim by its owner.
-func hostOwner(tx *bolt.Tx, host, owner string) (reserved bool, err error) {
+func hostOwner(tx tx, host, owner string) (reserved bool, err error) {
 	d, err := get[Domain](tx, bucketDomains, host)
 	if err == nil {
 		if !d.Allows(owner) {
@@ -74,7 +72,7 @@ func hostOwner(tx *bolt.Tx, host, owner string) (reserved bool, err error) {
 // endpointOwner returns the refusal for owner using the TCP endpoint an
 // alias or port names, or nil (also when no endpoint holds it: binding
 // will fail on its own).
-func endpointOwner(tx *bolt.Tx, addr, owner string) error {
+func endpointOwner(tx tx, addr, owner string) error {
 	var ep TCPEndpoint
 	var err error
 	if port, perr := strconv.Atoi(addr); perr == nil {
@@ -106,7 +104,7 @@ func endpointOwner(tx *bolt.Tx, addr, owner string) error {
 // CheckHost says whether owner may serve host: nil, an *OwnedError, or a
 // storage error. The SSH server asks it at every bind.
 func (s *Store) CheckHost(host, owner string) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.be.view(func(tx tx) error {
 		_, err := hostOwner(tx, host, owner)
 		return err
 	})
@@ -118,7 +116,7 @@ func (s *Store) CheckHost(host, owner string) error {
 // holds claims it. Check, claim and insert are one transaction, so two
 // owners racing for an address cannot both win.
 func (s *Store) IssueTunnelKey(k TunnelKey, claimable bool) error {
-	return s.updateHosts(func(tx *bolt.Tx) error {
+	return s.updateHosts(func(tx tx) error {
 		if k.Address != "" {
 			if k.Protocol == "tcp" {
 				if err := endpointOwner(tx, k.Address, k.Owner); err != nil {
@@ -145,7 +143,7 @@ func (s *Store) IssueTunnelKey(k TunnelKey, claimable bool) error {
 // on its address goes with the owner's last key for that address.
 func (s *Store) RevokeTunnelKey(id string) (TunnelKey, error) {
 	var k TunnelKey
-	err := s.updateHosts(func(tx *bolt.Tx) error {
+	err := s.updateHosts(func(tx tx) error {
 		var err error
 		if k, err = get[TunnelKey](tx, bucketTunnelKeys, id); err != nil {
 			return err
@@ -182,9 +180,9 @@ func (s *Store) ListClaims() ([]Claim, error) { return listAll[Claim](s, bucketC
 
 // update applies change to the record under key in one transaction, so a
 // concurrent update of other fields is never lost.
-func update[T any](s *Store, bucket []byte, key string, change func(*T) error) (T, error) {
+func update[T any](s *Store, bucket string, key string, change func(*T) error) (T, error) {
 	var out T
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.write(func(tx tx) error {
 		var err error
 		if out, err = get[T](tx, bucket, key); err != nil {
 			return err
@@ -201,7 +199,7 @@ func update[T any](s *Store, bucket []byte, key string, change func(*T) error) (
 // index follows (verification changes what the public side serves).
 func (s *Store) ChangeDomain(name string, change func(*Domain) error) (Domain, error) {
 	var out Domain
-	err := s.updateHosts(func(tx *bolt.Tx) error {
+	err := s.updateHosts(func(tx tx) error {
 		var err error
 		if out, err = get[Domain](tx, bucketDomains, name); err != nil {
 			return err

@@ -1,22 +1,15 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Secrets are kept in two buckets: their metadata, in clear so lists and
 // long polls never read or decrypt values, and their sealed data (nonce
 // and ciphertext, sealed by edge/secrets). Both change in one transaction.
-var (
-	bucketSecrets      = []byte("secrets")
-	bucketSecretValues = []byte("secret_values")
-)
 
 // SecretMeta is what the edge knows of a secret without decrypting it.
 // Keys (the names of its values) are in clear: they name, not hold, data.
@@ -37,7 +30,7 @@ type SealedSecret struct {
 	Ciphertext []byte `json:"ciphertext"`
 }
 
-func getSecret(tx *bolt.Tx, name string) (*SealedSecret, error) {
+func getSecret(tx tx, name string) (*SealedSecret, error) {
 	meta, err := get[SecretMeta](tx, bucketSecrets, name)
 	if err != nil {
 		return nil, err
@@ -47,7 +40,10 @@ func getSecret(tx *bolt.Tx, name string) (*SealedSecret, error) {
 		Nonce      []byte `json:"nonce"`
 		Ciphertext []byte `json:"ciphertext"`
 	}{}
-	data := tx.Bucket(bucketSecretValues).Get([]byte(name))
+	data, err := tx.get(bucketSecretValues, name)
+	if err != nil {
+		return nil, err
+	}
 	if data == nil {
 		return nil, fmt.Errorf("secret %q has metadata but no data", name)
 	}
@@ -58,7 +54,7 @@ func getSecret(tx *bolt.Tx, name string) (*SealedSecret, error) {
 	return out, nil
 }
 
-func putSecret(tx *bolt.Tx, s *SealedSecret) error {
+func putSecret(tx tx, s *SealedSecret) error {
 	if err := put(tx, bucketSecrets, s.Name, s.SecretMeta, false); err != nil {
 		return err
 	}
@@ -68,21 +64,18 @@ func putSecret(tx *bolt.Tx, s *SealedSecret) error {
 	}{s.Nonce, s.Ciphertext}, false)
 }
 
-// countSecrets walks the keys: Bucket.Stats reads committed pages only,
-// and misses the transaction's own changes.
-func countSecrets(tx *bolt.Tx) int {
+// countSecrets walks the keys: bbolt's Bucket.Stats reads committed pages
+// only, and misses the transaction's own changes.
+func countSecrets(tx tx) (int, error) {
 	n := 0
-	c := tx.Bucket(bucketSecrets).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		n++
-	}
-	return n
+	err := tx.each(bucketSecrets, "", func(string, []byte) error { n++; return nil })
+	return n, err
 }
 
 // GetSecret returns a sealed secret, or ErrNotFound.
 func (s *Store) GetSecret(name string) (SealedSecret, error) {
 	var out SealedSecret
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.be.view(func(tx tx) error {
 		rec, err := getSecret(tx, name)
 		if err == nil {
 			out = *rec
@@ -95,18 +88,17 @@ func (s *Store) GetSecret(name string) (SealedSecret, error) {
 // ListSecrets returns the metadata of the secrets whose names start with
 // prefix, ordered by name.
 func (s *Store) ListSecrets(prefix string) ([]SecretMeta, error) {
-	out := []SecretMeta{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketSecrets).Cursor()
-		p := []byte(prefix)
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	var out []SecretMeta
+	err := s.be.view(func(tx tx) error {
+		out = []SecretMeta{}
+		return tx.each(bucketSecrets, prefix, func(k string, v []byte) error {
 			var m SecretMeta
 			if err := json.Unmarshal(v, &m); err != nil {
 				return fmt.Errorf("decoding %s/%s: %w", bucketSecrets, k, err)
 			}
 			out = append(out, m)
-		}
-		return nil
+			return nil
+		})
 	})
 	return out, err
 }
@@ -114,13 +106,18 @@ func (s *Store) ListSecrets(prefix string) ([]SecretMeta, error) {
 // CountSecrets returns how many secrets are stored.
 func (s *Store) CountSecrets() (int, error) {
 	var n int
-	err := s.db.View(func(tx *bolt.Tx) error { n = countSecrets(tx); return nil })
+	err := s.be.view(func(tx tx) error {
+		var err error
+		n, err = countSecrets(tx)
+		return err
+	})
 	return n, err
 }
 
 // SecretUpdate decides a write in its transaction: given the stored
 // secret (nil when there is none) and the number of secrets, it returns
-// the record to store, or nil to leave things as they are.
+// the record to store, or nil to leave things as they are. It may be called
+// again when a transaction is retried, so it must not keep effects.
 type SecretUpdate func(old *SealedSecret, count int) (*SealedSecret, error)
 
 // PutSecret creates or replaces a secret as update decides, in one write
@@ -128,12 +125,15 @@ type SecretUpdate func(old *SealedSecret, count int) (*SealedSecret, error)
 // writer. It returns the stored record, whether it changed, and the
 // number of secrets afterwards.
 func (s *Store) PutSecret(name string, update SecretUpdate) (out SealedSecret, changed bool, count int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.write(func(tx tx) error {
+		out, changed = SealedSecret{}, false
 		old, err := getSecret(tx, name)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		count = countSecrets(tx)
+		if count, err = countSecrets(tx); err != nil {
+			return err
+		}
 		rec, err := update(old, count)
 		if err != nil {
 			return err
@@ -160,54 +160,80 @@ func (s *Store) PutSecret(name string, update SecretUpdate) (out SealedSecret, c
 // DeleteSecret removes a secret (ErrNotFound when absent) and returns the
 // number of secrets left.
 func (s *Store) DeleteSecret(name string) (count int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.write(func(tx tx) error {
 		if err := del(tx, bucketSecrets, name); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketSecretValues).Delete([]byte(name)); err != nil {
+		if err := tx.del(bucketSecretValues, name); err != nil {
 			return err
 		}
-		count = countSecrets(tx)
-		return nil
+		var err error
+		count, err = countSecrets(tx)
+		return err
 	})
 	return count, err
 }
 
-// ResealSecrets offers every secret to reseal in one write transaction;
-// reseal changes the record in place and reports whether it did. Either
-// every changed record is written or none is.
+// resealBatch bounds one etcd transaction of ResealSecrets: etcd refuses
+// transactions of more than 128 operations by default.
+const resealBatch = 50
+
+// ResealSecrets offers every secret to reseal; reseal changes the record
+// in place and reports whether it did. On bbolt, one transaction writes
+// every changed record or none. On etcd, secrets are resealed in batches
+// of resealBatch, each all or nothing: a batch that fails leaves the
+// others sealed with the key they had, which the keyring still opens.
 func (s *Store) ResealSecrets(reseal func(*SealedSecret) (bool, error)) (n int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		var names []string
-		if err := tx.Bucket(bucketSecrets).ForEach(func(k, _ []byte) error {
-			names = append(names, string(k))
+	var names []string
+	err = s.be.view(func(tx tx) error {
+		names = nil
+		return tx.each(bucketSecrets, "", func(k string, _ []byte) error {
+			names = append(names, k)
 			return nil
-		}); err != nil {
-			return err
-		}
-		// Records are written after the walk: bbolt forbids changing a
-		// bucket while ForEach iterates it.
-		for _, name := range names {
-			rec, err := getSecret(tx, name)
-			if err != nil {
-				return err
-			}
-			changed, err := reseal(rec)
-			if err != nil {
-				return err
-			}
-			if !changed {
-				continue
-			}
-			if err := putSecret(tx, rec); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
+		})
 	})
 	if err != nil {
-		n = 0
+		return 0, err
 	}
-	return n, err
+	batch := len(names)
+	if s.etcd != nil {
+		batch = resealBatch
+	}
+	for len(names) > 0 {
+		chunk := names[:min(batch, len(names))]
+		names = names[len(chunk):]
+		done := 0
+		err := s.write(func(tx tx) error {
+			done = 0
+			for _, name := range chunk {
+				rec, err := getSecret(tx, name)
+				if errors.Is(err, ErrNotFound) {
+					continue // deleted since the list
+				}
+				if err != nil {
+					return err
+				}
+				changed, err := reseal(rec)
+				if err != nil {
+					return err
+				}
+				if !changed {
+					continue
+				}
+				if err := putSecret(tx, rec); err != nil {
+					return err
+				}
+				done++
+			}
+			return nil
+		})
+		if err != nil {
+			if s.etcd == nil {
+				n = 0
+			}
+			return n, err
+		}
+		n += done
+	}
+	return n, nil
 }

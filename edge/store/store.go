@@ -1,23 +1,21 @@
-// Package store persists the edge's state in one bbolt file: API keys and
-// tunnel keys (hashes only), reserved domains and TCP endpoints, and named
-// secrets sealed by edge/secrets (secrets.go). No key is kept in it: the
-// SSH host key and the secrets keys live in their own files (edge/server),
-// and an old database's copy of the host key is removed by
-// DropLegacyHostKey. Values are JSON so the file stays readable with
-// bbolt's tools and fields can be added without a migration.
+// Package store persists the edge's state: API keys and tunnel keys
+// (hashes only), reserved domains and TCP endpoints, address claims, and
+// named secrets sealed by edge/secrets (secrets.go). It lives in one bbolt
+// file (the default, for one edge) or in etcd, shared by the nodes of a
+// cluster (etcd.go). No key is kept in it: the SSH host key and the
+// secrets keys live in their own files (edge/server), and an old
+// database's copy of the host key is removed by DropLegacyHostKey. Values
+// are JSON so the state stays readable with bbolt's or etcd's tools and
+// fields can be added without a migration.
 package store
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -25,19 +23,6 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when creating a record whose name is taken.
 	ErrExists = errors.New("already exists")
-)
-
-var (
-	bucketAPIKeys    = []byte("api_keys")
-	bucketTunnelKeys = []byte("tunnel_keys")
-	bucketDomains    = []byte("domains")
-	bucketTCP        = []byte("tcp_endpoints")
-	bucketMeta       = []byte("meta")
-	bucketClaims     = []byte("address_claims")
-	allBuckets       = [][]byte{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketMeta, bucketClaims,
-		bucketSecrets, bucketSecretValues}
-
-	metaHostKey = []byte("ssh_host_key")
 )
 
 // APIKey is a stored API key. Hash is SHA-256 of the whole key string.
@@ -99,76 +84,49 @@ type TCPEndpoint struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Store is a handle on the database file; safe for concurrent use.
+// Store is a handle on the edge's state; safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
-	path string
+	be backend
+	// bolt is set for the embedded store, etcd for a cluster's.
+	bolt *boltBackend
+	etcd *etcdBackend
 
 	// hosts indexes the host names that keys and domains serve (hosts.go).
 	hostsMu sync.Mutex
 	hosts   atomic.Pointer[hostIndex]
 }
 
-// Open opens (creating if needed) edge.db in dir.
-func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating data dir %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, "edge.db")
-	db, err := openDB(path)
-	if err != nil {
-		return nil, err
-	}
-	var idx *hostIndex
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("creating bucket %s: %w", b, err)
-			}
-		}
-		var err error
-		idx, err = buildHostIndex(tx)
-		return err
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("initialising store %s: %w", path, err)
-	}
-	s := &Store{db: db, path: path}
-	s.hosts.Store(idx)
-	return s, nil
-}
+// Close releases the store (the bbolt file, or the etcd client).
+func (s *Store) Close() error { return s.be.close() }
 
-func openDB(path string) (*bolt.DB, error) {
-	// The timeout turns "another tuna-edge holds the file" into an error
-	// instead of a hang.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// Close closes the database file.
-func (s *Store) Close() error { return s.db.Close() }
+// Shared reports whether other edge nodes share this store (etcd).
+func (s *Store) Shared() bool { return s.etcd != nil }
 
 // put stores v under key; with create set it fails with ErrExists when the
 // key is present, which makes "reserve a name" a single atomic step.
-func put(tx *bolt.Tx, bucket []byte, key string, v any, create bool) error {
-	b := tx.Bucket(bucket)
-	if create && b.Get([]byte(key)) != nil {
-		return ErrExists
+func put(tx tx, bucket, key string, v any, create bool) error {
+	if create {
+		cur, err := tx.get(bucket, key)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			return ErrExists
+		}
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding %s/%s: %w", bucket, key, err)
 	}
-	return b.Put([]byte(key), data)
+	return tx.put(bucket, key, data)
 }
 
-func get[T any](tx *bolt.Tx, bucket []byte, key string) (T, error) {
+func get[T any](tx tx, bucket, key string) (T, error) {
 	var out T
-	data := tx.Bucket(bucket).Get([]byte(key))
+	data, err := tx.get(bucket, key)
+	if err != nil {
+		return out, err
+	}
 	if data == nil {
 		return out, ErrNotFound
 	}
@@ -178,9 +136,9 @@ func get[T any](tx *bolt.Tx, bucket []byte, key string) (T, error) {
 	return out, nil
 }
 
-func list[T any](tx *bolt.Tx, bucket []byte) ([]T, error) {
+func list[T any](tx tx, bucket string) ([]T, error) {
 	out := []T{}
-	err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+	err := tx.each(bucket, "", func(k string, v []byte) error {
 		var item T
 		if err := json.Unmarshal(v, &item); err != nil {
 			return fmt.Errorf("decoding %s/%s: %w", bucket, k, err)
@@ -191,17 +149,20 @@ func list[T any](tx *bolt.Tx, bucket []byte) ([]T, error) {
 	return out, err
 }
 
-func del(tx *bolt.Tx, bucket []byte, key string) error {
-	b := tx.Bucket(bucket)
-	if b.Get([]byte(key)) == nil {
+func del(tx tx, bucket, key string) error {
+	cur, err := tx.get(bucket, key)
+	if err != nil {
+		return err
+	}
+	if cur == nil {
 		return ErrNotFound
 	}
-	return b.Delete([]byte(key))
+	return tx.del(bucket, key)
 }
 
-func getOne[T any](s *Store, bucket []byte, key string) (T, error) {
+func getOne[T any](s *Store, bucket, key string) (T, error) {
 	var out T
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.be.view(func(tx tx) error {
 		var err error
 		out, err = get[T](tx, bucket, key)
 		return err
@@ -209,9 +170,9 @@ func getOne[T any](s *Store, bucket []byte, key string) (T, error) {
 	return out, err
 }
 
-func listAll[T any](s *Store, bucket []byte) ([]T, error) {
+func listAll[T any](s *Store, bucket string) ([]T, error) {
 	var out []T
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.be.view(func(tx tx) error {
 		var err error
 		out, err = list[T](tx, bucket)
 		return err
@@ -219,12 +180,17 @@ func listAll[T any](s *Store, bucket []byte) ([]T, error) {
 	return out, err
 }
 
-func (s *Store) create(bucket []byte, key string, v any) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucket, key, v, true) })
+func (s *Store) write(fn func(tx) error) error {
+	_, err := s.be.update(fn)
+	return err
 }
 
-func (s *Store) remove(bucket []byte, key string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return del(tx, bucket, key) })
+func (s *Store) create(bucket, key string, v any) error {
+	return s.write(func(tx tx) error { return put(tx, bucket, key, v, true) })
+}
+
+func (s *Store) remove(bucket, key string) error {
+	return s.write(func(tx tx) error { return del(tx, bucket, key) })
 }
 
 // CreateAPIKey stores a new API key record.
@@ -243,7 +209,7 @@ func (s *Store) DeleteAPIKey(id string) error { return s.remove(bucketAPIKeys, i
 // (IssueTunnelKey makes them).
 func (s *Store) CreateTunnelKey(k TunnelKey) error {
 	return s.updateHosts(
-		func(tx *bolt.Tx) error { return put(tx, bucketTunnelKeys, k.ID, k, true) },
+		func(tx tx) error { return put(tx, bucketTunnelKeys, k.ID, k, true) },
 		func(x *hostIndex) { x.addKey(k, 1) })
 }
 
@@ -262,7 +228,7 @@ func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
 // The host index follows the key, in case update changes its address.
 func (s *Store) UpdateTunnelKey(id string, update func(*TunnelKey) error) (TunnelKey, error) {
 	var before, out TunnelKey
-	err := s.updateHosts(func(tx *bolt.Tx) error {
+	err := s.updateHosts(func(tx tx) error {
 		k, err := get[TunnelKey](tx, bucketTunnelKeys, id)
 		if err != nil {
 			return err
@@ -291,7 +257,7 @@ func (s *Store) DeleteTunnelKey(id string) error {
 // *OwnedError when another owner claims it as a bare subdomain (reserving
 // it would take the address from under the claimant's keys).
 func (s *Store) CreateDomain(d Domain) error {
-	return s.updateHosts(func(tx *bolt.Tx) error {
+	return s.updateHosts(func(tx tx) error {
 		c, err := get[Claim](tx, bucketClaims, d.Name)
 		if err == nil && c.Owner != d.Owner {
 			return &OwnedError{Address: d.Name, Owner: c.Owner}
@@ -305,9 +271,9 @@ func (s *Store) CreateDomain(d Domain) error {
 
 // UpdateDomain overwrites an existing domain (verification results).
 func (s *Store) UpdateDomain(d Domain) error {
-	return s.updateHosts(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketDomains).Get([]byte(d.Name)) == nil {
-			return ErrNotFound
+	return s.updateHosts(func(tx tx) error {
+		if _, err := get[Domain](tx, bucketDomains, d.Name); err != nil {
+			return err
 		}
 		return put(tx, bucketDomains, d.Name, d, false)
 	}, func(x *hostIndex) { x.setDomain(d) })
@@ -322,7 +288,7 @@ func (s *Store) ListDomains() ([]Domain, error) { return listAll[Domain](s, buck
 // DeleteDomain releases a domain.
 func (s *Store) DeleteDomain(name string) error {
 	return s.updateHosts(
-		func(tx *bolt.Tx) error { return del(tx, bucketDomains, name) },
+		func(tx tx) error { return del(tx, bucketDomains, name) },
 		func(x *hostIndex) { delete(x.domains, name) })
 }
 
@@ -361,9 +327,11 @@ type PortPicker func(taken map[int]bool) (int, error)
 func (s *Store) CreateTCPEndpoint(e TCPEndpoint, pick PortPicker) (TCPEndpoint, error) {
 	alias := e.Alias
 	var out TCPEndpoint
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketTCP).Get([]byte(alias)) != nil {
+	err := s.write(func(tx tx) error {
+		if _, err := get[TCPEndpoint](tx, bucketTCP, alias); err == nil {
 			return ErrExists
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
 		}
 		eps, err := list[TCPEndpoint](tx, bucketTCP)
 		if err != nil {
@@ -382,70 +350,4 @@ func (s *Store) CreateTCPEndpoint(e TCPEndpoint, pick PortPicker) (TCPEndpoint, 
 		return put(tx, bucketTCP, alias, out, false)
 	})
 	return out, err
-}
-
-// LegacyHostKey returns the SSH host key (PEM) that edges before the
-// host key file kept in the database, or ErrNotFound. It is read only to
-// move the key out.
-func (s *Store) LegacyHostKey() ([]byte, error) {
-	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketMeta).Get(metaHostKey)
-		if v == nil {
-			return ErrNotFound
-		}
-		out = append([]byte(nil), v...)
-		return nil
-	})
-	return out, err
-}
-
-// SetLegacyHostKey writes a host key where old edges kept it. Only tests
-// use it, to build the database an old edge left behind.
-func (s *Store) SetLegacyHostKey(pemBytes []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaHostKey, pemBytes)
-	})
-}
-
-// DropLegacyHostKey deletes the database's copy of the host key and
-// compacts the file. Deleting alone is not enough: bbolt leaves a freed
-// page's bytes in the file until the page is reused, so the private key
-// would still be readable in a copied database. Compaction rewrites the
-// live data into a new file, which replaces the old one. It must run before
-// the store is shared (it reopens the database).
-func (s *Store) DropLegacyHostKey() error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Delete(metaHostKey)
-	})
-	if err != nil {
-		return fmt.Errorf("deleting the host key from %s: %w", s.path, err)
-	}
-	tmp := s.path + ".compact"
-	_ = os.Remove(tmp) // left by a crash during an earlier attempt
-	dst, err := openDB(tmp)
-	if err != nil {
-		return err
-	}
-	if err := bolt.Compact(dst, s.db, 0); err != nil {
-		_ = dst.Close()
-		_ = os.Remove(tmp)
-		return fmt.Errorf("compacting %s: %w", s.path, err)
-	}
-	if err := dst.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("compacting %s: %w", s.path, err)
-	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("closing %s to replace it: %w", s.path, err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("replacing %s with its compacted copy: %w", s.path, err)
-	}
-	db, err := openDB(s.path)
-	if err != nil {
-		return err
-	}
-	s.db = db
-	return nil
 }

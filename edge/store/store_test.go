@@ -8,18 +8,10 @@ import (
 	"time"
 )
 
-func open(t *testing.T, dir string) *Store {
-	t.Helper()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func TestRecordsRoundTripAndPersist(t *testing.T) { eachBackend(t, testRecordsRoundTripAndPersist) }
 
-func TestRecordsRoundTripAndPersist(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir)
+func testRecordsRoundTripAndPersist(t *testing.T, open opener) {
+	s := open(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	steps := []struct {
 		name string
@@ -40,7 +32,6 @@ func TestRecordsRoundTripAndPersist(t *testing.T) {
 			return s.UpdateDomain(Domain{Name: "x.example.com", Custom: true, Token: "tok", Verified: true})
 		}, nil},
 		{"delete missing key", func() error { return s.DeleteAPIKey("zz") }, ErrNotFound},
-		{"legacy host key", func() error { return s.SetLegacyHostKey([]byte("PEM")) }, nil},
 	}
 	for _, st := range steps {
 		if err := st.do(); !errors.Is(err, st.want) {
@@ -51,7 +42,7 @@ func TestRecordsRoundTripAndPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = open(t, dir)
+	s = open(t)
 	defer s.Close()
 	k, err := s.GetAPIKey("a1")
 	if err != nil || !k.CreatedAt.Equal(now) || !bytes.Equal(k.Hash, []byte{1}) {
@@ -64,18 +55,6 @@ func TestRecordsRoundTripAndPersist(t *testing.T) {
 	d, err := s.GetDomain("x.example.com")
 	if err != nil || !d.Verified || d.Token != "tok" {
 		t.Fatalf("domain after reopen: %+v %v", d, err)
-	}
-	if hk, err := s.LegacyHostKey(); err != nil || string(hk) != "PEM" {
-		t.Fatalf("legacy host key after reopen: %q %v", hk, err)
-	}
-	if err := s.DropLegacyHostKey(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.LegacyHostKey(); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("legacy host key after drop: %v", err)
-	}
-	if _, err := s.GetDomain("x.example.com"); err != nil {
-		t.Fatalf("domain after compaction: %v", err)
 	}
 	if err := s.DeleteTunnelKey("t1"); err != nil {
 		t.Fatal(err)
@@ -100,8 +79,10 @@ func lowestFree(first, last int) PortPicker {
 	}
 }
 
-func TestTCPPortAllocation(t *testing.T) {
-	s := open(t, t.TempDir())
+func TestTCPPortAllocation(t *testing.T) { eachBackend(t, testTCPPortAllocation) }
+
+func testTCPPortAllocation(t *testing.T, open opener) {
+	s := open(t)
 	defer s.Close()
 	cases := []struct {
 		op, alias string
@@ -136,7 +117,11 @@ func TestTCPPortAllocation(t *testing.T) {
 }
 
 func TestConcurrentAllocationNeverSharesAPort(t *testing.T) {
-	s := open(t, t.TempDir())
+	eachBackend(t, testConcurrentAllocationNeverSharesAPort)
+}
+
+func testConcurrentAllocationNeverSharesAPort(t *testing.T, open opener) {
+	s := open(t)
 	defer s.Close()
 	var wg sync.WaitGroup
 	ports := make(chan int, 20)
@@ -160,5 +145,40 @@ func TestConcurrentAllocationNeverSharesAPort(t *testing.T) {
 	}
 	if len(seen) != 10 {
 		t.Fatalf("%d ports allocated, want 10", len(seen))
+	}
+}
+
+// TestLegacyHostKeyDroppedByCompaction: only bbolt files of old edges hold
+// a host key; dropping it compacts the file and keeps the records.
+func TestLegacyHostKeyDroppedByCompaction(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateDomain(Domain{Name: "x.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLegacyHostKey([]byte("PEM")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if hk, err := s.LegacyHostKey(); err != nil || string(hk) != "PEM" {
+		t.Fatalf("legacy host key after reopen: %q %v", hk, err)
+	}
+	if err := s.DropLegacyHostKey(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LegacyHostKey(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("legacy host key after drop: %v", err)
+	}
+	if _, err := s.GetDomain("x.example.com"); err != nil {
+		t.Fatalf("domain after compaction: %v", err)
 	}
 }

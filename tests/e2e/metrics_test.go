@@ -31,6 +31,7 @@ func TestMetricsReflectTraffic(t *testing.T) {
 	}
 
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.TunnelUp.WithLabelValues(ns, "web")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.TunnelSessions.WithLabelValues(ns, "web")), "one live session")
 	// The agent counts a request once its proxy returns, which may be just
 	// after the client has read the whole answer: await the count.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -46,6 +47,14 @@ func TestMetricsReflectTraffic(t *testing.T) {
 	names := map[string]bool{}
 	for _, f := range families {
 		names[f.GetName()] = true
+		if f.GetName() == "tuna_tunnel_keys" {
+			issued := map[string]float64{}
+			for _, m := range f.GetMetric() {
+				issued[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+			assert.GreaterOrEqual(t, issued[metrics.KeyIssued], 1.0, "the connected Tunnel's key is counted as issued: %v", issued)
+			assert.Len(t, issued, 3, "issued, pending and failed are exported")
+		}
 		if f.GetName() == "tuna_reservations" {
 			var ready float64
 			for _, m := range f.GetMetric() {
@@ -61,7 +70,7 @@ func TestMetricsReflectTraffic(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"tuna_tunnels_connected", "tuna_tunnel_connect_attempts_total", "tuna_tunnel_request_duration_seconds",
-		"tuna_edge_api_call_duration_seconds", "tuna_reservations", "controller_runtime_reconcile_errors_total"} {
+		"tuna_edge_api_call_duration_seconds", "tuna_reservations", "tuna_tunnel_keys", "tuna_tunnel_sessions", "controller_runtime_reconcile_errors_total"} {
 		assert.True(t, names[n], "metric %s is exported", n)
 	}
 

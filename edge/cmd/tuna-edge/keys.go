@@ -16,15 +16,19 @@ import (
 
 // The keys commands work offline on the data directory. bbolt allows one
 // process at a time, so they fail (after a few seconds) while the edge runs;
-// use the API (POST /v1/api-keys with a full key) then.
+// use the API (POST /v1/api-keys with a full key) then. With
+// --etcd-endpoints they work on a cluster's state, while its nodes run: a
+// key revoked so ends its sessions on every node.
 func newKeys() *cobra.Command {
 	var dataDir, output string
+	var ec store.EtcdConfig
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Manage API keys offline (the edge must be stopped)",
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "/var/lib/tuna-edge", "the edge's data directory")
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "text or json")
+	etcdFlags(cmd.PersistentFlags(), &ec)
 
 	var name, secretPrefix string
 	var scopes []string
@@ -33,7 +37,7 @@ func newKeys() *cobra.Command {
 		Short: "Create an API key and print its secret (shown only once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(dataDir, func(st *store.Store) error {
+			return withStoreOf(dataDir, ec, func(st *store.Store) error {
 				k, err := api.CreateAPIKey(st, name, scopes, func() store.APIKey {
 					return store.APIKey{CreatedAt: time.Now().UTC(), SecretPrefix: secretPrefix}
 				})
@@ -60,7 +64,7 @@ func newKeys() *cobra.Command {
 		Short: "List API keys (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(dataDir, func(st *store.Store) error {
+			return withStoreOf(dataDir, ec, func(st *store.Store) error {
 				recs, err := st.ListAPIKeys()
 				if err != nil {
 					return err
@@ -94,7 +98,7 @@ func newKeys() *cobra.Command {
 		Short: "Revoke an API key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(dataDir, func(st *store.Store) error {
+			return withStoreOf(dataDir, ec, func(st *store.Store) error {
 				if err := st.DeleteAPIKey(args[0]); err != nil {
 					return fmt.Errorf("revoking API key %s: %w", args[0], err)
 				}
@@ -105,6 +109,20 @@ func newKeys() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
+}
+
+// withStoreOf opens the cluster's store when ec names etcd, else the data
+// dir's.
+func withStoreOf(dir string, ec store.EtcdConfig, fn func(*store.Store) error) error {
+	if len(ec.Endpoints) == 0 {
+		return withStore(dir, fn)
+	}
+	st, err := store.OpenEtcd(ec)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
 }
 
 func withStore(dir string, fn func(*store.Store) error) error {

@@ -32,7 +32,7 @@ func newRoot() *cobra.Command {
 			return applyEnv(cmd.Flags())
 		},
 	}
-	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets())
+	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets(), newMigrate(), newClusterKeys())
 	return root
 }
 

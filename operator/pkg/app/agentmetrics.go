@@ -14,9 +14,13 @@ import (
 func tunnelHooks(key types.NamespacedName) session.Hooks {
 	up := metrics.TunnelUp.WithLabelValues(key.Namespace, key.Name)
 	up.Set(0)
+	// Add, not Set: a restarted tunnel gets new hooks while its old
+	// session may still be closing, and each session counts itself out.
+	sessions := metrics.TunnelSessions.WithLabelValues(key.Namespace, key.Name)
+	sessions.Add(0)
 	return session.Hooks{
-		Connected:    func() { metrics.TunnelsConnected.Inc(); up.Set(1) },
-		Disconnected: func() { metrics.TunnelsConnected.Dec(); up.Set(0) },
+		Connected:    func() { metrics.TunnelsConnected.Inc(); up.Set(1); sessions.Inc() },
+		Disconnected: func() { metrics.TunnelsConnected.Dec(); up.Set(0); sessions.Dec() },
 		Attempt: func(reconnect bool) {
 			kind := "first"
 			if reconnect {

@@ -120,6 +120,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall),
 	}))
 	metrics.ObserveReservations(mgr.GetClient())
+	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
 	keys := &tunnelkey.Reconciler{Info: info, Resync: o.ReservationResync,
 		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,

@@ -22,6 +22,12 @@ var (
 		Name: "tuna_tunnel_up",
 		Help: "1 while the tunnel has a live session to the edge, 0 while it is connecting.",
 	}, []string{"namespace", "name"})
+	// TunnelSessions is the number of live edge sessions serving a tunnel
+	// (one today; a pool of sessions counts each).
+	TunnelSessions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tuna_tunnel_sessions",
+		Help: "Live edge sessions serving the tunnel.",
+	}, []string{"namespace", "name"})
 	// TunnelConnects counts session attempts: kind="first" or "reconnect".
 	TunnelConnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tuna_tunnel_connect_attempts_total",
@@ -67,7 +73,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(TunnelsConnected, TunnelUp, TunnelConnects, TunnelRequests,
+	crmetrics.Registry.MustRegister(TunnelsConnected, TunnelUp, TunnelSessions, TunnelConnects, TunnelRequests,
 		TunnelRequestDuration, TunnelBytes, KeysIssued, KeysRevoked, EdgeAPICalls, EdgeAPIDuration)
 }
 
@@ -76,6 +82,7 @@ func init() {
 func ForgetTunnel(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "name": name}
 	TunnelUp.DeletePartialMatch(l)
+	TunnelSessions.DeletePartialMatch(l)
 	TunnelRequests.DeletePartialMatch(l)
 	TunnelRequestDuration.DeletePartialMatch(l)
 	TunnelBytes.DeletePartialMatch(l)
