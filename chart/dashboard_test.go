@@ -34,6 +34,8 @@ var exportedMetrics = []string{
 	"tuna_edge_api_calls_total",
 	"tuna_edge_api_call_duration_seconds_bucket",
 	"tuna_reservations",
+	"tuna_loadbalancer_services",
+	"tuna_loadbalancer_ports",
 	"tuna_ingress_requests_total",
 	"tuna_ingress_request_duration_seconds_bucket",
 	"tuna_ingress_route_updates_total",

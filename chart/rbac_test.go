@@ -19,9 +19,12 @@ func TestRBACExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCtrlCluster := map[string][]string{
-		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels":                 {"create", "delete", "get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":            {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/services":                           {"get", "list", "patch", "watch"},
+		"/services/status":                    {"patch"},
+		"/services/finalizers":                {"update"},
 		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
@@ -56,6 +59,7 @@ func TestRBACExact(t *testing.T) {
 		"networking.k8s.io/ingressclasses":   {"get", "list", "watch"},
 		"/services":                          {"get"},
 		"/secrets":                           {"get"},
+		"/configmaps":                        {"get"},
 		"events.k8s.io/events":               {"create", "patch"},
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
@@ -88,7 +92,7 @@ func TestRBACExact(t *testing.T) {
 		}
 	}
 	for _, verb := range []string{"list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
-		for _, res := range []string{"secrets", "services"} {
+		for _, res := range []string{"secrets", "services", "configmaps"} {
 			if allows(agent.ClusterRules(), "", res, verb, "x") {
 				t.Errorf("agent may %s %s; it may only get them", verb, res)
 			}
@@ -97,8 +101,31 @@ func TestRBACExact(t *testing.T) {
 	if !allows(agent.ClusterRules(), "", "secrets", "get", "tuna-tunnel-x") || !allows(agent.ClusterRules(), "", "services", "get", "web") {
 		t.Error("agent may not get Secrets and Services")
 	}
-	if allows(ctrl.ClusterRules(), "", "services", "get", "web") {
-		t.Error("controller may get Services")
+	// LoadBalancer Services: the controller reads Services and writes
+	// their finalizer and status, never their spec, and never deletes them.
+	for _, verb := range []string{"update", "create", "delete", "deletecollection"} {
+		if allows(ctrl.ClusterRules(), "", "services", verb, "web") {
+			t.Errorf("controller may %s Services", verb)
+		}
+	}
+	if allows(ctrl.ClusterRules(), "", "services/status", "update", "web") {
+		t.Error("controller may update the whole status of Services; it patches status.loadBalancer only")
+	}
+	// loadBalancer.enabled=false: no access to Services, and Tunnels and
+	// TCPEndpoints are no longer created or deleted.
+	noLB, err := render(t, withKey(t, "loadBalancer.enabled=false")).RBAC(ComponentController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []string{"services", "services/status", "services/finalizers"} {
+		for _, verb := range []string{"get", "list", "watch", "patch", "update"} {
+			if allows(noLB.ClusterRules(), "", res, verb, "web") {
+				t.Errorf("loadBalancer.enabled=false: controller may %s %s", verb, res)
+			}
+		}
+	}
+	if allows(noLB.ClusterRules(), "k8s.tuna.am", "tunnels", "create", "") || allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "delete", "x") {
+		t.Error("loadBalancer.enabled=false: controller may still create Tunnels or delete TCPEndpoints")
 	}
 	if allows(ctrl.ClusterRules(), "", "namespaces", "get", "default") || allows(ctrl.ClusterRules(), "", "namespaces", "list", "") {
 		t.Error("controller may read namespaces other than kube-system")
@@ -243,9 +270,12 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"/namespaces:kube-system":          {"get"},
 	})
 	wantCtrlWatched := map[string][]string{
-		"k8s.tuna.am/tunnels":                 {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels":                 {"create", "delete", "get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tcpendpoints":            {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":            {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/services":                           {"get", "list", "patch", "watch"},
+		"/services/status":                    {"patch"},
+		"/services/finalizers":                {"update"},
 		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
 		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
 		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
@@ -284,6 +314,7 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
 		"/services":                          {"get"},
 		"/secrets":                           {"get"},
+		"/configmaps":                        {"get"},
 		"events.k8s.io/events":               {"create", "patch"},
 	}
 	if got, want := agent.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {

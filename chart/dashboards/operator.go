@@ -21,7 +21,7 @@ func opSel(expr string) string { return strings.ReplaceAll(expr, "{", "{"+ns+", 
 func Operator() (dashboard.Dashboard, error) {
 	rate := func(m string) string { return "rate(" + m + "{" + ns + "}[$__rate_interval])" }
 	return build(base("tuna-k8s-operator", "Tuna Kubernetes operator",
-		"Tunnels, Ingress hosts, reservations, the edge API and reconciliation of the tuna-k8s-operator (controller and agent).",
+		"Tunnels, Ingress hosts, reservations, LoadBalancer Services, the edge API and reconciliation of the tuna-k8s-operator (controller and agent).",
 		"tuna", "kubernetes").
 		WithVariable(labelVariable("namespace", "Operator namespace", "controller_runtime_reconcile_total", ".*")).
 		WithRow(row("Tunnels")).
@@ -88,5 +88,10 @@ func Operator() (dashboard.Dashboard, error) {
 		WithPanel(graph("SecretSync runs by result", "updated (Secret written), unchanged, refused (Ready=False), failed (edge unreachable, Secret kept).", "ops",
 			q(`sum by (result) (`+rate("tuna_secret_syncs_total")+`)`, "{{result}}"))).
 		WithPanel(graph("Age of synced Secrets", "Time since each SecretSync last found or made its Secret equal to the edge's secrets.", "s",
-			q(op(`max by (exported_namespace, name) (time() - tuna_secret_sync_last_success_timestamp_seconds{})`), "{{exported_namespace}}/{{name}}"))))
+			q(op(`max by (exported_namespace, name) (time() - tuna_secret_sync_last_success_timestamp_seconds{})`), "{{exported_namespace}}/{{name}}"))).
+		WithRow(row("LoadBalancer Services")).
+		WithPanel(single("LoadBalancer Services published", "Services of type LoadBalancer (class k8s.tuna.am/tuna, or classless with loadBalancer.classless) that the operator publishes.", 6,
+			q(op(`max(tuna_loadbalancer_services{})`), ""))).
+		WithPanel(graph("LoadBalancer ports by state", "Ports of published LoadBalancer Services: published (in status.loadBalancer), failed (listed with an error: see the Service's events), pending (not listed yet). Each port is a Tunnel named after the Service and the port, in the panels above.", "short",
+			q(op(`max by (state) (tuna_loadbalancer_ports{})`), "{{state}}")).Min(0)))
 }

@@ -12,6 +12,12 @@ func tcpTo(url string, extra ...string) string {
 	return "{protocol: tcp, portOrAlias: postgres, upstream: {url: '" + url + "'}" + fields(extra) + "}"
 }
 
+// httpsTLS is an http Tunnel to https://web:8443 with the given
+// upstream.tls fields (YAML flow mapping body).
+func httpsTLS(tls string) string {
+	return "{protocol: http, subdomain: my-app, upstream: {url: 'https://web:8443', tls: {" + tls + "}}}"
+}
+
 func fields(extra []string) string {
 	if len(extra) == 0 {
 		return ""
@@ -51,6 +57,13 @@ var Tunnel = []Case{
 	{Name: "own key", Spec: httpTo(web, "apiKeySecretRef: {name: team-tuna-api-key}")},
 	{Name: "cidrs", Spec: httpTo(web, "allowCIDRs: ['2001:db8::/32', '10.0.0.0/8', '203.0.113.7/32']", "denyCIDRs: ['::1/128']")},
 	{Name: "protocol change", Old: httpTo(web), Spec: tcpTo(db)},
+	{Name: "h2c upstream", Spec: httpTo("h2c://grpc:50051")},
+	{Name: "h2c named port", Spec: httpTo("h2c://grpc:grpc")},
+	{Name: "https with a CA Secret and a server name", Spec: httpsTLS("caRef: {kind: Secret, name: web-tls}, serverName: web.example.internal")},
+	{Name: "https with a CA ConfigMap key", Spec: httpsTLS("caRef: {kind: ConfigMap, name: trust-bundle, key: bundle.pem}")},
+	{Name: "https with the named skip", Spec: httpsTLS("insecureSkipVerify: true, serverName: web.team.svc")},
+	{Name: "https server name an IP", Spec: httpsTLS("serverName: '10.0.0.7'")},
+	{Name: "https with an empty tls", Spec: httpsTLS("")},
 
 	// Shape of the spec.
 	{Name: "no spec", Spec: "-", Field: "spec", Message: "Required value"},
@@ -67,7 +80,7 @@ var Tunnel = []Case{
 	{Name: "tcp without portOrAlias", Spec: "{protocol: tcp, upstream: {url: 'tcp://db:5432'}}", Field: "spec.portOrAlias", Message: "protocol tcp needs portOrAlias"},
 	{Name: "tcp with subdomain", Spec: tcpTo(db, "subdomain: a"), Field: "spec.subdomain", Message: "subdomain applies only to protocol http"},
 	{Name: "tcp with domainRef", Spec: tcpTo(db, "domainRef: {name: a}"), Field: "spec.domainRef", Message: "domainRef applies only to protocol http"},
-	{Name: "http with a tcp upstream", Spec: httpTo(db), Field: url, Message: "protocol http needs an upstream.url that starts with http:// or https://"},
+	{Name: "http with a tcp upstream", Spec: httpTo(db), Field: url, Message: "protocol http needs an upstream.url that starts with http://, https:// or h2c://"},
 	{Name: "tcp with an http upstream", Spec: tcpTo(web), Field: url, Message: "protocol tcp needs an upstream.url that starts with tcp://"},
 
 	// Public names (edge/names).
@@ -95,9 +108,9 @@ var Tunnel = []Case{
 	{Name: "proxy protocol v3", Spec: tcpTo(db, "proxyProtocol: v3"), Field: "spec.proxyProtocol", Message: "Unsupported value"},
 
 	// The upstream URL (operator/pkg/upstream).
-	{Name: "upstream without scheme", Spec: httpTo("web:8080"), Field: url, Message: "upstream.url must start with http://, https:// or tcp://"},
-	{Name: "upstream ftp", Spec: httpTo("ftp://web:21"), Field: url, Message: "upstream.url must start with http://, https:// or tcp://"},
-	{Name: "upstream upper-case scheme", Spec: httpTo("HTTP://web:8080"), Field: url, Message: "upstream.url must start with http://, https:// or tcp://"},
+	{Name: "upstream without scheme", Spec: httpTo("web:8080"), Field: url, Message: "upstream.url must start with http://, https://, h2c:// or tcp://"},
+	{Name: "upstream ftp", Spec: httpTo("ftp://web:21"), Field: url, Message: "upstream.url must start with http://, https://, h2c:// or tcp://"},
+	{Name: "upstream upper-case scheme", Spec: httpTo("HTTP://web:8080"), Field: url, Message: "upstream.url must start with http://, https://, h2c:// or tcp://"},
 	{Name: "upstream with path", Spec: httpTo("https://web:8443/app"), Field: url, Message: "upstream.url takes no path, query, user name or spaces"},
 	{Name: "upstream with query", Spec: httpTo("http://web:80?a=b"), Field: url, Message: "upstream.url takes no path, query, user name or spaces"},
 	{Name: "upstream with fragment", Spec: httpTo("http://web:80#top"), Field: url, Message: "upstream.url takes no path, query, user name or spaces"},
@@ -120,5 +133,19 @@ var Tunnel = []Case{
 	{Name: "named port of an external host", Spec: httpTo("https://api.example.com:https"), Field: url, Message: "a named port needs a Service as host"},
 	{Name: "tcp upstream without port", Spec: tcpTo("tcp://db"), Field: url, Message: "a tcp:// upstream.url needs a port"},
 	{Name: "tcp upstream empty port", Spec: tcpTo("tcp://db:"), Field: url, Message: "a tcp:// upstream.url needs a port"},
+	{Name: "h2c upstream without port", Spec: httpTo("h2c://grpc"), Field: url, Message: "an h2c:// upstream.url needs a port"},
+	{Name: "h2c upstream for tcp", Spec: tcpTo("h2c://db:5432"), Field: url, Message: "protocol tcp needs an upstream.url that starts with tcp://"},
+
+	// Upstream TLS (operator/pkg/upstream, operator/pkg/agent/proxy).
+	{Name: "tls on an http upstream", Spec: "{protocol: http, subdomain: my-app, upstream: {url: 'http://web:8080', tls: {insecureSkipVerify: true}}}", Field: "spec.upstream.tls", Message: "upstream.tls applies only to an https:// upstream.url"},
+	{Name: "skip and a CA", Spec: httpsTLS("caRef: {kind: Secret, name: web-tls}, insecureSkipVerify: true"), Field: "spec.upstream.tls.insecureSkipVerify", Message: "caRef would be ignored"},
+	{Name: "CA of another kind", Spec: httpsTLS("caRef: {kind: Pod, name: web-tls}"), Field: "spec.upstream.tls.caRef.kind", Message: "Unsupported value"},
+	{Name: "CA without a kind", Spec: httpsTLS("caRef: {name: web-tls}"), Field: "spec.upstream.tls.caRef.kind", Message: "Required value"},
+	{Name: "CA without a name", Spec: httpsTLS("caRef: {kind: Secret}"), Field: "spec.upstream.tls.caRef.name", Message: "Required value"},
+	{Name: "CA bad name", Spec: httpsTLS("caRef: {kind: Secret, name: Web_TLS}"), Field: "spec.upstream.tls.caRef.name", Message: "caRef.name must be the name of a Secret or ConfigMap"},
+	{Name: "CA bad key", Spec: httpsTLS("caRef: {kind: Secret, name: web-tls, key: 'ca crt'}"), Field: "spec.upstream.tls.caRef.key", Message: "should match"},
+	{Name: "server name with upper case", Spec: httpsTLS("serverName: Web.Example"), Field: "spec.upstream.tls.serverName", Message: "serverName must be a lowercase DNS name"},
+	{Name: "unknown tls field", Spec: httpsTLS("verify: false"), Field: "spec.upstream.tls.verify", Message: "unknown field"},
+
 	{Name: "upstream too long", Spec: httpTo("http://" + strings.Repeat("a", 506)), Field: url, Message: "Too long"},
 }

@@ -250,9 +250,44 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("status table: %s", r)
 	}
 	r = tuna(t, "status", "-n", "elsewhere")
-	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains, TCPEndpoints or SecretSyncs in namespace elsewhere") {
+	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs or LoadBalancer Services of class tuna in namespace elsewhere") {
 		t.Fatalf("status -n: %s", r)
 	}
+
+	// A LoadBalancer Service of class tuna: status lists it with its
+	// address (its port is reserved; no agent runs here, so its Tunnel
+	// never connects), and the uninstall refuses to start while the
+	// operator publishes it, since deleting its Tunnels would only see
+	// them made again.
+	lb := createLB(t, "db", "k8s.tuna.am/tuna")
+	var lbRow cluster.Status
+	eventually(t, "the LoadBalancer Service in status", func(ctx context.Context) (bool, error) {
+		r := tuna(t, "status", "-n", "apps", "-o", "json")
+		for _, it := range decode[struct{ Items []cluster.Status }](t, r).Items {
+			if it.Kind == cluster.KindLoadBalancer && it.Name == "db" {
+				lbRow = it
+				return it.Address == "127.0.0.1 (5432)", nil
+			}
+		}
+		return false, nil
+	})
+	if lbRow.Ready != "False" || lbRow.Reason == "" || !strings.Contains(lbRow.Message, "port 5432") {
+		t.Errorf("status row of the LoadBalancer Service: %+v", lbRow)
+	}
+	r = tuna(t, "uninstall", "--timeout", "1m")
+	expectCode(t, r, cmd.ExitFailed)
+	for _, want := range []string{"publishes LoadBalancer Services apps/db", "the release was not removed", "loadBalancerClass"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("uninstall with a published LoadBalancer Service lacks %q: %s", want, r)
+		}
+	}
+	if err := env.kube.CoreV1().Services("apps").Delete(ctx, lb.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Service db gone through its finalizer", func(ctx context.Context) (bool, error) {
+		_, err := env.kube.CoreV1().Services("apps").Get(ctx, lb.Name, metav1.GetOptions{})
+		return gone(err), nil
+	})
 	if !edgeHasDomain(t, "web."+harness.BaseDomain) {
 		t.Fatal("the edge does not have the Domain")
 	}

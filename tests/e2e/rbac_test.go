@@ -19,7 +19,7 @@ import (
 
 // The components of every e2e test run as the chart's ServiceAccounts. This
 // checks that the identities really are that narrow (R21): the agent may
-// only get Secrets and Services. The harness installs the chart with
+// only get Secrets, Services and ConfigMaps. The harness installs the chart with
 // secretSync.enabled, so the controller may get and write Secrets by name,
 // but it may never list or watch them: a Secret reaches it only when a
 // SecretSync names it. (Without secretSync.enabled the chart grants no
@@ -45,7 +45,15 @@ func TestComponentsRunUnderChartRBAC(t *testing.T) {
 	forbidden(agent.List(ctx, &corev1.ServiceList{}, client.InNamespace(ns)), "agent list services")
 	forbidden(controller.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), "controller list secrets")
 	forbidden(controller.List(ctx, &corev1.SecretList{}), "controller list secrets in all namespaces")
-	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &corev1.Service{}), "controller get services")
+	// LoadBalancer Services (loadBalancer.enabled, the default): the
+	// controller reads Services and patches their finalizer and status,
+	// but never replaces, creates or deletes one.
+	assert.NoError(t, controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, &svc), "the controller gets Services")
+	forbidden(controller.Update(ctx, svc.DeepCopy()), "controller update services")
+	forbidden(controller.Delete(ctx, svc.DeepCopy()), "controller delete services")
+	forbidden(controller.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}), "controller create services")
+	forbidden(controller.Status().Update(ctx, svc.DeepCopy()), "controller update services/status")
 	forbidden(controller.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "absent"}}), "controller update secrets")
 	err := controller.Get(ctx, types.NamespacedName{Namespace: ns, Name: "anything"}, &corev1.Secret{})
 	assert.True(t, apierrors.IsNotFound(err), "with secretSync.enabled the controller gets Secrets by name, got %v", err)

@@ -1,9 +1,12 @@
 package harness
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -54,3 +57,27 @@ func Serve(ip string, port int32, handler http.Handler) (*Backend, error) {
 
 // Close stops the backend.
 func (b *Backend) Close() error { return b.srv.Close() }
+
+// ServeTLSEcho starts an echo backend named name on ip:port that speaks
+// HTTPS (HTTP/2 and HTTP/1.1) with cert.
+func ServeTLSEcho(name, ip string, port int32, cert tls.Certificate) (*Backend, error) {
+	addr := net.JoinHostPort(ip, strconv.Itoa(int(port)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Backend", name)
+		_ = json.NewEncoder(w).Encode(Echo{Backend: name, Method: r.Method, Host: r.Host, Path: r.URL.Path, Header: r.Header})
+	})
+	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		// Handshakes the tests make fail on purpose are not news.
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			panic(err)
+		}
+	}()
+	return &Backend{Addr: addr, srv: srv}, nil
+}

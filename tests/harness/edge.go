@@ -35,6 +35,11 @@ type Edge struct {
 type EdgeOptions struct {
 	// HTTPListen is the public HTTP listener.
 	HTTPListen string
+	// TLSCertFile and TLSKeyFile, when set, add a public HTTPS listener
+	// (HTTPSListen, a port of its own when empty) with that certificate;
+	// tunnels are then published on https:// URLs.
+	TLSCertFile, TLSKeyFile string
+	HTTPSListen             string
 	// Keepalive tunes the transport for fast failure detection in tests.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// APIListen and SSHListen are the control API's and the SSH
@@ -60,7 +65,11 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 	// never from the ephemeral range: another process's outbound
 	// connection could take an ephemeral port between a restart's close
 	// and listen, or a TCP endpoint's port before the edge binds it.
-	for _, addr := range []*string{&o.APIListen, &o.SSHListen, &o.HTTPListen} {
+	addrs := []*string{&o.APIListen, &o.SSHListen, &o.HTTPListen}
+	if o.TLSCertFile != "" {
+		addrs = append(addrs, &o.HTTPSListen)
+	}
+	for _, addr := range addrs {
 		if *addr != "" {
 			continue
 		}
@@ -83,6 +92,9 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		APIListen:         o.APIListen,
 		SSHListen:         o.SSHListen,
 		HTTPListen:        o.HTTPListen,
+		HTTPSListen:       o.HTTPSListen,
+		TLSCertFile:       o.TLSCertFile,
+		TLSKeyFile:        o.TLSKeyFile,
 		TCPListenHost:     "127.0.0.1",
 		PublicTCPHost:     "127.0.0.1",
 		TCPPortRange:      o.TCPPortRange,

@@ -249,6 +249,26 @@ watchNamespaces is empty, else in a Role of each listed namespace.
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]
 {{- end }}
+{{- if .Values.loadBalancer.enabled }}
+# LoadBalancer Services (loadBalancer.enabled): the controller watches
+# Services (its cache keeps type LoadBalancer only; get reads one whose
+# type changed away), patches their cleanup finalizer and
+# status.loadBalancer, never their spec. Each port becomes a Tunnel and a
+# TCPEndpoint owned by the Service (create, delete); owner references that
+# block the Service's deletion need update on services/finalizers.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["services/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["services/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels", "tcpendpoints"]
+  verbs: ["create", "delete"]
+{{- end }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["get", "list", "watch"]
@@ -270,8 +290,11 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses/status"]
   verbs: ["get", "patch", "update"]
+# get only (R21): upstream Services, key Secrets and users' apiKeySecretRef
+# Secrets, and the CA bundles of https upstreams (spec.upstream.tls.caRef,
+# the annotation k8s.tuna.am/upstream-ca), which may be ConfigMaps.
 - apiGroups: [""]
-  resources: ["services", "secrets"]
+  resources: ["services", "secrets", "configmaps"]
   verbs: ["get"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

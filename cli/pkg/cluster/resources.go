@@ -169,7 +169,8 @@ type Status struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Address is a Tunnel's status.url, a Domain's status.fqdn, a
-	// TCPEndpoint's status.address, a SecretSync's Secret (status.target).
+	// TCPEndpoint's status.address, a SecretSync's Secret (status.target),
+	// a LoadBalancer Service's hosts with their ports.
 	Address string `json:"address"`
 	// Ready is the Ready condition's status: "True", "False" or "Unknown"
 	// (also when there is no condition yet).
@@ -181,7 +182,8 @@ type Status struct {
 	Age      string `json:"age"`
 }
 
-// StatusOf lists the operator's resources in a namespace ("" for all).
+// StatusOf lists the operator's resources in a namespace ("" for all),
+// and the LoadBalancer Services it publishes there.
 // installed is false when none of the CRDs is installed.
 func (c *Cluster) StatusOf(ctx context.Context, namespace string) (out []Status, installed bool, err error) {
 	for _, k := range Kinds {
@@ -193,6 +195,13 @@ func (c *Cluster) StatusOf(ctx context.Context, namespace string) (out []Status,
 		for _, it := range items {
 			out = append(out, statusOf(k, &it))
 		}
+	}
+	lbs, err := c.LoadBalancers(ctx, namespace)
+	if err != nil {
+		return out, installed, err
+	}
+	for i := range lbs {
+		out = append(out, loadBalancerStatus(&lbs[i]))
 	}
 	return out, installed, nil
 }

@@ -1,7 +1,7 @@
 // Package preflight checks, before an install or upgrade, that the cluster,
 // the values and the edge are ready for the operator, in the style of
 // `linkerd check --pre`: Kubernetes version, the caller's permissions, the
-// CRDs, IngressClass conflicts, the namespaces of watchNamespaces, the
+// CRDs, IngressClass conflicts, LoadBalancer Services, the namespaces of watchNamespaces, the
 // credentials source, the API key's scope, and the edge's API and SSH
 // transport.
 package preflight
@@ -97,6 +97,7 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 		p.permissions(ctx, rendered)
 		p.crds(ctx)
 		p.ingressClass(ctx, rendered)
+		p.loadBalancers(ctx, rendered)
 		p.watchNamespaces(ctx, rendered)
 	}
 	key := p.credentials(ctx, rendered)

@@ -77,6 +77,24 @@ func (m *Manager) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 			Hint: "give the release's --release and --namespace (helm list -A shows them), or pass --ignore-not-found to delete the resources (and with --delete-crds the CRDs) anyway"}
 	}
 
+	// A published LoadBalancer Service is the user's: the CLI never
+	// changes it, and while it stays the operator would make its Tunnels
+	// and TCPEndpoints again as fast as they are deleted.
+	lbs, err := m.C.LoadBalancers(ctx, "")
+	if err != nil {
+		return res, err
+	}
+	if len(lbs) > 0 {
+		var names []string
+		for _, svc := range lbs {
+			names = append(names, svc.Namespace+"/"+svc.Name)
+		}
+		return res, &Error{
+			Err: fmt.Errorf("the operator publishes LoadBalancer Services %s; the release was not removed", strings.Join(names, ", ")),
+			Hint: "delete them, or unpublish each with kubectl -n <namespace> patch service <name> --type=merge -p '{\"spec\":{\"type\":\"ClusterIP\",\"loadBalancerClass\":null}}', " +
+				"while the operator still runs (their finalizer needs it), then run uninstall again"}
+	}
+
 	fmt.Fprintln(o.Progress, "deleting Tunnels and SecretSyncs, then Domains and TCPEndpoints, in all namespaces")
 	n, err := m.C.DeleteAll(ctx, o.Timeout, o.Progress)
 	res.ResourcesDeleted = n

@@ -34,6 +34,14 @@ const (
 	// spec.upstream.url does not exist in the Tunnel's namespace.
 	ReasonUpstreamNotFound = "UpstreamNotFound"
 
+	// ReasonUpstreamTLSFailed: the https:// upstream's certificate does not
+	// verify (signed by a CA that spec.upstream.tls does not trust, issued
+	// for another name, expired), or the CA bundle of
+	// spec.upstream.tls.caRef cannot be read. The message has the cause;
+	// the tunnel stays connected and answers 502 until it is fixed. On an
+	// Ingress it is a Warning event.
+	ReasonUpstreamTLSFailed = "UpstreamTLSFailed"
+
 	// ReasonKeyIssued: a temporary tunnel key was issued for the Tunnel, or
 	// its own key from spec.apiKeySecretRef was accepted (KeyIssued=True).
 	ReasonKeyIssued = "KeyIssued"

@@ -30,7 +30,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || has(self.portOrAlias)",message="protocol tcp needs portOrAlias: the alias of a TCPEndpoint in this namespace (e.g. postgres) or a port reserved on the account",fieldPath=".portOrAlias",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || !has(self.subdomain)",message="subdomain applies only to protocol http: remove it and use portOrAlias, or set protocol: http",fieldPath=".subdomain",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || !has(self.domainRef)",message="domainRef applies only to protocol http: remove it and use portOrAlias, or set protocol: http",fieldPath=".domainRef",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || self.upstream.url.startsWith('http://') || self.upstream.url.startsWith('https://')",message="protocol http needs an upstream.url that starts with http:// or https://, e.g. http://web:8080",fieldPath=".upstream.url"
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'http' || self.upstream.url.startsWith('http://') || self.upstream.url.startsWith('https://') || self.upstream.url.startsWith('h2c://')",message="protocol http needs an upstream.url that starts with http://, https:// or h2c://, e.g. http://web:8080",fieldPath=".upstream.url"
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'tcp' || self.upstream.url.startsWith('tcp://')",message="protocol tcp needs an upstream.url that starts with tcp://, e.g. tcp://postgres:5432",fieldPath=".upstream.url"
 type TunnelSpec struct {
 	// Protocol of the tunnel, required.
@@ -115,6 +115,8 @@ type TunnelSpec struct {
 }
 
 // TunnelUpstream is the address the tunnel forwards to.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="upstream.tls applies only to an https:// upstream.url: remove it, or make the url https://",fieldPath=".tls",reason=FieldValueForbidden
 type TunnelUpstream struct {
 	// The CEL rules of URL restate what the agent's parser
 	// (operator/pkg/upstream) refuses whatever the cluster holds, so that
@@ -125,25 +127,115 @@ type TunnelUpstream struct {
 	// URL of the upstream, required: SCHEME://SERVICE:PORT, where SERVICE is
 	// the name of a Service in the Tunnel's namespace and PORT its port
 	// number or port name. Examples: http://web:8080, http://web:http (named
-	// port), https://web:8443 (the Service speaks TLS), tcp://postgres:5432.
-	// The scheme is http:// or https:// for protocol http and tcp:// for
-	// protocol tcp; http:// and https:// may leave out the port (80, 443).
-	// No path, query or user name. IP addresses, external hosts, Services of
-	// other namespaces and ExternalName Services are refused unless the
-	// operator is installed with agentManager.allowExternalUpstreams=true;
-	// write an IPv6 address in brackets, e.g. tcp://[2001:db8::1]:5432.
+	// port), https://web:8443 (the Service speaks TLS; see tls),
+	// h2c://grpc:50051 (cleartext HTTP/2, e.g. a gRPC server),
+	// tcp://postgres:5432. The scheme is http://, https:// or h2c:// for
+	// protocol http and tcp:// for protocol tcp; http:// and https:// may
+	// leave out the port (80, 443). An http:// upstream whose Service port
+	// has appProtocol kubernetes.io/h2c (or h2c) is reached over cleartext
+	// HTTP/2 too; an https:// upstream speaks HTTP/2 when the Service offers
+	// it. No path, query or user name. IP addresses, external hosts,
+	// Services of other namespaces and ExternalName Services are refused
+	// unless the operator is installed with
+	// agentManager.allowExternalUpstreams=true; write an IPv6 address in
+	// brackets, e.g. tcp://[2001:db8::1]:5432.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|tcp)://')",message="upstream.url must start with http://, https:// or tcp://, e.g. http://web:8080 or tcp://postgres:5432"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|h2c|tcp)://')",message="upstream.url must start with http://, https://, h2c:// or tcp://, e.g. http://web:8080 or tcp://postgres:5432"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/]*//.*([?#@ ]|/.)')",message="upstream.url takes no path, query, user name or spaces: write SCHEME://SERVICE:PORT only, e.g. http://web:8080 (requests keep their own path)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^/]*//(\\[\\])?(:[^/]*)?/?$')",message="upstream.url needs a host after //: the name of a Service in this namespace, e.g. http://web:8080"
 	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^/]*//[^/?#@ ]+/?$') || self.matches(r'^[^/]*//(\\[[^\\[\\]]+\\]|[^:\\[\\]]+)(:[^:\\[\\]]*)?/?$')",message="upstream.url has a stray ':' or bracket: write HOST:PORT with a single ':', and an IPv6 address in brackets, e.g. tcp://[2001:db8::1]:5432"
 	// +kubebuilder:validation:XValidation:rule="!self.matches(':[0-9]+/?$') || self.matches(':0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/?$')",message="the port of upstream.url must be between 1 and 65535, e.g. http://web:8080"
 	// +kubebuilder:validation:XValidation:rule="!self.matches(r':[^:\\]/?#@ ]*[^0-9:\\]/?#@ ][^:\\]/?#@ ]*/?$') || (self.matches(r':[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?/?$') && self.matches(r':[^:\\]/?#@ ]*[a-z][^:\\]/?#@ ]*/?$') && !self.matches(r':[^:\\]/?#@ ]*--[^:\\]/?#@ ]*/?$'))",message="the port of upstream.url is a number or the name of a port of the Service: at most 15 lowercase letters, digits and single '-', with at least one letter, e.g. http://web:http"
-	// +kubebuilder:validation:XValidation:rule="!self.matches(r':[^:\\]/?#@ ]*[^0-9:\\]/?#@ ][^:\\]/?#@ ]*/?$') || self.matches(r'^[a-z]+://[a-z]([-a-z0-9]{0,61}[a-z0-9])?([.][a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?([.]svc([.]cluster[.]local)?)?)?[.]?:')",message="a named port needs a Service as host, e.g. http://web:http or http://web.NAMESPACE.svc:http: for an IP address or an external host, write the port number"
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r':[^:\\]/?#@ ]*[^0-9:\\]/?#@ ][^:\\]/?#@ ]*/?$') || self.matches(r'^[a-z0-9]+://[a-z]([-a-z0-9]{0,61}[a-z0-9])?([.][a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?([.]svc([.]cluster[.]local)?)?)?[.]?:')",message="a named port needs a Service as host, e.g. http://web:http or http://web.NAMESPACE.svc:http: for an IP address or an external host, write the port number"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('tcp://') || self.matches(r':[^:\\]/?#@ ]+/?$')",message="a tcp:// upstream.url needs a port: tcp://SERVICE:PORT, e.g. tcp://postgres:5432"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('h2c://') || self.matches(r':[^:\\]/?#@ ]+/?$')",message="an h2c:// upstream.url needs a port: h2c://SERVICE:PORT, e.g. h2c://grpc:50051"
 	URL string `json:"url"`
+
+	// TLS says how the operator checks the certificate of an https://
+	// upstream (https:// only). Unset, the certificate must be signed by a
+	// public CA (the system's roots) for the name
+	// <service>.<namespace>.svc. Set caRef to trust your own CA (e.g. the
+	// ca.crt of a cert-manager Certificate's Secret), serverName to check
+	// another name, or insecureSkipVerify: true to accept any certificate.
+	// +optional
+	TLS *UpstreamTLS `json:"tls,omitempty"`
+}
+
+// UpstreamTLS says how to verify an https:// upstream's certificate. The
+// same settings serve Ingress backends (annotations k8s.tuna.am/upstream-*)
+// and LoadBalancer Service ports with appProtocol https.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.caRef) && has(self.insecureSkipVerify) && self.insecureSkipVerify)",message="insecureSkipVerify: true checks no certificate, so caRef would be ignored: remove one of them",fieldPath=".insecureSkipVerify",reason=FieldValueForbidden
+type UpstreamTLS struct {
+	// CARef names the CA bundle (PEM) that signs the upstream's
+	// certificate: a key of a Secret or a ConfigMap in the Tunnel's
+	// namespace, e.g. {kind: Secret, name: web-tls, key: ca.crt} for a
+	// cert-manager Certificate, or {kind: ConfigMap, name: trust-bundle,
+	// key: ca.crt} for a trust-manager Bundle. Only these CAs are trusted
+	// (not the system's roots). A change of the bundle is picked up within
+	// 30 seconds, without a reconnect.
+	// +optional
+	CARef *CABundleReference `json:"caRef,omitempty"`
+
+	// ServerName is the name the upstream's certificate must be issued for,
+	// also sent as SNI, e.g. web.example.internal. Default: the Service's
+	// cluster name <service>.<namespace>.svc (the host as written, for an
+	// external upstream). A DNS name, or an IP address for a certificate
+	// issued to an IP.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || !format.dns1123Subdomain().validate(self).hasValue()",message="serverName must be a lowercase DNS name such as web.team.svc, or an IP address"
+	ServerName string `json:"serverName,omitempty"`
+
+	// InsecureSkipVerify: true accepts whatever certificate the upstream
+	// presents: the traffic to it is encrypted but not authenticated, so
+	// anyone who can answer for the Service's address inside the cluster
+	// can read it. Meant for self-signed test certificates; prefer caRef.
+	// Default false.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// CABundleKind is where a CA bundle is kept: a Secret or a ConfigMap.
+// +kubebuilder:validation:Enum=Secret;ConfigMap
+type CABundleKind string
+
+const (
+	// CABundleSecret reads the bundle from a Secret.
+	CABundleSecret CABundleKind = "Secret"
+	// CABundleConfigMap reads the bundle from a ConfigMap.
+	CABundleConfigMap CABundleKind = "ConfigMap"
+)
+
+// DefaultCABundleKey is the key a CA bundle is read from by default, as
+// cert-manager and trust-manager name it.
+const DefaultCABundleKey = "ca.crt"
+
+// CABundleReference names a key of a Secret or ConfigMap in the same
+// namespace that holds PEM certificates.
+type CABundleReference struct {
+	// Kind of the object: Secret or ConfigMap. Required.
+	// +required
+	Kind CABundleKind `json:"kind"`
+
+	// Name of the Secret or ConfigMap in the Tunnel's namespace, e.g.
+	// web-tls. The operator reads it with get only.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="caRef.name must be the name of a Secret or ConfigMap: lowercase letters, digits, '-' and '.', e.g. web-tls"
+	Name string `json:"name"`
+
+	// Key of the data that holds the PEM bundle. Default ca.crt.
+	// +optional
+	// +kubebuilder:default=ca.crt
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
 }
 
 // LocalDomainReference names a Domain in the same namespace.

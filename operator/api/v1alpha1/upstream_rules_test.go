@@ -16,7 +16,7 @@ import (
 // stricterPieces, which admission refuses on purpose.
 func TestUpstreamRulesAgreeWithAgent(t *testing.T) {
 	v := newValidator(t, "Tunnel")
-	schemes := []string{"http://", "https://", "tcp://", "ftp://", "HTTP://", ""}
+	schemes := []string{"http://", "https://", "h2c://", "tcp://", "ftp://", "HTTP://", ""}
 	hosts := []string{"web", "web.", "web.team", "web.team.svc", "web.team.svc.cluster.local", "web.other.svc",
 		"10.0.0.1", "[2001:db8::1]", "2001:db8::1", "example.com", "api.example.com", "Web", "my_web",
 		"u@web", "", "[]", "[2001:db8::1"}

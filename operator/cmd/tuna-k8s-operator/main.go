@@ -60,7 +60,7 @@ func controllerCmd() *cobra.Command {
 	var o app.ControllerOptions
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Reconcile Domains, TCPEndpoints and tunnel keys (leader elected)",
+		Short: "Reconcile Domains, TCPEndpoints, LoadBalancer Services and tunnel keys (leader elected)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.APIKey = os.Getenv("TUNA_API_KEY")
 			return app.RunController(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o)
@@ -79,6 +79,9 @@ func controllerCmd() *cobra.Command {
 	policy := secretsync.DefaultPolicy
 	o.SecretSync.Policy = &policy
 	f.BoolVar(&o.SecretSync.Disabled, "disable-secret-sync", false, "leave SecretSync resources alone")
+	f.BoolVar(&o.LoadBalancer.Disabled, "disable-load-balancer", false, "leave Services of type LoadBalancer alone")
+	f.BoolVar(&o.LoadBalancer.Classless, "load-balancer-classless", false,
+		"also publish LoadBalancer Services that have no loadBalancerClass (when tuna is the cluster's only load balancer)")
 	f.BoolVar(&policy.OperatorKey, "secret-sync-operator-key", true,
 		"let SecretSyncs without apiKeySecretRef read edge secrets with the operator's key (it then needs the secrets:read scope)")
 	f.StringVar(&policy.Prefix, "secret-sync-prefix", secretsync.DefaultPolicy.Prefix,

@@ -113,20 +113,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			"keyID", apikey.ID(cfg.Edge.Key), "previousKeyID", apikey.ID(running.Config().Edge.Key))
 	}
 	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
-	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, t.State())
+	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, checkTLS(ctx, up, t.State()))
 }
 
-// resolve applies the upstream policy and finds the address to dial.
+// resolve applies the upstream policy and finds the address to dial, and
+// how to speak to it: cleartext HTTP/2 for an h2c:// URL or a Service port
+// of appProtocol h2c, and for https:// the TLS settings of
+// spec.upstream.tls (its CA bundle read with get).
 func (r *Reconciler) resolve(ctx context.Context, tun *tunav1.Tunnel) (proxy.Upstream, error) {
 	target, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams)
 	if err != nil {
 		return proxy.Upstream{}, err
 	}
-	addr, err := upstream.Resolve(ctx, r.Reader, tun.Namespace, target, r.AllowExternalUpstreams)
+	addr, port, err := upstream.ResolvePort(ctx, r.Reader, tun.Namespace, target, r.AllowExternalUpstreams)
 	if err != nil {
 		return proxy.Upstream{}, err
 	}
-	return proxy.Upstream{Scheme: target.Scheme, Addr: addr, Display: target.Host + ":" + target.PortString()}, nil
+	up := proxy.Upstream{Scheme: target.Scheme, Addr: addr, Display: target.Host + ":" + target.PortString()}
+	switch {
+	case up.Scheme == "http" && upstream.AppScheme(port) == proxy.SchemeH2C:
+		up.Scheme = proxy.SchemeH2C
+	case up.Scheme == "https":
+		if up.TLS, err = upstream.TLS(ctx, r.Reader, tun.Namespace, target, tlsOptions(tun.Spec.Upstream.TLS)); err != nil {
+			return proxy.Upstream{}, err
+		}
+	}
+	return up, nil
+}
+
+// tlsOptions turns spec.upstream.tls into the upstream package's options.
+func tlsOptions(t *tunav1.UpstreamTLS) upstream.TLSOptions {
+	if t == nil {
+		return upstream.TLSOptions{}
+	}
+	o := upstream.TLSOptions{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if ref := t.CARef; ref != nil {
+		o.CA = &upstream.CARef{Kind: string(ref.Kind), Name: ref.Name, Key: ref.Key}
+	}
+	return o
+}
+
+// checkTLS completes a handshake with a connected https upstream, so that
+// a certificate that does not verify shows in Ready (UpstreamTLSFailed)
+// rather than only in 502 answers. The tunnel stays up: the cause is in
+// the upstream's certificate or in spec.upstream.tls, and fixing either
+// takes effect without a reconnect. A backend that does not answer is not
+// a TLS failure and changes nothing here.
+func checkTLS(ctx context.Context, up proxy.Upstream, st session.State) session.State {
+	if up.Scheme != "https" || st.Phase != session.PhaseConnected {
+		return st
+	}
+	var te *proxy.TLSError
+	if err := proxy.CheckTLS(ctx, up.Addr, up.TLS); errors.As(err, &te) {
+		st.Phase, st.Reason = session.PhaseConnecting, tunav1.ReasonUpstreamTLSFailed
+		st.Message = fmt.Sprintf("the tunnel is published at %s, but requests fail (502): upstream %s (%s) %s", st.URL, up.Display, up.Addr, te.Error())
+	}
+	return st
 }
 
 // connection reads the tunnel's key from its Secret. It returns a pending

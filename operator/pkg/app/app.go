@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -58,16 +59,20 @@ type Common struct {
 	Restartable bool
 }
 
-func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string) (ctrl.Manager, error) {
+func newManager(cfg *rest.Config, c Common, leaderElection bool, leaderID string, cacheFilters ...func(*cache.Options)) (ctrl.Manager, error) {
 	if c.Namespace == "" {
 		return nil, fmt.Errorf("the operator's namespace is not set: pass --namespace or set POD_NAMESPACE")
 	}
 	if err := validateNamespaces(c.WatchNamespaces); err != nil {
 		return nil, err
 	}
+	cacheOpts := cacheOptions(c.WatchNamespaces)
+	for _, f := range cacheFilters {
+		f(&cacheOpts)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
-		Cache:                   cacheOptions(c.WatchNamespaces),
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(c.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(c.HealthAddr, "0"),
 		LeaderElection:          leaderElection,

@@ -10,11 +10,13 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
 	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
@@ -55,6 +57,18 @@ type ControllerOptions struct {
 	ReservationResync time.Duration
 	// SecretSync configures the SecretSync controller.
 	SecretSync SecretSyncOptions
+	// LoadBalancer configures the LoadBalancer Service controller.
+	LoadBalancer LoadBalancerOptions
+}
+
+// LoadBalancerOptions configure the LoadBalancer Service controller.
+type LoadBalancerOptions struct {
+	// Disabled leaves LoadBalancer Services alone (the chart then grants no
+	// access to Services).
+	Disabled bool
+	// Classless also publishes LoadBalancer Services without a
+	// loadBalancerClass, for clusters where tuna is the only load balancer.
+	Classless bool
 }
 
 // SecretSyncOptions configure the SecretSync controller.
@@ -82,7 +96,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(cfg, o.Common, o.LeaderElection, "tuna-controller.k8s.tuna.am")
+	var filters []func(*cache.Options)
+	if !o.LoadBalancer.Disabled {
+		filters = append(filters, loadbalancer.CacheFilter)
+	}
+	mgr, err := newManager(cfg, o.Common, o.LeaderElection, "tuna-controller.k8s.tuna.am", filters...)
 	if err != nil {
 		return err
 	}
@@ -128,6 +146,14 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
+	}
+	if !o.LoadBalancer.Disabled {
+		lb := &loadbalancer.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: rec, Info: info,
+			Classless: o.LoadBalancer.Classless}
+		if err := lb.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the LoadBalancer Service controller: %w", err)
+		}
+		metrics.ObserveLoadBalancers(mgr.GetClient(), loadbalancer.Published)
 	}
 	if o.SecretSync.Disabled {
 		off := &secretsync.Disabled{Client: mgr.GetClient(), Recorder: rec}

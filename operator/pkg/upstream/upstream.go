@@ -16,7 +16,7 @@ import (
 
 // Target is a parsed upstream URL.
 type Target struct {
-	// Scheme is http, https or tcp.
+	// Scheme is http, https, h2c or tcp.
 	Scheme string
 	// Host is the host part as written.
 	Host string
@@ -55,6 +55,7 @@ const (
 	ReasonRefused  = "UpstreamRefused"
 	ReasonNotFound = "UpstreamNotFound"
 	ReasonInvalid  = "InvalidSpec"
+	ReasonTLS      = "UpstreamTLSFailed"
 )
 
 func refuse(format string, args ...any) *Refusal {
@@ -76,11 +77,11 @@ func Parse(raw, protocol, namespace string, allowExternal bool) (Target, error) 
 			"upstream.url %q is not a URL like http://web:8080 or tcp://postgres:5432", raw)}
 	}
 	switch {
-	case protocol == "http" && (scheme == "http" || scheme == "https"):
+	case protocol == "http" && (scheme == "http" || scheme == "https" || scheme == "h2c"):
 	case protocol == "tcp" && scheme == "tcp":
 	default:
 		return Target{}, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf(
-			"upstream.url %q: a %s tunnel needs a %s upstream", raw, protocol, map[string]string{"http": "http:// or https://", "tcp": "tcp://"}[protocol])}
+			"upstream.url %q: a %s tunnel needs a %s upstream", raw, protocol, map[string]string{"http": "http://, https:// or h2c://", "tcp": "tcp://"}[protocol])}
 	}
 	if strings.ContainsAny(rest, "/?#@") {
 		return Target{}, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf(

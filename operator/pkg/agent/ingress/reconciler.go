@@ -30,6 +30,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
@@ -51,11 +52,10 @@ const (
 	ReasonRoutesUpdated   = "RoutesUpdated"
 	ReasonBackendSkipped  = "BackendSkipped"
 	ReasonPathConflict    = "PathConflict"
+	// ReasonUpstreamTLSFailed: an https backend's certificate does not
+	// verify with the Ingress's k8s.tuna.am/upstream-* annotations.
+	ReasonUpstreamTLSFailed = tunav1.ReasonUpstreamTLSFailed
 )
-
-// AppProtocolH2C is the Service port appProtocol of cleartext HTTP/2
-// backends (gRPC).
-const AppProtocolH2C = "kubernetes.io/h2c"
 
 // Reconciler runs the tunnel of every served Ingress host.
 type Reconciler struct {
@@ -165,11 +165,16 @@ type entry struct {
 	up    proxy.Upstream
 	// skip says why the backend is not served ("" when it is).
 	skip string
+	// tls says why an https backend's certificate does not verify; the
+	// route is served (and answers 502) while it does not.
+	tls string
 }
 
-// resolve finds each route's Service address (R18 policy applied).
+// resolve finds each route's Service address (R18 policy applied), and for
+// https backends the TLS settings of the route's own Ingress.
 func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, error) {
 	out := make([]entry, 0, len(merged.Routes))
+	checked := map[string]string{} // addr|digest -> TLS problem, one handshake per backend
 	for _, rt := range merged.Routes {
 		e := entry{route: rt}
 		b := rt.Backend
@@ -182,36 +187,58 @@ func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, e
 		t := upstream.Target{Scheme: "http", Host: b.Service.Name, Service: b.Service.Name, Namespace: rt.Ingress.Namespace,
 			Port: b.Service.Port.Number, PortName: b.Service.Port.Name}
 		addr, port, err := upstream.ResolvePort(ctx, r.Reader, rt.Ingress.Namespace, t, r.AllowExternalUpstreams)
+		if err == nil {
+			e.up = proxy.Upstream{Scheme: schemeOf(port), Addr: addr, Display: model.BackendString(b)}
+			if e.up.Scheme == "https" {
+				e.up.TLS, err = r.backendTLS(ctx, rt.Ingress, t)
+			}
+		}
 		var ref *upstream.Refusal
 		switch {
 		case errors.As(err, &ref):
 			e.skip = what + " skipped: " + strings.ReplaceAll(ref.Message, "fix upstream.url", "fix the Ingress backend")
 		case err != nil:
 			return nil, err
-		default:
-			e.up = proxy.Upstream{Scheme: schemeOf(port), Addr: addr, Display: model.BackendString(b)}
+		case e.up.Scheme == "https":
+			k := e.up.Addr + "|" + e.up.TLS.Digest()
+			problem, ok := checked[k]
+			if !ok {
+				var te *proxy.TLSError
+				if err := proxy.CheckTLS(ctx, e.up.Addr, e.up.TLS); errors.As(err, &te) {
+					problem = te.Error()
+				}
+				checked[k] = problem
+			}
+			if problem != "" {
+				e.tls = what + " answers 502: " + problem
+			}
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
 
+// backendTLS is how an https backend of ing is checked: the Ingress's
+// k8s.tuna.am/upstream-* annotations, the CA bundle read from its
+// namespace.
+func (r *Reconciler) backendTLS(ctx context.Context, ing *networkingv1.Ingress, t upstream.Target) (*proxy.TLS, error) {
+	o, err := upstream.TLSAnnotations(ing.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	return upstream.TLS(ctx, r.Reader, ing.Namespace, t, o)
+}
+
 // schemeOf picks how to speak to a Service port by its appProtocol.
 func schemeOf(p *corev1.ServicePort) string {
-	if p == nil || p.AppProtocol == nil {
-		return "http"
-	}
-	switch strings.ToLower(*p.AppProtocol) {
-	case AppProtocolH2C:
-		return proxy.SchemeH2C
-	case "https", "kubernetes.io/wss":
-		return "https"
+	if s := upstream.AppScheme(p); s != "" {
+		return s
 	}
 	return "http"
 }
 
 func (e entry) signature() string {
-	return e.route.Pattern() + "|" + e.up.Scheme + "://" + e.up.Addr + "|" + e.up.Display + "|" + e.skip
+	return e.route.Pattern() + "|" + e.up.Scheme + "://" + e.up.Addr + "|" + e.up.Display + "|" + e.up.TLS.Digest() + "|" + e.skip
 }
 
 // state returns the host's state, creating it (and its router) for a new
@@ -333,6 +360,13 @@ func (r *Reconciler) reportRoutes(merged model.Host, entries []entry) {
 			}
 			desc += " (skipped)"
 		}
+		if e.tls != "" {
+			subject := "tls/" + host + "/" + e.route.Pattern()
+			mark(ing, subject)
+			if r.notes.Set(ing, subject, e.tls) {
+				r.event(ing, corev1.EventTypeWarning, ReasonUpstreamTLSFailed, "Route", subject, e.tls)
+			}
+		}
 		served[ing.UID] = append(served[ing.UID], desc)
 	}
 	for _, c := range merged.Conflicts {
@@ -345,6 +379,7 @@ func (r *Reconciler) reportRoutes(merged model.Host, entries []entry) {
 	for _, ing := range merged.Ingresses {
 		r.notes.Prune(ing, "backend/"+host+"/", keep[ing.UID])
 		r.notes.Prune(ing, "conflict/"+host+"/", keep[ing.UID])
+		r.notes.Prune(ing, "tls/"+host+"/", keep[ing.UID])
 		msg := fmt.Sprintf("host %s routes: %s", host, strings.Join(served[ing.UID], ", "))
 		if len(served[ing.UID]) == 0 {
 			msg = fmt.Sprintf("host %s: no route of this Ingress is served (see its PathConflict events)", host)
@@ -459,6 +494,7 @@ func (r *Reconciler) pruneHost(ing *networkingv1.Ingress, host string) {
 	r.notes.Clear(ing, "routes/"+host)
 	r.notes.Prune(ing, "backend/"+host+"/", nil)
 	r.notes.Prune(ing, "conflict/"+host+"/", nil)
+	r.notes.Prune(ing, "tls/"+host+"/", nil)
 }
 
 // event records an event about subject on ing (see model.Action).

@@ -30,14 +30,11 @@ var h2cTransport = func() *http.Transport {
 	}
 }()
 
-// byScheme sends h2c upstreams through h2cTransport and the rest through
-// the shared HTTP/1.1 transport (which also carries WebSocket upgrades).
-type byScheme struct{}
+// h2cRoundTripper sends a request for an h2c upstream through
+// h2cTransport, which dials http:// URLs only.
+type h2cRoundTripper struct{}
 
-func (byScheme) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme != SchemeH2C {
-		return transport.RoundTrip(r)
-	}
+func (h2cRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	out := r.WithContext(r.Context()) // a shallow copy: a RoundTripper must not change r
 	u := *r.URL
 	u.Scheme = "http"

@@ -45,3 +45,38 @@ func TestH2CUpstream(t *testing.T) {
 		}
 	}
 }
+
+// A gRPC error answered "trailers-only" (grpc-status in the headers of an
+// empty response) reaches the client with its status as a trailer, where
+// it stays valid however the hops after the agent flush.
+func TestGRPCTrailersOnly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &http.Protocols{}
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Status", "5")
+		w.Header().Set("Grpc-Message", "unknown service")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	front := httptest.NewServer(NewHTTP(Upstream{Scheme: SchemeH2C, Addr: ln.Addr().String(), Display: "grpc:50051"}, nil))
+	defer front.Close()
+	resp, err := http.Post(front.URL+"/svc/Method", "application/grpc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := resp.Trailer.Get("Grpc-Status"); got != "5" || resp.Trailer.Get("Grpc-Message") != "unknown service" {
+		t.Errorf("trailers %v, want grpc-status 5 and its message", resp.Trailer)
+	}
+	if resp.Header.Get("Grpc-Status") != "" {
+		t.Errorf("grpc-status left in the headers too: %v", resp.Header)
+	}
+}

@@ -23,6 +23,9 @@ type Upstream struct {
 	Addr string
 	// Display is what the user wrote, for error messages ("web:8080").
 	Display string
+	// TLS checks an https upstream's certificate; nil: the system's roots
+	// and the host of Addr.
+	TLS *TLS
 }
 
 // transport is shared by every tunnel: connections are pooled per upstream
@@ -40,24 +43,42 @@ var transport = &http.Transport{
 
 // HTTP is a reverse proxy to a swappable upstream.
 type HTTP struct {
-	upstream atomic.Pointer[Upstream]
-	proxy    *httputil.ReverseProxy
-	handler  http.Handler
+	current atomic.Pointer[target]
+	handler http.Handler
+}
+
+// target is one upstream and the reverse proxy bound to it. A swap
+// replaces both at once, so a request never mixes the address of one
+// upstream with the TLS settings of another, and the request path reads
+// one pointer, never a lock.
+type target struct {
+	up    Upstream
+	proxy *httputil.ReverseProxy
 }
 
 // NewHTTP returns a proxy to u; meter may be nil.
 func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h := &HTTP{}
-	h.upstream.Store(&u)
-	h.proxy = &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     byScheme{},
+	h.SetUpstream(u)
+	h.handler = metered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.current.Load().proxy.ServeHTTP(w, r)
+	}), meter)
+	return h
+}
+
+// SetUpstream switches later requests to u.
+func (h *HTTP) SetUpstream(u Upstream) {
+	t := &target{up: u}
+	t.proxy = &httputil.ReverseProxy{
+		Rewrite:       t.rewrite,
+		Transport:     roundTripper(u),
 		FlushInterval: -1, // stream responses (SSE, chunked) as they come
-		ErrorHandler:  h.fail,
+		ErrorHandler:  t.fail,
 		// A response with trailers (gRPC's grpc-status) must not go out
 		// with a Content-Length: HTTP/1.1 carries trailers only in a
 		// chunked body. An HTTP/2 upstream may send both.
 		ModifyResponse: func(res *http.Response) error {
+			grpcStatusToTrailers(res)
 			if len(res.Trailer) > 0 {
 				res.Header.Del("Content-Length")
 				res.ContentLength = -1
@@ -65,26 +86,45 @@ func NewHTTP(u Upstream, meter Meter) *HTTP {
 			return nil
 		},
 	}
-	h.handler = metered(h.proxy, meter)
-	return h
+	h.current.Store(t)
 }
 
-// SetUpstream switches later requests to u.
-func (h *HTTP) SetUpstream(u Upstream) { h.upstream.Store(&u) }
-
 // Upstream returns the current upstream.
-func (h *HTTP) Upstream() Upstream { return *h.upstream.Load() }
+func (h *HTTP) Upstream() Upstream { return h.current.Load().up }
 
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
+
+// roundTripper picks the transport of u: h2c upstreams through the
+// cleartext HTTP/2 one, https upstreams with TLS settings through the
+// shared transport of those settings, the rest through the shared
+// HTTP/1.1 transport (which also carries WebSocket upgrades).
+func roundTripper(u Upstream) http.RoundTripper {
+	switch {
+	case u.Scheme == SchemeH2C:
+		return h2cRoundTripper{}
+	case u.Scheme == "https" && u.TLS != nil:
+		tr, err := transportFor(u.TLS)
+		if err != nil {
+			return failing{err}
+		}
+		return tr
+	}
+	return transport
+}
+
+// failing answers every request with err: an upstream whose TLS settings
+// cannot be used (the agent reports why in status before it gets here).
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
 
 // rewrite sends the request to the upstream with the public Host header. The
 // edge has set X-Forwarded-For/Host/Proto from what it saw (and overwrote any
 // a client sent); ReverseProxy strips them from the outgoing request when
 // Rewrite is used, so they are carried over here unchanged.
-func (h *HTTP) rewrite(pr *httputil.ProxyRequest) {
-	u := h.upstream.Load()
-	pr.Out.URL.Scheme = u.Scheme
-	pr.Out.URL.Host = u.Addr
+func (t *target) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.URL.Scheme = t.up.Scheme
+	pr.Out.URL.Host = t.up.Addr
 	pr.Out.Host = pr.In.Host
 	for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 		if v := pr.In.Header.Values(k); len(v) > 0 {
@@ -95,17 +135,41 @@ func (h *HTTP) rewrite(pr *httputil.ProxyRequest) {
 
 // fail answers 502 with a message that names the upstream and the cause;
 // the tunnel itself stays up.
-func (h *HTTP) fail(w http.ResponseWriter, r *http.Request, err error) {
-	u := h.upstream.Load()
-	cause := err.Error()
-	switch {
-	case strings.Contains(cause, "connection refused"):
-		cause = "connection refused: is the Service's backend running?"
-	case strings.Contains(cause, "timeout"):
-		cause = "timed out"
+func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
+	u := t.up
+	cause, code, what := err.Error(), "upstream-unavailable", "is not answering"
+	if msg, ok := tlsFailure(err); ok && u.Scheme == "https" {
+		cause, code, what = msg, "upstream-tls", "fails the TLS check"
+	} else {
+		switch {
+		case strings.Contains(cause, "connection refused"):
+			cause = "connection refused: is the Service's backend running?"
+		case strings.Contains(cause, "timeout"):
+			cause = "timed out"
+		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Tuna-Error", "upstream-unavailable")
+	w.Header().Set("X-Tuna-Error", code)
 	w.WriteHeader(http.StatusBadGateway)
-	fmt.Fprintf(w, "tuna: upstream %s (%s) is not answering: %s\n", u.Display, u.Addr, cause)
+	fmt.Fprintf(w, "tuna: upstream %s (%s) %s: %s\n", u.Display, u.Addr, what, cause)
+}
+
+// grpcStatusToTrailers turns a gRPC "trailers-only" response (the status in
+// the headers of a response without body, as servers answer an error) into
+// headers and trailers. The trailers-only form survives only if no hop
+// sends the headers before the end, and reverse proxies that stream
+// (FlushInterval -1, here and on the edge) may flush them at once: the
+// client would then see headers, an end without trailers, and no status.
+// A status in the trailers is valid gRPC whatever the hops do.
+func grpcStatusToTrailers(res *http.Response) {
+	if len(res.Trailer) > 0 || res.Header.Get("Grpc-Status") == "" || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc") {
+		return
+	}
+	res.Trailer = http.Header{}
+	for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"} {
+		if v := res.Header.Values(k); len(v) > 0 {
+			res.Trailer[k] = v
+			res.Header.Del(k)
+		}
+	}
 }

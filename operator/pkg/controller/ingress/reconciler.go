@@ -32,6 +32,7 @@ import (
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	reservations "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
@@ -263,7 +264,7 @@ func (r *Reconciler) reservation(ctx context.Context, host string, ings []*netwo
 			// Unknown: reserved, and the edge API cannot confirm it right
 			// now; the host stays published (fail static).
 			if d.Status.FQDN == host && ready != nil && ready.Status != metav1.ConditionFalse {
-				return reservation{lbHostname: lbHostname(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
+				return reservation{lbHostname: reservations.DNSTarget(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
 			}
 		}
 	}
@@ -280,7 +281,7 @@ func (r *Reconciler) reservation(ctx context.Context, host string, ings []*netwo
 	for _, rec := range d.DNSRecords {
 		records = append(records, tunav1.DNSRecord{Type: rec.Type, Name: rec.Name, Value: rec.Value})
 	}
-	return reservation{lbHostname: lbHostname(host, d.Custom, records)}, nil
+	return reservation{lbHostname: reservations.DNSTarget(host, d.Custom, records)}, nil
 }
 
 // notReserved tells the user how to reserve host.
@@ -293,20 +294,6 @@ func (r *Reconciler) notReserved(ctx context.Context, host string, ings []*netwo
 	}
 	return fmt.Sprintf("host %s is not a reserved domain: create a Domain with spec.%s in namespace %s (or reserve the domain on the account), then the host is published",
 		host, spec, ings[0].Namespace)
-}
-
-// lbHostname is the status.loadBalancer hostname of a host: the CNAME
-// target of a custom domain, so that external-dns creates the very record
-// the domain needs; the host itself for a subdomain of the base domain.
-func lbHostname(host string, custom bool, records []tunav1.DNSRecord) string {
-	if custom {
-		for _, rec := range records {
-			if rec.Type == "CNAME" && rec.Value != "" {
-				return rec.Value
-			}
-		}
-	}
-	return host
 }
 
 func (r *Reconciler) keyLabels(host string) map[string]string {

@@ -212,3 +212,19 @@ func Foreign(address string, have edgeclient.Sharing, owner string) error {
 func SharingChanged(have, want []string) bool {
 	return !slices.Equal(slices.Compact(slices.Sorted(slices.Values(have))), slices.Compact(slices.Sorted(slices.Values(want))))
 }
+
+// DNSTarget is the host name that a DNS record for host should point at,
+// as status.loadBalancer shows it (Ingress hosts, LoadBalancer Service
+// ports): the CNAME target of a custom domain, so that external-dns
+// creates the very record the domain needs; the host itself for a
+// subdomain of the base domain.
+func DNSTarget(host string, custom bool, records []tunav1.DNSRecord) string {
+	if custom {
+		for _, rec := range records {
+			if rec.Type == "CNAME" && rec.Value != "" {
+				return rec.Value
+			}
+		}
+	}
+	return host
+}
