@@ -97,7 +97,12 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 	}
 	assert.Equal(t, keyID, healed.Status.KeyID, "the key was replaced")
 	assert.Equal(t, issued, fault.seen("POST /v1/tunnel-keys"), "a key was issued during the outage")
-	assert.Zero(t, fault.seen("DELETE /v1/tunnel-keys/{id}"), "a key was revoked during the outage")
+	// The shared controller serves the whole cluster: an earlier test's
+	// namespace that is still going may have its keys revoked now, so
+	// only this test's two keys are looked at.
+	for _, id := range []string{keyID, hostKey.ID} {
+		assert.Zero(t, fault.seenPath("DELETE /v1/tunnel-keys/"+id), "key %s was revoked during the outage", id)
+	}
 	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
 	require.NoError(t, err)
 	require.Len(t, keys, 1)

@@ -30,6 +30,9 @@ type faultProxy struct {
 	mu    sync.Mutex
 	rule  *faultRule
 	calls map[string]int
+	// paths counts requests by method and exact path
+	// ("DELETE /v1/tunnel-keys/k_123").
+	paths map[string]int
 	// keys counts requests by the public id of the API key they carry.
 	keys map[string]int
 }
@@ -54,10 +57,11 @@ func newFaultProxy(t *testing.T) *faultProxy {
 	pinned, err := env.edge.Trust().Transport()
 	require.NoError(t, err)
 	upstream.Transport = pinned
-	p := &faultProxy{calls: map[string]int{}, keys: map[string]int{}}
+	p := &faultProxy{calls: map[string]int{}, paths: map[string]int{}, keys: map[string]int{}}
 	p.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.calls[r.Method+" "+edgeapi.Route(r.URL.Path)]++
+		p.paths[r.Method+" "+r.URL.Path]++
 		p.keys[apikey.ID(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))]++
 		rule := p.rule
 		p.mu.Unlock()
@@ -96,6 +100,15 @@ func (p *faultProxy) seen(op string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls[op]
+}
+
+// seenPath is how many requests of one method and exact path arrived
+// ("DELETE /v1/tunnel-keys/k_123"): what a test's own objects caused, apart
+// from the calls the shared controller makes for other tests' leftovers.
+func (p *faultProxy) seenPath(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paths[op]
 }
 
 // seenKey is how many requests carried the API key with this public id.
