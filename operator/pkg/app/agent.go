@@ -50,6 +50,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
 		Recorder: mgr.GetEventRecorder("tuna-agent"), Edge: r.Edge,
+		Gateways: gatewaysInstalled(mgr),
 	}
 	if err := ing.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress agent: %w", err)

@@ -147,6 +147,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
 	}
+	if err := setupGateways(ctx, mgr, o.WatchNamespaces); err != nil {
+		return err
+	}
 	if !o.LoadBalancer.Disabled {
 		lb := &loadbalancer.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: rec, Info: info,
 			Classless: o.LoadBalancer.Classless}
