@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,15 +9,13 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
 
-// setupGateways starts the Gateway API controllers when the API server
-// serves the Gateway API's kinds. The chart does not install those CRDs;
+// setupGateways starts the Gateway API status controller. It runs only
+// when the API server serves the Gateway API's kinds (gatewaysInstalled):
+// the chart does not install those CRDs;
 // without them the operator says so once and runs without Gateway
 // support, since controller-runtime fails to start a watch of an unknown
 // kind. Installing the CRDs later takes a restart of the controller.
-func setupGateways(_ context.Context, mgr ctrl.Manager, namespaces []string) error {
-	if !gatewaysInstalled(mgr) {
-		return nil
-	}
+func setupGateways(mgr ctrl.Manager, namespaces []string) error {
 	r := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: namespaces}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Gateway status controller: %w", err)

@@ -134,8 +134,10 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 		}
 	}
 	return handler.Funcs{
-		CreateFunc:  func(ctx context.Context, e event.CreateEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
-		UpdateFunc:  func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) { enqueue(ctx, q, e.ObjectOld, e.ObjectNew) },
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
 		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 	}

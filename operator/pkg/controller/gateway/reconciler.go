@@ -58,7 +58,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err := listEach(ctx, r.Client, &domains, r.Namespaces, func() client.ObjectList { return &tunav1.DomainList{} }, func(l client.ObjectList) { domains.Items = append(domains.Items, l.(*tunav1.DomainList).Items...) }); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := listEach(ctx, r.Client, &endpoints, r.Namespaces, func() client.ObjectList { return &tunav1.TCPEndpointList{} }, func(l client.ObjectList) { endpoints.Items = append(endpoints.Items, l.(*tunav1.TCPEndpointList).Items...) }); err != nil {
+	if err := listEach(ctx, r.Client, &endpoints, r.Namespaces, func() client.ObjectList { return &tunav1.TCPEndpointList{} }, func(l client.ObjectList) {
+		endpoints.Items = append(endpoints.Items, l.(*tunav1.TCPEndpointList).Items...)
+	}); err != nil {
 		return reconcile.Result{}, err
 	}
 	evaluated := model.Gateways{}
