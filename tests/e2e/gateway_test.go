@@ -208,6 +208,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 	assert.InDelta(t, 400, counts["a-8080"], 25, "backend a got %d of 500", counts["a-8080"])
 	assert.InDelta(t, 100, counts["b-8080"], 25, "backend b got %d of 500", counts["b-8080"])
 	assert.Equal(t, 500, counts["a-8080"]+counts["b-8080"])
+	t.Logf("80/20 split over 500 requests: a=%d b=%d", counts["a-8080"], counts["b-8080"])
 }
 
 // A backendRef to another namespace is refused (ResolvedRefs=False
@@ -247,15 +248,27 @@ func TestGatewayCrossNamespaceBackend(t *testing.T) {
 }
 
 // A Gateway may not take a host another namespace reserved: its listener
-// is refused with Conflicted=True HostnameConflict, and the host keeps
-// serving its owner only.
+// is refused with Conflicted=True HostnameConflict, its route attaches to
+// nothing, and the host keeps serving its owner's route only.
 func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	ctx := context.Background()
 	ensureGatewayClass(t)
 	owner := namespace(t)
 	intruder := namespace(t)
 	host := reserve(t, owner, "owned")
+	route := func(ns, svc string) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", svc, 8080, 1)}}},
+		}}
+	}
+	echoService(t, owner, "mine", harness.ServicePort{Name: "http", Port: 8080})
+	echoService(t, intruder, "theirs", harness.ServicePort{Name: "http", Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(owner, "gw", host)))
+	require.NoError(t, env.cp.Client.Create(ctx, route(owner, "mine")))
 	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(intruder, "gw", host)))
+	require.NoError(t, env.cp.Client.Create(ctx, route(intruder, "theirs")))
+
 	gw := waitGateway(t, key(intruder, "gw"), "Accepted", metav1.ConditionFalse, "ListenersNotValid")
 	p := meta.FindStatusCondition(gw.Status.Conditions, "Programmed")
 	require.NotNil(t, p)
@@ -270,7 +283,14 @@ func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	acc := meta.FindStatusCondition(l.Conditions, "Accepted")
 	require.NotNil(t, acc)
 	assert.Equal(t, metav1.ConditionFalse, acc.Status)
-	// No key was issued for the intruder: the host is not published.
-	code, _ := get(t, "http://"+host+"/")
-	assert.Equal(t, http.StatusNotFound, code)
+	assert.Equal(t, int32(0), l.AttachedRoutes)
+	waitRoute(t, key(intruder, "web"), "NotAllowedByListeners", "ResolvedRefs")
+
+	// The owner's Gateway is programmed and its route alone is served.
+	waitGateway(t, key(owner, "gw"), "Programmed", metav1.ConditionTrue, "Programmed")
+	waitRoute(t, key(owner, "web"), "Accepted", "ResolvedRefs")
+	waitBackend(t, "http://"+host+"/", "mine-8080")
+	for range 20 {
+		assert.Equal(t, "mine-8080", getEcho(t, "http://"+host+"/").Backend)
+	}
 }

@@ -96,6 +96,10 @@ func (r *Reconciler) resolvedRefs(ctx context.Context, rt *gwv1.HTTPRoute, grant
 			switch {
 			case apierrors.IsNotFound(err):
 				fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("rule %d: Service %s/%s does not exist", ri, ns, ref.Name))
+			case apierrors.IsForbidden(err):
+				// Without loadBalancer.enabled the controller may not read
+				// Services: the agent, which resolves them, answers 500 for
+				// a missing one.
 			case err != nil:
 				return c, fmt.Errorf("reading Service %s/%s: %w", ns, ref.Name, err)
 			}
