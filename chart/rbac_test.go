@@ -41,6 +41,9 @@ func TestRBACExact(t *testing.T) {
 		"gateway.networking.k8s.io/referencegrants":       {"get", "list", "watch"},
 		"gateway.networking.k8s.io/gateways/status":       {"get", "patch", "update"},
 		"gateway.networking.k8s.io/httproutes/status":     {"get", "patch", "update"},
+		"gateway.networking.k8s.io/tcproutes":             {"get", "list", "watch"},
+		"gateway.networking.k8s.io/tcproutes/status":      {"get", "patch", "update"},
+		"gateway.networking.k8s.io/gateways/finalizers":   {"update"},
 		"gateway.networking.k8s.io/gatewayclasses":        {"get", "list", "watch"},
 		"gateway.networking.k8s.io/gatewayclasses/status": {"get", "patch", "update"},
 		"/namespaces:kube-system":                         {"get"},
@@ -122,8 +125,9 @@ func TestRBACExact(t *testing.T) {
 	if allows(ctrl.ClusterRules(), "", "services/status", "update", "web") {
 		t.Error("controller may update the whole status of Services; it patches status.loadBalancer only")
 	}
-	// loadBalancer.enabled=false: no access to Services, and Tunnels and
-	// TCPEndpoints are no longer created or deleted.
+	// loadBalancer.enabled=false: no access to Services, and TCPEndpoints
+	// are no longer created or deleted. Tunnels still are: a Gateway's TCP
+	// listener is served by one.
 	noLB, err := render(t, withKey(t, "loadBalancer.enabled=false")).RBAC(ComponentController)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +139,8 @@ func TestRBACExact(t *testing.T) {
 			}
 		}
 	}
-	if allows(noLB.ClusterRules(), "k8s.tuna.am", "tunnels", "create", "") || allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "delete", "x") {
-		t.Error("loadBalancer.enabled=false: controller may still create Tunnels or delete TCPEndpoints")
+	if allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "create", "") || allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "delete", "x") {
+		t.Error("loadBalancer.enabled=false: controller may still create or delete TCPEndpoints")
 	}
 	if allows(ctrl.ClusterRules(), "", "namespaces", "get", "default") || allows(ctrl.ClusterRules(), "", "namespaces", "list", "") {
 		t.Error("controller may read namespaces other than kube-system")
@@ -283,28 +287,31 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"/namespaces:kube-system":                         {"get"},
 	})
 	wantCtrlWatched := map[string][]string{
-		"k8s.tuna.am/tunnels":                         {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/domains":                         {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tcpendpoints":                    {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"/services":                                   {"get", "list", "patch", "watch"},
-		"/services/status":                            {"patch"},
-		"/services/finalizers":                        {"update"},
-		"k8s.tuna.am/secretsyncs":                     {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tunnels/status":                  {"get", "patch", "update"},
-		"k8s.tuna.am/domains/status":                  {"get", "patch", "update"},
-		"k8s.tuna.am/tcpendpoints/status":             {"get", "patch", "update"},
-		"k8s.tuna.am/secretsyncs/status":              {"get", "patch", "update"},
-		"k8s.tuna.am/tunnels/finalizers":              {"update"},
-		"k8s.tuna.am/domains/finalizers":              {"update"},
-		"k8s.tuna.am/tcpendpoints/finalizers":         {"update"},
-		"k8s.tuna.am/secretsyncs/finalizers":          {"update"},
-		"networking.k8s.io/ingresses":                 {"get", "list", "watch"},
-		"gateway.networking.k8s.io/gateways":          {"get", "list", "watch"},
-		"gateway.networking.k8s.io/httproutes":        {"get", "list", "watch"},
-		"gateway.networking.k8s.io/referencegrants":   {"get", "list", "watch"},
-		"gateway.networking.k8s.io/gateways/status":   {"get", "patch", "update"},
-		"gateway.networking.k8s.io/httproutes/status": {"get", "patch", "update"},
-		"events.k8s.io/events":                        {"create", "patch"},
+		"k8s.tuna.am/tunnels":                           {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/domains":                           {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":                      {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/services":                                     {"get", "list", "patch", "watch"},
+		"/services/status":                              {"patch"},
+		"/services/finalizers":                          {"update"},
+		"k8s.tuna.am/secretsyncs":                       {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels/status":                    {"get", "patch", "update"},
+		"k8s.tuna.am/domains/status":                    {"get", "patch", "update"},
+		"k8s.tuna.am/tcpendpoints/status":               {"get", "patch", "update"},
+		"k8s.tuna.am/secretsyncs/status":                {"get", "patch", "update"},
+		"k8s.tuna.am/tunnels/finalizers":                {"update"},
+		"k8s.tuna.am/domains/finalizers":                {"update"},
+		"k8s.tuna.am/tcpendpoints/finalizers":           {"update"},
+		"k8s.tuna.am/secretsyncs/finalizers":            {"update"},
+		"networking.k8s.io/ingresses":                   {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways":            {"get", "list", "watch"},
+		"gateway.networking.k8s.io/httproutes":          {"get", "list", "watch"},
+		"gateway.networking.k8s.io/referencegrants":     {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways/status":     {"get", "patch", "update"},
+		"gateway.networking.k8s.io/httproutes/status":   {"get", "patch", "update"},
+		"gateway.networking.k8s.io/tcproutes":           {"get", "list", "watch"},
+		"gateway.networking.k8s.io/tcproutes/status":    {"get", "patch", "update"},
+		"gateway.networking.k8s.io/gateways/finalizers": {"update"},
+		"events.k8s.io/events":                          {"create", "patch"},
 	}
 	wantCtrlOwn := map[string][]string{
 		"/secrets":                   {"create", "delete", "patch"},

@@ -276,11 +276,19 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 # HTTPRoutes are read and get status; ReferenceGrants are read. Never
 # their spec.
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways", "httproutes", "referencegrants"]
+  resources: ["gateways", "httproutes", "tcproutes", "referencegrants"]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways/status", "httproutes/status"]
+  resources: ["gateways/status", "httproutes/status", "tcproutes/status"]
   verbs: ["get", "update", "patch"]
+# A TCPRoute is served by a tcp Tunnel the Gateway owns (blocking its
+# deletion needs update on gateways/finalizers).
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels"]
+  verbs: ["create", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

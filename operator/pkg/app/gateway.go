@@ -16,7 +16,8 @@ import (
 // support, since controller-runtime fails to start a watch of an unknown
 // kind. Installing the CRDs later takes a restart of the controller.
 func setupGateways(mgr ctrl.Manager, namespaces []string) error {
-	r := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: namespaces}
+	r := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: namespaces,
+		TCPRoutes: gateway.TCPRoutesInstalled(mgr.GetRESTMapper())}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Gateway status controller: %w", err)
 	}

@@ -132,3 +132,10 @@ func Installed(mapper meta.RESTMapper) bool {
 	}
 	return true
 }
+
+// TCPRoutesInstalled reports whether the API server serves TCPRoute
+// (gateway.networking.k8s.io/v1 in the pinned release).
+func TCPRoutesInstalled(mapper meta.RESTMapper) bool {
+	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("TCPRoute").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	return err == nil
+}

@@ -39,6 +39,9 @@ type Reconciler struct {
 	Reader client.Reader
 	// Namespaces limits the lists (none: all), as --watch-namespaces does.
 	Namespaces []string
+	// TCPRoutes serves TCPRoutes, when their CRD is installed, through
+	// Tunnels the Gateway owns.
+	TCPRoutes bool
 }
 
 // Request is the one request of this reconciler.
@@ -71,6 +74,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	attached, err := r.routes(ctx, evaluated)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.TCPRoutes {
+		if err := r.tcpRoutes(ctx, evaluated, endpoints.Items, attached); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	for key, ev := range evaluated {
 		if err := r.writeGateway(ctx, ev, attached[key]); err != nil {

@@ -18,13 +18,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{Request}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("gateway-status").
 		Watches(&gwv1.GatewayClass{}, all).
 		Watches(&gwv1.Gateway{}, all).
 		Watches(&gwv1.HTTPRoute{}, all).
 		Watches(&gwv1.ReferenceGrant{}, all).
 		Watches(&tunav1.Domain{}, all).
-		Watches(&tunav1.TCPEndpoint{}, all).
-		Complete(r)
+		Watches(&tunav1.TCPEndpoint{}, all)
+	if r.TCPRoutes {
+		b = b.Watches(&gwv1.TCPRoute{}, all)
+	}
+	return b.Complete(r)
 }
