@@ -308,9 +308,10 @@ watchNamespaces is empty, else in a Role of each listed namespace.
   resources: ["ingresses/status"]
   verbs: ["get", "patch", "update"]
 # Gateway API (when installed): the agent serves HTTPRoutes of the
-# operator's Gateways; it reads them and never writes them.
+# operator's Gateways, verifying https backends by their
+# BackendTLSPolicies; it reads them and never writes them.
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways", "httproutes", "referencegrants"]
+  resources: ["gateways", "httproutes", "referencegrants", "backendtlspolicies"]
   verbs: ["get", "list", "watch"]
 # get only (R21): upstream Services, key Secrets and users' apiKeySecretRef
 # Secrets, and the CA bundles of https upstreams (spec.upstream.tls.caRef,

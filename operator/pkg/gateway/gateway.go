@@ -139,3 +139,10 @@ func TCPRoutesInstalled(mapper meta.RESTMapper) bool {
 	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("TCPRoute").GroupKind(), gwv1.SchemeGroupVersion.Version)
 	return err == nil
 }
+
+// BackendTLSPoliciesInstalled reports whether the API server serves
+// BackendTLSPolicy (gateway.networking.k8s.io/v1).
+func BackendTLSPoliciesInstalled(mapper meta.RESTMapper) bool {
+	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("BackendTLSPolicy").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	return err == nil
+}

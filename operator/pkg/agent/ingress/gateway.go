@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
@@ -105,7 +106,7 @@ func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b g
 	}
 	gb.up.Scheme, gb.up.Addr = schemeOf(port), addr
 	if gb.up.Scheme == "https" {
-		if gb.up.TLS, err = r.gatewayTLS(ctx, ns, t); err != nil {
+		if gb.up.TLS, err = r.gatewayTLS(ctx, ns, t, port.Name); err != nil {
 			gb.skip = err.Error()
 		}
 	}
@@ -154,8 +155,23 @@ func backendFailed(rule, backend string) http.Handler {
 	})
 }
 
-// gatewayTLS is how an https backendRef's certificate is checked: against
-// the system's roots, for the Service's cluster name.
-func (r *Reconciler) gatewayTLS(ctx context.Context, ns string, t upstream.Target) (*proxy.TLS, error) {
-	return upstream.TLS(ctx, r.Reader, ns, t, upstream.TLSOptions{})
+// gatewayTLS is how an https backendRef's certificate is checked: by the
+// BackendTLSPolicy that targets the Service (its CA bundle, from a
+// ConfigMap or Secret of the namespace, and its hostname), as a Tunnel's
+// spec.upstream.tls does; without one, against the system's roots for the
+// Service's cluster name.
+func (r *Reconciler) gatewayTLS(ctx context.Context, ns string, t upstream.Target, portName string) (*proxy.TLS, error) {
+	var o upstream.TLSOptions
+	if r.BackendTLSPolicies {
+		var list gwv1.BackendTLSPolicyList
+		if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("listing BackendTLSPolicies of namespace %s: %w", ns, err)
+		}
+		var problem string
+		o, _, problem = gateway.BackendTLS(list.Items, ns, t.Service, portName)
+		if problem != "" {
+			return nil, errors.New(problem)
+		}
+	}
+	return upstream.TLS(ctx, r.Reader, ns, t, o)
 }

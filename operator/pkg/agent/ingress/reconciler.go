@@ -78,6 +78,9 @@ type Reconciler struct {
 	// Gateways serves HTTPRoutes of the operator's Gateways on their
 	// hosts too; set when the Gateway API's CRDs are installed.
 	Gateways bool
+	// BackendTLSPolicies verifies https backendRefs by their
+	// BackendTLSPolicy; set when its CRD is installed.
+	BackendTLSPolicies bool
 
 	events chan event.GenericEvent
 
