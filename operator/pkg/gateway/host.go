@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
@@ -141,4 +142,27 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 	}
+}
+
+// ClassHandler maps GatewayClass events to the hosts of every Gateway: a
+// class appearing, going or changing its controllerName changes which
+// Gateways are served.
+func ClassHandler(reader client.Reader) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list gwv1.GatewayList
+		if err := reader.List(ctx, &list); err != nil {
+			return nil
+		}
+		hosts := map[string]bool{}
+		for i := range list.Items {
+			for _, h := range Hosts(&list.Items[i]) {
+				hosts[h] = true
+			}
+		}
+		out := make([]reconcile.Request, 0, len(hosts))
+		for h := range maps.Keys(hosts) {
+			out = append(out, ingress.HostRequest(h))
+		}
+		return out
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -34,8 +35,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
 			return fmt.Errorf("indexing Gateways by host: %w", err)
 		}
-		b = b.Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient())).
-			Watches(&gwv1.HTTPRoute{}, gateway.HostHandler(mgr.GetClient()))
+		b = b.Watches(&gwv1.GatewayClass{}, gateway.ClassHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&gwv1.HTTPRoute{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.Complete(r)
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
@@ -32,7 +33,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
 			return fmt.Errorf("indexing Gateways by host: %w", err)
 		}
-		b = b.Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()))
+		b = b.Watches(&gwv1.GatewayClass{}, gateway.ClassHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.
 		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
