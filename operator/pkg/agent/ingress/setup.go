@@ -35,9 +35,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
 			return fmt.Errorf("indexing Gateways by host: %w", err)
 		}
-		b = b.Watches(&gwv1.GatewayClass{}, gateway.ClassHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		b = b.Watches(&gwv1.GatewayClass{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&gwv1.HTTPRoute{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	if r.BackendTLSPolicies {
+		b = b.Watches(&gwv1.BackendTLSPolicy{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.Complete(r)
 }
