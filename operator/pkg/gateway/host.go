@@ -146,8 +146,8 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 
 // AllHostsHandler maps events to the hosts of every Gateway: a
 // GatewayClass appearing, going or changing its controllerName changes
-// which Gateways are served, and a BackendTLSPolicy may concern a backend
-// of any of them.
+// which Gateways are served, and a ReferenceGrant or BackendTLSPolicy may
+// concern a backend of any of them.
 func AllHostsHandler(reader client.Reader) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list gwv1.GatewayList

@@ -39,6 +39,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&gwv1.HTTPRoute{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
+	if r.Gateways {
+		// A grant given or taken back changes which backendRefs are served.
+		b = b.Watches(&gwv1.ReferenceGrant{}, gateway.AllHostsHandler(mgr.GetClient()))
+	}
 	if r.BackendTLSPolicies {
 		b = b.Watches(&gwv1.BackendTLSPolicy{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
