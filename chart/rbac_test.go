@@ -19,25 +19,35 @@ func TestRBACExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCtrlCluster := map[string][]string{
-		"k8s.tuna.am/tunnels":                 {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tcpendpoints":            {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"/services":                           {"get", "list", "patch", "watch"},
-		"/services/status":                    {"patch"},
-		"/services/finalizers":                {"update"},
-		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
-		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
-		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
-		"k8s.tuna.am/secretsyncs/status":      {"get", "patch", "update"},
-		"k8s.tuna.am/tunnels/finalizers":      {"update"},
-		"k8s.tuna.am/domains/finalizers":      {"update"},
-		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
-		"k8s.tuna.am/secretsyncs/finalizers":  {"update"},
-		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
-		"networking.k8s.io/ingressclasses":    {"get", "list", "watch"},
-		"/namespaces:kube-system":             {"get"},
-		"events.k8s.io/events":                {"create", "patch"},
+		"k8s.tuna.am/tunnels":                             {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/domains":                             {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":                        {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/services":                                       {"get", "list", "patch", "watch"},
+		"/services/status":                                {"patch"},
+		"/services/finalizers":                            {"update"},
+		"k8s.tuna.am/secretsyncs":                         {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels/status":                      {"get", "patch", "update"},
+		"k8s.tuna.am/domains/status":                      {"get", "patch", "update"},
+		"k8s.tuna.am/tcpendpoints/status":                 {"get", "patch", "update"},
+		"k8s.tuna.am/secretsyncs/status":                  {"get", "patch", "update"},
+		"k8s.tuna.am/tunnels/finalizers":                  {"update"},
+		"k8s.tuna.am/domains/finalizers":                  {"update"},
+		"k8s.tuna.am/tcpendpoints/finalizers":             {"update"},
+		"k8s.tuna.am/secretsyncs/finalizers":              {"update"},
+		"networking.k8s.io/ingresses":                     {"get", "list", "watch"},
+		"networking.k8s.io/ingressclasses":                {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways":              {"get", "list", "watch"},
+		"gateway.networking.k8s.io/httproutes":            {"get", "list", "watch"},
+		"gateway.networking.k8s.io/referencegrants":       {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways/status":       {"get", "patch", "update"},
+		"gateway.networking.k8s.io/httproutes/status":     {"get", "patch", "update"},
+		"gateway.networking.k8s.io/tcproutes":             {"get", "list", "watch"},
+		"gateway.networking.k8s.io/tcproutes/status":      {"get", "patch", "update"},
+		"gateway.networking.k8s.io/gateways/finalizers":   {"update"},
+		"gateway.networking.k8s.io/gatewayclasses":        {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gatewayclasses/status": {"get", "patch", "update"},
+		"/namespaces:kube-system":                         {"get"},
+		"events.k8s.io/events":                            {"create", "patch"},
 	}
 	wantCtrlNS := map[string][]string{
 		"/secrets":                   {"create", "delete", "patch"},
@@ -52,15 +62,20 @@ func TestRBACExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAgentCluster := map[string][]string{
-		"k8s.tuna.am/tunnels":                {"get", "list", "watch"},
-		"k8s.tuna.am/tunnels/status":         {"get", "patch", "update"},
-		"networking.k8s.io/ingresses":        {"get", "list", "watch"},
-		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
-		"networking.k8s.io/ingressclasses":   {"get", "list", "watch"},
-		"/services":                          {"get"},
-		"/secrets":                           {"get"},
-		"/configmaps":                        {"get"},
-		"events.k8s.io/events":               {"create", "patch"},
+		"k8s.tuna.am/tunnels":                          {"get", "list", "watch"},
+		"k8s.tuna.am/tunnels/status":                   {"get", "patch", "update"},
+		"networking.k8s.io/ingresses":                  {"get", "list", "watch"},
+		"networking.k8s.io/ingresses/status":           {"get", "patch", "update"},
+		"networking.k8s.io/ingressclasses":             {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways":           {"get", "list", "watch"},
+		"gateway.networking.k8s.io/httproutes":         {"get", "list", "watch"},
+		"gateway.networking.k8s.io/referencegrants":    {"get", "list", "watch"},
+		"gateway.networking.k8s.io/backendtlspolicies": {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gatewayclasses":     {"get", "list", "watch"},
+		"/services":            {"get"},
+		"/secrets":             {"get"},
+		"/configmaps":          {"get"},
+		"events.k8s.io/events": {"create", "patch"},
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
 	if len(ctrl.Roles) != 1 || ctrl.RoleNamespaces()[0] != DefaultNamespace {
@@ -111,8 +126,9 @@ func TestRBACExact(t *testing.T) {
 	if allows(ctrl.ClusterRules(), "", "services/status", "update", "web") {
 		t.Error("controller may update the whole status of Services; it patches status.loadBalancer only")
 	}
-	// loadBalancer.enabled=false: no access to Services, and Tunnels and
-	// TCPEndpoints are no longer created or deleted.
+	// loadBalancer.enabled=false: no access to Services, and TCPEndpoints
+	// are no longer created or deleted. Tunnels still are: a Gateway's TCP
+	// listener is served by one.
 	noLB, err := render(t, withKey(t, "loadBalancer.enabled=false")).RBAC(ComponentController)
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +140,8 @@ func TestRBACExact(t *testing.T) {
 			}
 		}
 	}
-	if allows(noLB.ClusterRules(), "k8s.tuna.am", "tunnels", "create", "") || allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "delete", "x") {
-		t.Error("loadBalancer.enabled=false: controller may still create Tunnels or delete TCPEndpoints")
+	if allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "create", "") || allows(noLB.ClusterRules(), "k8s.tuna.am", "tcpendpoints", "delete", "x") {
+		t.Error("loadBalancer.enabled=false: controller may still create or delete TCPEndpoints")
 	}
 	if allows(ctrl.ClusterRules(), "", "namespaces", "get", "default") || allows(ctrl.ClusterRules(), "", "namespaces", "list", "") {
 		t.Error("controller may read namespaces other than kube-system")
@@ -266,27 +282,37 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareGrants(t, "controller ClusterRole", grants(ctrl.ClusterRules()), map[string][]string{
-		"networking.k8s.io/ingressclasses": {"get", "list", "watch"},
-		"/namespaces:kube-system":          {"get"},
+		"networking.k8s.io/ingressclasses":                {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gatewayclasses":        {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gatewayclasses/status": {"get", "patch", "update"},
+		"/namespaces:kube-system":                         {"get"},
 	})
 	wantCtrlWatched := map[string][]string{
-		"k8s.tuna.am/tunnels":                 {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/domains":                 {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tcpendpoints":            {"create", "delete", "get", "list", "patch", "update", "watch"},
-		"/services":                           {"get", "list", "patch", "watch"},
-		"/services/status":                    {"patch"},
-		"/services/finalizers":                {"update"},
-		"k8s.tuna.am/secretsyncs":             {"get", "list", "patch", "update", "watch"},
-		"k8s.tuna.am/tunnels/status":          {"get", "patch", "update"},
-		"k8s.tuna.am/domains/status":          {"get", "patch", "update"},
-		"k8s.tuna.am/tcpendpoints/status":     {"get", "patch", "update"},
-		"k8s.tuna.am/secretsyncs/status":      {"get", "patch", "update"},
-		"k8s.tuna.am/tunnels/finalizers":      {"update"},
-		"k8s.tuna.am/domains/finalizers":      {"update"},
-		"k8s.tuna.am/tcpendpoints/finalizers": {"update"},
-		"k8s.tuna.am/secretsyncs/finalizers":  {"update"},
-		"networking.k8s.io/ingresses":         {"get", "list", "watch"},
-		"events.k8s.io/events":                {"create", "patch"},
+		"k8s.tuna.am/tunnels":                           {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/domains":                           {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tcpendpoints":                      {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/services":                                     {"get", "list", "patch", "watch"},
+		"/services/status":                              {"patch"},
+		"/services/finalizers":                          {"update"},
+		"k8s.tuna.am/secretsyncs":                       {"get", "list", "patch", "update", "watch"},
+		"k8s.tuna.am/tunnels/status":                    {"get", "patch", "update"},
+		"k8s.tuna.am/domains/status":                    {"get", "patch", "update"},
+		"k8s.tuna.am/tcpendpoints/status":               {"get", "patch", "update"},
+		"k8s.tuna.am/secretsyncs/status":                {"get", "patch", "update"},
+		"k8s.tuna.am/tunnels/finalizers":                {"update"},
+		"k8s.tuna.am/domains/finalizers":                {"update"},
+		"k8s.tuna.am/tcpendpoints/finalizers":           {"update"},
+		"k8s.tuna.am/secretsyncs/finalizers":            {"update"},
+		"networking.k8s.io/ingresses":                   {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways":            {"get", "list", "watch"},
+		"gateway.networking.k8s.io/httproutes":          {"get", "list", "watch"},
+		"gateway.networking.k8s.io/referencegrants":     {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gateways/status":     {"get", "patch", "update"},
+		"gateway.networking.k8s.io/httproutes/status":   {"get", "patch", "update"},
+		"gateway.networking.k8s.io/tcproutes":           {"get", "list", "watch"},
+		"gateway.networking.k8s.io/tcproutes/status":    {"get", "patch", "update"},
+		"gateway.networking.k8s.io/gateways/finalizers": {"update"},
+		"events.k8s.io/events":                          {"create", "patch"},
 	}
 	wantCtrlOwn := map[string][]string{
 		"/secrets":                   {"create", "delete", "patch"},
@@ -305,17 +331,22 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), map[string][]string{
-		"networking.k8s.io/ingressclasses": {"get", "list", "watch"},
+		"networking.k8s.io/ingressclasses":         {"get", "list", "watch"},
+		"gateway.networking.k8s.io/gatewayclasses": {"get", "list", "watch"},
 	})
 	wantAgentWatched := map[string][]string{
-		"k8s.tuna.am/tunnels":                {"get", "list", "watch"},
-		"k8s.tuna.am/tunnels/status":         {"get", "patch", "update"},
-		"networking.k8s.io/ingresses":        {"get", "list", "watch"},
-		"networking.k8s.io/ingresses/status": {"get", "patch", "update"},
-		"/services":                          {"get"},
-		"/secrets":                           {"get"},
-		"/configmaps":                        {"get"},
-		"events.k8s.io/events":               {"create", "patch"},
+		"k8s.tuna.am/tunnels":                          {"get", "list", "watch"},
+		"k8s.tuna.am/tunnels/status":                   {"get", "patch", "update"},
+		"networking.k8s.io/ingresses":                  {"get", "list", "watch"},
+		"networking.k8s.io/ingresses/status":           {"get", "patch", "update"},
+		"gateway.networking.k8s.io/gateways":           {"get", "list", "watch"},
+		"gateway.networking.k8s.io/httproutes":         {"get", "list", "watch"},
+		"gateway.networking.k8s.io/referencegrants":    {"get", "list", "watch"},
+		"gateway.networking.k8s.io/backendtlspolicies": {"get", "list", "watch"},
+		"/services":            {"get"},
+		"/secrets":             {"get"},
+		"/configmaps":          {"get"},
+		"events.k8s.io/events": {"create", "patch"},
 	}
 	if got, want := agent.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {
 		t.Errorf("agent Roles in %v, want %v", got, want)

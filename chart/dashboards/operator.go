@@ -52,15 +52,15 @@ func Operator() (dashboard.Dashboard, error) {
 			q(`histogram_quantile(0.95, sum by (le, exported_namespace, name) (`+rate("tuna_tunnel_request_duration_seconds_bucket")+`))`, "{{exported_namespace}}/{{name}}"))).
 		WithPanel(graph("Bytes through tunnels", "Payload bytes: in from public clients, out to them.", "Bps",
 			q(`sum by (direction) (`+rate("tuna_tunnel_bytes_total")+`)`, "{{direction}}"))).
-		WithRow(row("Ingress")).
-		WithPanel(graph("Ingress requests by host", "HTTP requests served on each tuna Ingress host.", "reqps",
+		WithRow(row("Ingress and Gateway hosts")).
+		WithPanel(graph("Ingress requests by host", "HTTP requests served on each host of a tuna Ingress or Gateway listener.", "reqps",
 			q(`sum by (host) (`+rate("tuna_ingress_requests_total")+`)`, "{{host}}"))).
-		WithPanel(graph("Ingress requests by route and code", "Requests by host, route pattern (Prefix /api, Exact /healthz, default; none: no route matched) and status code.", "reqps",
+		WithPanel(graph("Ingress requests by route and code", "Requests by host, route (an Ingress pattern: Prefix /api, Exact /healthz, default; an HTTPRoute rule: HTTPRoute <namespace>/<name> rule <n>; none: nothing matched) and status code.", "reqps",
 			q(`sum by (host, route, code) (`+rate("tuna_ingress_requests_total")+`)`, "{{host}} {{route}} {{code}}"))).
 		WithPanel(graph("Ingress latency (p50, p95)", "Time from a request's arrival at the agent to the end of its response, per Ingress host.", "s",
 			q(`histogram_quantile(0.95, sum by (le, host) (`+rate("tuna_ingress_request_duration_seconds_bucket")+`))`, "p95 {{host}}"),
 			q(`histogram_quantile(0.5, sum by (le, host) (`+rate("tuna_ingress_request_duration_seconds_bucket")+`))`, "p50 {{host}}"))).
-		WithPanel(bars("Route updates by host", "Route tables swapped into a running Ingress host without reconnecting its tunnel.",
+		WithPanel(bars("Route updates by host", "Route tables swapped into a running Ingress or Gateway host (Ingress paths and HTTPRoute rules) without reconnecting its tunnel.",
 			q(`sum by (host) (increase(tuna_ingress_route_updates_total{`+ns+`}[$__rate_interval]))`, "{{host}}"))).
 		WithPanel(graph("Routes per host", "Size of each Ingress host's route table, its defaultBackend included.", "short",
 			q(op(`max by (host) (tuna_ingress_routes{})`), "{{host}}")).Min(0)).

@@ -49,6 +49,10 @@ func run(m *testing.M) (int, error) {
 	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
 		return 0, err
 	}
+	// Before the components start, which look for them once.
+	if err := cp.InstallGatewayAPI(); err != nil {
+		return 0, err
+	}
 	dir, err := os.MkdirTemp("", "tuna-bench-")
 	if err != nil {
 		return 0, err

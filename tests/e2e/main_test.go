@@ -76,6 +76,11 @@ func run(m *testing.M) (int, error) {
 	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
 		return 0, err
 	}
+	// Before the components start: they turn Gateway support on only when
+	// the CRDs are there (tests/e2e/scoped runs without them).
+	if err := cp.InstallGatewayAPI(); err != nil {
+		return 0, err
+	}
 	dir, err := os.MkdirTemp("", "tuna-edge-")
 	if err != nil {
 		return 0, err

@@ -272,6 +272,23 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["get", "list", "watch"]
+# Gateway API (used only when its CRDs are installed): Gateways and
+# HTTPRoutes are read and get status; ReferenceGrants are read. Never
+# their spec.
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways", "httproutes", "tcproutes", "referencegrants"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways/status", "httproutes/status", "tcproutes/status"]
+  verbs: ["get", "update", "patch"]
+# A TCPRoute is served by a tcp Tunnel the Gateway owns (blocking its
+# deletion needs update on gateways/finalizers).
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["tunnels"]
+  verbs: ["create", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
@@ -290,6 +307,12 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses/status"]
   verbs: ["get", "patch", "update"]
+# Gateway API (when installed): the agent serves HTTPRoutes of the
+# operator's Gateways, verifying https backends by their
+# BackendTLSPolicies; it reads them and never writes them.
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways", "httproutes", "referencegrants", "backendtlspolicies"]
+  verbs: ["get", "list", "watch"]
 # get only (R21): upstream Services, key Secrets and users' apiKeySecretRef
 # Secrets, and the CA bundles of https upstreams (spec.upstream.tls.caRef,
 # the annotation k8s.tuna.am/upstream-ca), which may be ConfigMaps.

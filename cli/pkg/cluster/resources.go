@@ -183,7 +183,8 @@ type Status struct {
 }
 
 // StatusOf lists the operator's resources in a namespace ("" for all),
-// and the LoadBalancer Services it publishes there.
+// the LoadBalancer Services it publishes there, and its Gateways and the
+// HTTPRoutes and TCPRoutes attached to them.
 // installed is false when none of the CRDs is installed.
 func (c *Cluster) StatusOf(ctx context.Context, namespace string) (out []Status, installed bool, err error) {
 	for _, k := range Kinds {
@@ -203,7 +204,11 @@ func (c *Cluster) StatusOf(ctx context.Context, namespace string) (out []Status,
 	for i := range lbs {
 		out = append(out, loadBalancerStatus(&lbs[i]))
 	}
-	return out, installed, nil
+	gws, err := c.GatewayStatuses(ctx, namespace)
+	if err != nil {
+		return out, installed, err
+	}
+	return append(out, gws...), installed, nil
 }
 
 func statusOf(k Kind, u *unstructured.Unstructured) Status {

@@ -97,6 +97,7 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 		p.permissions(ctx, rendered)
 		p.crds(ctx)
 		p.ingressClass(ctx, rendered)
+		p.gatewayAPI(ctx, rendered)
 		p.loadBalancers(ctx, rendered)
 		p.watchNamespaces(ctx, rendered)
 	}

@@ -12,6 +12,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	ingressagent "code.tuna.am/tuna/k8s-operator/operator/pkg/agent/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
 
 // AgentOptions configure the agent (tunnels) component.
@@ -50,7 +51,9 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
 		Recorder: mgr.GetEventRecorder("tuna-agent"), Edge: r.Edge,
+		Gateways: gatewaysInstalled(mgr),
 	}
+	ing.BackendTLSPolicies = ing.Gateways && gateway.BackendTLSPoliciesInstalled(mgr.GetRESTMapper())
 	if err := ing.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress agent: %w", err)
 	}

@@ -20,17 +20,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
-// Scheme knows the built-in types and the operator's API.
+// Scheme knows the built-in types, the operator's API and the Gateway
+// API (whose CRDs may be missing: the Gateway controllers start only when
+// they are installed).
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := tunav1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := gwv1.Install(s); err != nil {
 		panic(err)
 	}
 	return s

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 )
@@ -141,11 +143,17 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}
+	gateways := gatewaysInstalled(mgr)
 	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
-		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
+		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync, Gateways: gateways,
 		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
+	}
+	if gateways {
+		if err := setupGateways(mgr, o.WatchNamespaces); err != nil {
+			return err
+		}
 	}
 	if !o.LoadBalancer.Disabled {
 		lb := &loadbalancer.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: rec, Info: info,
@@ -182,7 +190,14 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
 		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
 		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
-			return ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+			hosts, err := ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+			if err != nil || !gateways {
+				return hosts, err
+			}
+			// Gateway hosts hold Ingress host keys too.
+			gwHosts, err := gateway.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+			maps.Copy(hosts, gwHosts)
+			return hosts, err
 		}}
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)

@@ -75,6 +75,12 @@ type Reconciler struct {
 	// Resync re-resolves each host's Services this often (default 30s):
 	// the agent may not watch Services (R21).
 	Resync time.Duration
+	// Gateways serves HTTPRoutes of the operator's Gateways on their
+	// hosts too; set when the Gateway API's CRDs are installed.
+	Gateways bool
+	// BackendTLSPolicies verifies https backendRefs by their
+	// BackendTLSPolicy; set when its CRD is installed.
+	BackendTLSPolicies bool
 
 	events chan event.GenericEvent
 
@@ -120,11 +126,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if served, err = r.tenants(ctx, host, served); err != nil {
+	served, allowed, err := r.tenants(ctx, host, served)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	merged := model.Merge(host, served)
-	if len(merged.Ingresses) == 0 {
+	gwRules, err := r.gatewayRules(ctx, host, allowed)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(merged.Ingresses) == 0 && len(gwRules) == 0 {
 		r.stop(ctx, host)
 		return reconcile.Result{}, nil
 	}
@@ -133,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	h, former := r.state(host, merged.Ingresses)
-	r.applyRoutes(host, h, entries)
+	r.applyRoutes(host, h, entries, gwRules)
 
 	cfg, lb, pending, err := r.connection(ctx, host)
 	if err != nil {
@@ -287,10 +298,13 @@ func observer(host string) router.Observer {
 
 // applyRoutes swaps a new table into the host's router when the routes
 // changed. Requests in flight finish on the table they started with.
-func (r *Reconciler) applyRoutes(host string, h *hostState, entries []entry) {
-	sigs := make([]string, len(entries))
-	for i, e := range entries {
-		sigs[i] = e.signature()
+func (r *Reconciler) applyRoutes(host string, h *hostState, entries []entry, gwRules []gwEntry) {
+	sigs := make([]string, 0, len(entries)+len(gwRules))
+	for _, e := range entries {
+		sigs = append(sigs, e.signature())
+	}
+	for _, e := range gwRules {
+		sigs = append(sigs, e.signature())
 	}
 	sig := strings.Join(sigs, "\n")
 	r.mu.Lock()
@@ -316,6 +330,9 @@ func (r *Reconciler) applyRoutes(host string, h *hostState, entries []entry) {
 			continue
 		}
 		routes = append(routes, rt)
+	}
+	for _, e := range gwRules {
+		routes = append(routes, e.route())
 	}
 	table := router.NewTable(routes, fallback)
 	h.router.Swap(table)

@@ -91,8 +91,8 @@ func TestResolveAndApply(t *testing.T) {
 
 	h, _ := r.state("h.example", merged.Ingresses)
 	before := testutil.ToFloat64(metrics.IngressRouteUpdates.WithLabelValues("h.example"))
-	r.applyRoutes("h.example", h, entries)
-	r.applyRoutes("h.example", h, entries)
+	r.applyRoutes("h.example", h, entries, nil)
+	r.applyRoutes("h.example", h, entries, nil)
 	if got := testutil.ToFloat64(metrics.IngressRouteUpdates.WithLabelValues("h.example")) - before; got != 1 {
 		t.Errorf("%v table swaps for one change, want 1", got)
 	}
@@ -103,7 +103,7 @@ func TestResolveAndApply(t *testing.T) {
 		t.Errorf("a skipped backend's path must not fall through to /: %v", m)
 	}
 	entries[0].up.Addr = "10.0.0.9:8080" // the Service moved
-	r.applyRoutes("h.example", h, entries)
+	r.applyRoutes("h.example", h, entries, nil)
 	if got := testutil.ToFloat64(metrics.IngressRouteUpdates.WithLabelValues("h.example")) - before; got != 2 {
 		t.Errorf("a re-resolved Service must swap the table")
 	}

@@ -17,16 +17,17 @@ import (
 // Ingress of another namespace can neither add routes to the host nor
 // replace its default backend. The controller decides who they are from
 // the edge's reservation.
-func (r *Reconciler) tenants(ctx context.Context, host string, served []*networkingv1.Ingress) ([]*networkingv1.Ingress, error) {
+// It also returns those namespaces (nil: any), for the host's Gateways.
+func (r *Reconciler) tenants(ctx context.Context, host string, served []*networkingv1.Ingress) ([]*networkingv1.Ingress, []string, error) {
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: r.Namespace, Name: keysecret.HostName(host)}
 	if err := r.Reader.Get(ctx, key, &secret); err != nil {
 		// No Secret: no key, so nothing is published whatever the routes.
-		return served, client.IgnoreNotFound(err)
+		return served, nil, client.IgnoreNotFound(err)
 	}
 	allowed := keysecret.Read(&secret).Namespaces
 	if allowed == nil {
-		return served, nil
+		return served, nil, nil
 	}
 	out := served[:0:0]
 	for _, ing := range served {
@@ -34,5 +35,5 @@ func (r *Reconciler) tenants(ctx context.Context, host string, served []*network
 			out = append(out, ing)
 		}
 	}
-	return out, nil
+	return out, allowed, nil
 }

@@ -1,4 +1,5 @@
-// Package router routes the requests of one Ingress host by path. A route
+// Package router routes the requests of one host by path (Ingress) and by
+// path, method, headers and query (Gateway API HTTPRoute). A route
 // table is an immutable value; the Router swaps tables atomically, so a
 // route change never takes a lock on the request path, never waits for
 // requests in flight (they finish on the table they started with), and
@@ -9,6 +10,10 @@
 // "/api/users", not "/apix"; a trailing slash in the route is ignored); an
 // Exact match wins over any Prefix, the longest Prefix wins over shorter
 // ones, and the fallback (the Ingress's defaultBackend) takes the rest.
+//
+// A route may also carry Conditions (an HTTPRoute match): then the
+// Gateway API's precedence orders the candidates (see order.go), and the
+// first route whose path and conditions both hold serves the request.
 package router
 
 import (
@@ -39,12 +44,21 @@ type Route struct {
 	// Name labels the route in metrics (bounded: the Ingress's pattern).
 	Name    string
 	Handler http.Handler
+	// Conditions further restrict the route (nil: path only).
+	Conditions *Conditions
+	// Rank breaks precedence ties between routes with conditions: lower
+	// first (the Gateway API's oldest route, then namespace/name, then
+	// rule and match order). Set by the caller.
+	Rank int
 }
 
 // Table is an immutable route table.
 type Table struct {
 	exact    map[string]*Route
 	prefixes []*Route // longest first
+	// ordered holds every route, in precedence order, when any route has
+	// conditions; Match then scans it instead of the map and prefixes.
+	ordered  []*Route
 	fallback *Route
 	n        int
 }
@@ -53,6 +67,11 @@ type Table struct {
 // first wins. fallback may be nil.
 func NewTable(routes []Route, fallback *Route) *Table {
 	t := &Table{exact: map[string]*Route{}, fallback: fallback}
+	for _, r := range routes {
+		if r.Conditions != nil {
+			return newOrdered(routes, fallback)
+		}
+	}
 	seen := map[string]bool{}
 	for i := range routes {
 		r := routes[i]
@@ -90,8 +109,18 @@ func (t *Table) Len() int { return t.n }
 // that every absolute path matches it.
 func trimPrefix(p string) string { return strings.TrimRight(p, "/") }
 
-// Match returns the route for a request path (already cleaned), or nil.
+// Match returns the route for a request path (already cleaned), or nil,
+// for a GET without headers or query.
 func (t *Table) Match(p string) *Route {
+	return t.MatchRequest(&http.Request{Method: http.MethodGet, Header: http.Header{}}, p)
+}
+
+// MatchRequest returns the route for req, whose path p is already
+// cleaned, or nil.
+func (t *Table) MatchRequest(req *http.Request, p string) *Route {
+	if t.ordered != nil {
+		return t.matchOrdered(req, p)
+	}
 	if r, ok := t.exact[p]; ok {
 		return r
 	}
@@ -145,7 +174,7 @@ func (r *Router) Swap(t *Table) { r.table.Store(t) }
 func (r *Router) Table() *Table { return r.table.Load() }
 
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	route := r.table.Load().Match(CleanPath(req.URL.Path))
+	route := r.table.Load().MatchRequest(req, CleanPath(req.URL.Path))
 	var h http.Handler = http.HandlerFunc(r.notFound)
 	name := ""
 	if route != nil {
@@ -164,5 +193,5 @@ func (r *Router) notFound(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tuna-Error", "no-route")
 	w.WriteHeader(http.StatusNotFound)
-	fmt.Fprintf(w, "tuna: no Ingress path of host %s matches %s\n", r.host, req.URL.Path)
+	fmt.Fprintf(w, "tuna: no Ingress path or HTTPRoute rule of host %s matches %s\n", r.host, req.URL.Path)
 }

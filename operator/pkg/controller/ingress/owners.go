@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
 
 // ReasonAddressOwned is the warning event on an Ingress whose host belongs
@@ -34,7 +36,7 @@ type tenancy struct {
 // a namespace serves that namespace and those in its shared_with; an
 // unowned one (made by hand) serves every namespace, as before owners
 // existed.
-func (r *Reconciler) tenancy(ctx context.Context, host string, ings []*networkingv1.Ingress) (tenancy, error) {
+func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []string) (tenancy, error) {
 	var sharing edgeclient.Sharing
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
@@ -44,8 +46,7 @@ func (r *Reconciler) tenancy(ctx context.Context, host string, ings []*networkin
 		return tenancy{}, err
 	}
 	t := tenancy{refused: map[string]string{}}
-	for _, ing := range ings { // oldest first: the first allowed one issues the key for an unowned host
-		ns := ing.Namespace
+	for _, ns := range namespaces { // oldest first: the first allowed one issues the key for an unowned host
 		if slices.Contains(t.allowed, ns) || t.refused[ns] != "" {
 			continue
 		}
@@ -66,4 +67,31 @@ func (r *Reconciler) tenancy(ctx context.Context, host string, ings []*networkin
 func (t tenancy) digest() string {
 	sum := sha256.Sum256([]byte(t.owner + "|" + strings.Join(t.allowed, ",")))
 	return hex.EncodeToString(sum[:8])
+}
+
+// publishers are the namespaces that publish host, in the order their
+// oldest Ingress or Gateway for it was created: that order decides who
+// issues the key of a host made by hand without an owner.
+func (r *Reconciler) publishers(ctx context.Context, host string, ings []*networkingv1.Ingress) ([]string, error) {
+	objs := make([]client.Object, 0, len(ings))
+	for _, ing := range ings {
+		objs = append(objs, ing)
+	}
+	if r.Gateways {
+		gws, err := gateway.ServedFor(ctx, r.Client, host)
+		if err != nil {
+			return nil, err
+		}
+		for _, gw := range gws {
+			objs = append(objs, gw)
+		}
+	}
+	gateway.SortOldestFirst(objs)
+	var out []string
+	for _, o := range objs {
+		if !slices.Contains(out, o.GetNamespace()) {
+			out = append(out, o.GetNamespace())
+		}
+	}
+	return out, nil
 }

@@ -78,6 +78,9 @@ type Reconciler struct {
 	Resync time.Duration
 	// Now is the clock that decides renewals (default time.Now).
 	Now func() time.Time
+	// Gateways publishes the hosts of the operator's Gateways' listeners
+	// too, with the same keys; set when the Gateway API is installed.
+	Gateways bool
 
 	// handedOver remembers, per host, the key whose Secret this process
 	// wrote. The controller never reads Secrets, so after a restart it
@@ -163,11 +166,15 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(ings) == 0 {
+	namespaces, err := r.publishers(ctx, host, ings)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(namespaces) == 0 {
 		return reconcile.Result{}, r.release(ctx, host)
 	}
 	subject := "host/" + host
-	res, err := r.reservation(ctx, host, ings)
+	res, err := r.reservation(ctx, host, namespaces)
 	if err != nil {
 		// The edge did not say the host is unreserved, only that it
 		// cannot answer: keep the host's key, so its live tunnel keeps
@@ -190,7 +197,7 @@ func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.
 		}
 		return reconcile.Result{RequeueAfter: r.resync()}, nil
 	}
-	ten, err := r.tenancy(ctx, host, ings)
+	ten, err := r.tenancy(ctx, host, namespaces)
 	if err != nil {
 		// Who owns the host is unknown, not "nobody may serve it": keep
 		// the host's key as it is (fail static).
@@ -248,16 +255,11 @@ type reservation struct {
 // reservation checks that host is a reserved domain (R3): a Ready Domain
 // of one of the Ingresses' namespaces whose status.fqdn is the host, or a
 // domain reserved on the account (and verified, for a custom one).
-func (r *Reconciler) reservation(ctx context.Context, host string, ings []*networkingv1.Ingress) (reservation, error) {
-	checked := map[string]bool{}
-	for _, ing := range ings {
-		if checked[ing.Namespace] {
-			continue
-		}
-		checked[ing.Namespace] = true
+func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []string) (reservation, error) {
+	for _, ns := range namespaces {
 		var domains tunav1.DomainList
-		if err := r.Client.List(ctx, &domains, client.InNamespace(ing.Namespace)); err != nil {
-			return reservation{}, fmt.Errorf("listing Domains of namespace %s: %w", ing.Namespace, err)
+		if err := r.Client.List(ctx, &domains, client.InNamespace(ns)); err != nil {
+			return reservation{}, fmt.Errorf("listing Domains of namespace %s: %w", ns, err)
 		}
 		for _, d := range domains.Items {
 			ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
@@ -271,7 +273,7 @@ func (r *Reconciler) reservation(ctx context.Context, host string, ings []*netwo
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
 	case edgeclient.IsNotFound(err):
-		return reservation{problem: r.notReserved(ctx, host, ings)}, nil
+		return reservation{problem: r.notReserved(ctx, host, namespaces)}, nil
 	case err != nil:
 		return reservation{}, err
 	case d.Custom && !d.Verified:
@@ -285,7 +287,7 @@ func (r *Reconciler) reservation(ctx context.Context, host string, ings []*netwo
 }
 
 // notReserved tells the user how to reserve host.
-func (r *Reconciler) notReserved(ctx context.Context, host string, ings []*networkingv1.Ingress) string {
+func (r *Reconciler) notReserved(ctx context.Context, host string, namespaces []string) string {
 	spec := "domain: " + host
 	if info, err := r.Info.Get(ctx); err == nil {
 		if label, ok := strings.CutSuffix(host, "."+info.BaseDomain); ok && !strings.Contains(label, ".") {
@@ -293,7 +295,7 @@ func (r *Reconciler) notReserved(ctx context.Context, host string, ings []*netwo
 		}
 	}
 	return fmt.Sprintf("host %s is not a reserved domain: create a Domain with spec.%s in namespace %s (or reserve the domain on the account), then the host is published",
-		host, spec, ings[0].Namespace)
+		host, spec, namespaces[0])
 }
 
 func (r *Reconciler) keyLabels(host string) map[string]string {

@@ -10,8 +10,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 )
 
@@ -23,8 +26,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("ingress-keys").
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("ingress-keys")
+	if r.Gateways {
+		// A Gateway listener's host gets its key as an Ingress host does.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
+			return fmt.Errorf("indexing Gateways by host: %w", err)
+		}
+		b = b.Watches(&gwv1.GatewayClass{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.
 		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
 		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), true)).
 		Watches(&tunav1.Domain{}, handler.Funcs{
@@ -54,6 +66,10 @@ func (r *Reconciler) enqueueDomainHosts(ctx context.Context, q ingress.Queue, ob
 		return
 	}
 	for _, h := range hosts {
+		if ns, err := r.publishers(ctx, h, nil); err == nil && len(ns) > 0 {
+			q.Add(ingress.HostRequest(h))
+			continue
+		}
 		if ings, err := ingress.ServedFor(ctx, r.Client, h); err == nil && len(ings) > 0 {
 			q.Add(ingress.HostRequest(h))
 		}

@@ -1,0 +1,149 @@
+package router
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Conditions are what an HTTPRoute match asks of a request beyond its
+// path. Header names compare case-insensitively, values and query
+// parameters exactly (or by regular expression).
+type Conditions struct {
+	Method  string // "" any
+	Headers []ValueMatch
+	Query   []ValueMatch
+}
+
+// ValueMatch matches one header or query parameter.
+type ValueMatch struct {
+	Name  string
+	Value string
+	// Regexp, when set, is matched instead of Value (RE2 syntax).
+	Regexp *regexp.Regexp
+}
+
+func (v ValueMatch) matches(got string, ok bool) bool {
+	if !ok {
+		return false
+	}
+	if v.Regexp != nil {
+		return v.Regexp.MatchString(got)
+	}
+	return got == v.Value
+}
+
+func (c *Conditions) matches(req *http.Request) bool {
+	if c == nil {
+		return true
+	}
+	if c.Method != "" && req.Method != c.Method {
+		return false
+	}
+	for _, h := range c.Headers {
+		vals := req.Header.Values(h.Name)
+		// The first value decides, as the spec allows for repeated
+		// headers other than Set-Cookie.
+		got, ok := "", len(vals) > 0
+		if ok {
+			got = vals[0]
+		}
+		if !h.matches(got, ok) {
+			return false
+		}
+	}
+	if len(c.Query) > 0 {
+		q := req.URL.Query()
+		for _, m := range c.Query {
+			vals, ok := q[m.Name]
+			got := ""
+			if ok && len(vals) > 0 {
+				got = vals[0]
+			}
+			if !m.matches(got, ok) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (c *Conditions) counts() (method, headers, query int) {
+	if c == nil {
+		return 0, 0, 0
+	}
+	if c.Method != "" {
+		method = 1
+	}
+	return method, len(c.Headers), len(c.Query)
+}
+
+// newOrdered builds a table that scans its routes in the Gateway API's
+// precedence order, which holds Ingress's order as a special case:
+//
+//  1. an Exact path before any Prefix;
+//  2. the longest Prefix first;
+//  3. a route with a method match before one without;
+//  4. more header matches first;
+//  5. more query parameter matches first;
+//  6. then Rank (oldest route, namespace/name, rule and match order).
+func newOrdered(routes []Route, fallback *Route) *Table {
+	t := &Table{fallback: fallback}
+	for i := range routes {
+		r := routes[i]
+		if r.Type == Prefix {
+			r.Path = trimPrefix(r.Path)
+		}
+		t.ordered = append(t.ordered, &r)
+	}
+	slices.SortStableFunc(t.ordered, compare)
+	t.n = len(t.ordered)
+	if fallback != nil {
+		t.n++
+	}
+	return t
+}
+
+func compare(a, b *Route) int {
+	if a.Type != b.Type {
+		if a.Type == Exact {
+			return -1
+		}
+		return 1
+	}
+	if d := len(b.Path) - len(a.Path); d != 0 {
+		return d
+	}
+	am, ah, aq := a.Conditions.counts()
+	bm, bh, bq := b.Conditions.counts()
+	if d := bm - am; d != 0 {
+		return d
+	}
+	if d := bh - ah; d != 0 {
+		return d
+	}
+	if d := bq - aq; d != 0 {
+		return d
+	}
+	if d := a.Rank - b.Rank; d != 0 {
+		return d
+	}
+	return strings.Compare(a.Path, b.Path)
+}
+
+func (t *Table) matchOrdered(req *http.Request, p string) *Route {
+	for _, r := range t.ordered {
+		if r.Type == Exact {
+			if p != r.Path {
+				continue
+			}
+		} else if p != r.Path && !strings.HasPrefix(p, r.Path+"/") {
+			continue
+		}
+		if r.Conditions.matches(req) {
+			return r
+		}
+	}
+	return t.fallback
+}

@@ -1,0 +1,190 @@
+// Package gateway is the controller's part of the Gateway API: it accepts
+// the GatewayClasses of controllerName k8s.tuna.am/gateway-controller,
+// evaluates each Gateway of those classes against the reservations of its
+// namespace (Domains for HTTP and HTTPS listeners, TCPEndpoints for TCP
+// ones) and writes Gateway, listener and route status. Publishing reuses
+// the Ingress host machinery: the Ingress key controller issues one key
+// per host for Gateway hosts as for Ingress hosts, and the agent's host
+// router serves HTTPRoute rules next to Ingress paths.
+//
+// One request converges everything: attachment needs every Gateway and
+// route at once, and the amounts are small.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+)
+
+// Reconciler writes the status of GatewayClasses, Gateways and HTTPRoutes.
+type Reconciler struct {
+	// Client reads from the cache and writes status.
+	Client client.Client
+	// Reader reads Services (get) for backendRefs, and Namespaces' labels
+	// for allowedRoutes selectors.
+	Reader client.Reader
+	// Namespaces limits the lists (none: all), as --watch-namespaces does.
+	Namespaces []string
+	// TCPRoutes serves TCPRoutes, when their CRD is installed, through
+	// Tunnels the Gateway owns.
+	TCPRoutes bool
+}
+
+// Request is the one request of this reconciler.
+var Request = reconcile.Request{NamespacedName: types.NamespacedName{Name: "gateway-api"}}
+
+// Reconcile converges all Gateway API status.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if err := r.classes(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	gws, err := model.Served(ctx, r.Client, r.Namespaces...)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var domains tunav1.DomainList
+	var endpoints tunav1.TCPEndpointList
+	if err := listEach(ctx, r.Client, &domains, r.Namespaces, func() client.ObjectList { return &tunav1.DomainList{} }, func(l client.ObjectList) { domains.Items = append(domains.Items, l.(*tunav1.DomainList).Items...) }); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := listEach(ctx, r.Client, &endpoints, r.Namespaces, func() client.ObjectList { return &tunav1.TCPEndpointList{} }, func(l client.ObjectList) {
+		endpoints.Items = append(endpoints.Items, l.(*tunav1.TCPEndpointList).Items...)
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	evaluated := model.Gateways{}
+	for _, gw := range gws {
+		evaluated[client.ObjectKeyFromObject(gw)] = model.Evaluated{Gateway: gw,
+			Listeners: model.Evaluate(gw, reserved(gw.Namespace, domains.Items, endpoints.Items))}
+	}
+	attached, err := r.routes(ctx, evaluated)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if r.TCPRoutes {
+		if err := r.tcpRoutes(ctx, evaluated, endpoints.Items, attached); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	for key, ev := range evaluated {
+		if err := r.writeGateway(ctx, ev, attached[key]); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	// Services are not watched (a backendRef's Service may appear later),
+	// so look again now and then.
+	return reconcile.Result{RequeueAfter: resync}, nil
+}
+
+const resync = 30 * time.Second
+
+// listEach lists into into, namespace by namespace when the operator is
+// limited to some.
+func listEach(ctx context.Context, c client.Reader, into client.ObjectList, namespaces []string, fresh func() client.ObjectList, add func(client.ObjectList)) error {
+	if len(namespaces) == 0 {
+		if err := c.List(ctx, into); err != nil {
+			return fmt.Errorf("listing: %w", err)
+		}
+		return nil
+	}
+	for _, ns := range namespaces {
+		l := fresh()
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("listing in namespace %s: %w", ns, err)
+		}
+		add(l)
+	}
+	return nil
+}
+
+// classes sets Accepted on this controller's GatewayClasses.
+func (r *Reconciler) classes(ctx context.Context) error {
+	var list gwv1.GatewayClassList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	for i := range list.Items {
+		gc := &list.Items[i]
+		if !model.Ours(gc) {
+			continue
+		}
+		conds := append([]metav1.Condition(nil), gc.Status.Conditions...)
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
+			Reason: string(gwv1.GatewayClassReasonAccepted), Message: "Gateways of this class are published through the tuna edge", ObservedGeneration: gc.Generation})
+		if equality.Semantic.DeepEqual(conds, gc.Status.Conditions) {
+			continue
+		}
+		gc = gc.DeepCopy()
+		gc.Status.Conditions = conds
+		if err := r.Client.Status().Update(ctx, gc); err != nil {
+			return fmt.Errorf("writing the status of GatewayClass %s: %w", gc.Name, err)
+		}
+	}
+	return nil
+}
+
+// namespaceLabels reads the labels of ns for allowedRoutes selectors.
+func (r *Reconciler) namespaceLabels(ctx context.Context, ns string, cache map[string]labels.Set) labels.Set {
+	if l, ok := cache[ns]; ok {
+		return l
+	}
+	var n corev1.Namespace
+	var set labels.Set
+	if err := r.Reader.Get(ctx, types.NamespacedName{Name: ns}, &n); err == nil {
+		set = labels.Set(n.Labels)
+	}
+	cache[ns] = set
+	return set
+}
+
+// writeGateway writes a Gateway's status: conditions, addresses and each
+// listener's conditions and attachedRoutes.
+func (r *Reconciler) writeGateway(ctx context.Context, ev model.Evaluated, attached map[string]int32) error {
+	gw := ev.Gateway
+	conds, addrs := model.GatewayConditions(gw, ev.Listeners)
+	next := gw.Status.DeepCopy()
+	for _, c := range conds {
+		meta.SetStatusCondition(&next.Conditions, c)
+	}
+	next.Addresses = addrs
+	var ls []gwv1.ListenerStatus
+	for _, l := range ev.Listeners {
+		st := gwv1.ListenerStatus{Name: gwv1.SectionName(l.Name), SupportedKinds: l.Kinds, AttachedRoutes: attached[l.Name]}
+		if st.SupportedKinds == nil {
+			st.SupportedKinds = []gwv1.RouteGroupKind{}
+		}
+		for _, old := range gw.Status.Listeners {
+			if string(old.Name) == l.Name {
+				st.Conditions = append(st.Conditions, old.Conditions...)
+			}
+		}
+		for _, c := range l.Conditions {
+			meta.SetStatusCondition(&st.Conditions, c)
+		}
+		ls = append(ls, st)
+	}
+	next.Listeners = ls
+	if equality.Semantic.DeepEqual(*next, gw.Status) {
+		return nil
+	}
+	out := gw.DeepCopy()
+	out.Status = *next
+	if err := r.Client.Status().Update(ctx, out); err != nil {
+		return fmt.Errorf("writing the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Parent is one parentRef of a route, resolved against a served Gateway.
+type Parent struct {
+	Ref     gwv1.ParentReference
+	Gateway *gwv1.Gateway
+	// Listeners the route attached to, and the hosts it serves on them
+	// (TCP listeners: none).
+	Listeners []string
+	Hosts     []string
+	Accepted  bool
+	Reason    gwv1.RouteConditionReason
+	Message   string
+}
+
+// Gateways are the served Gateways with their evaluated listeners.
+type Gateways map[types.NamespacedName]Evaluated
+
+// Evaluated is a served Gateway and its listeners.
+type Evaluated struct {
+	Gateway   *gwv1.Gateway
+	Listeners []Listener
+}
+
+// RouteInfo is what attachment needs of a route.
+type RouteInfo struct {
+	Kind      string // HTTPRoute, TCPRoute
+	Namespace string
+	Hostnames []gwv1.Hostname
+	Parents   []gwv1.ParentReference
+	// NamespaceLabels are the labels of the route's namespace, for
+	// allowedRoutes selectors (nil: unknown, a selector does not match).
+	NamespaceLabels labels.Set
+}
+
+// Attach resolves a route's parentRefs that name served Gateways; refs to
+// anything else are left out (another controller answers for them).
+func Attach(r RouteInfo, gws Gateways) []Parent {
+	var out []Parent
+	for _, ref := range r.Parents {
+		if ref.Group != nil && *ref.Group != group || ref.Kind != nil && *ref.Kind != "Gateway" {
+			continue
+		}
+		ns := r.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		ev, ok := gws[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+		if !ok {
+			continue
+		}
+		out = append(out, attachOne(r, ref, ev))
+	}
+	return out
+}
+
+func attachOne(r RouteInfo, ref gwv1.ParentReference, ev Evaluated) Parent {
+	p := Parent{Ref: ref, Gateway: ev.Gateway}
+	named, allowed, hostMatch := false, false, false
+	for _, l := range ev.Listeners {
+		if ref.SectionName != nil && string(*ref.SectionName) != l.Name {
+			continue
+		}
+		if ref.Port != nil && int32(*ref.Port) != l.Port {
+			continue
+		}
+		named = true
+		if !l.Accepted || !l.Supports(r.Kind) || !namespaceAllowed(ev.Gateway, l.Name, r) {
+			continue
+		}
+		allowed = true
+		if r.Kind == "TCPRoute" {
+			p.Listeners = append(p.Listeners, l.Name)
+			continue
+		}
+		if hostsMatch(r.Hostnames, l.Host) {
+			hostMatch = true
+			p.Listeners = append(p.Listeners, l.Name)
+			p.Hosts = appendNew(p.Hosts, l.Host)
+		}
+	}
+	switch {
+	case !named:
+		p.Reason, p.Message = gwv1.RouteReasonNoMatchingParent, fmt.Sprintf("Gateway %s/%s has no listener that matches the parentRef's sectionName and port", ev.Gateway.Namespace, ev.Gateway.Name)
+	case !allowed:
+		p.Reason, p.Message = gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("no accepted listener of Gateway %s/%s allows a %s from namespace %s (see the listeners' allowedRoutes and status)", ev.Gateway.Namespace, ev.Gateway.Name, r.Kind, r.Namespace)
+	case r.Kind != "TCPRoute" && !hostMatch:
+		p.Reason, p.Message = gwv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("no hostname of the route matches a listener hostname of Gateway %s/%s", ev.Gateway.Namespace, ev.Gateway.Name)
+	default:
+		p.Accepted, p.Reason, p.Message = true, gwv1.RouteReasonAccepted, fmt.Sprintf("attached to listener %s", strings.Join(p.Listeners, ", "))
+	}
+	return p
+}
+
+func appendNew(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// namespaceAllowed applies a listener's allowedRoutes.namespaces (default
+// Same).
+func namespaceAllowed(gw *gwv1.Gateway, listener string, r RouteInfo) bool {
+	var ar *gwv1.AllowedRoutes
+	for _, l := range gw.Spec.Listeners {
+		if string(l.Name) == listener {
+			ar = l.AllowedRoutes
+		}
+	}
+	from := gwv1.NamespacesFromSame
+	var sel *metav1.LabelSelector
+	if ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			from = *ar.Namespaces.From
+		}
+		sel = ar.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return r.Namespace == gw.Namespace
+	case gwv1.NamespacesFromSelector:
+		if sel == nil || r.NamespaceLabels == nil {
+			return false
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		return err == nil && s.Matches(r.NamespaceLabels)
+	}
+	return false
+}
+
+// hostsMatch reports whether a route with hostnames may serve a listener
+// host: no hostnames take the listener's, an exact one must equal it, and
+// a wildcard "*.example.com" matches any host below example.com.
+func hostsMatch(hostnames []gwv1.Hostname, host string) bool {
+	if len(hostnames) == 0 {
+		return true
+	}
+	for _, h := range hostnames {
+		s := strings.ToLower(string(h))
+		if s == host {
+			return true
+		}
+		if suffix, ok := strings.CutPrefix(s, "*"); ok && strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Granted reports whether a ReferenceGrant in the target namespace lets a
+// route of kind fromKind in fromNS refer to the Service name there.
+func Granted(grants []gwv1.ReferenceGrant, fromKind, fromNS, toNS, toName string) bool {
+	for _, g := range grants {
+		if g.Namespace != toNS {
+			continue
+		}
+		from := false
+		for _, f := range g.Spec.From {
+			if string(f.Group) == gwv1.GroupName && string(f.Kind) == fromKind && string(f.Namespace) == fromNS {
+				from = true
+			}
+		}
+		if !from {
+			continue
+		}
+		for _, t := range g.Spec.To {
+			if string(t.Group) == "" && string(t.Kind) == "Service" && (t.Name == nil || string(*t.Name) == toName) {
+				return true
+			}
+		}
+	}
+	return false
+}

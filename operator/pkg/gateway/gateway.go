@@ -1,0 +1,148 @@
+// Package gateway is what the controller and the agent agree on about the
+// Gateway API: which GatewayClasses and Gateways the operator serves
+// (controllerName k8s.tuna.am/gateway-controller), what each listener
+// publishes (an HTTP/HTTPS host or a TCP port, ended at the edge), which
+// HTTPRoutes attach to which listeners, and how an HTTPRoute's rules turn
+// into router routes. Like operator/pkg/ingress it holds no reconciler and
+// does no I/O beyond reading the cache.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// ControllerName is the controllerName of the operator's GatewayClasses.
+const ControllerName gwv1.GatewayController = "k8s.tuna.am/gateway-controller"
+
+// ClassName is the name of the GatewayClass the chart may create.
+const ClassName = "tuna"
+
+// Ours reports whether gc is one of this controller's classes.
+func Ours(gc *gwv1.GatewayClass) bool {
+	return gc.Spec.ControllerName == ControllerName && gc.DeletionTimestamp.IsZero()
+}
+
+// Served lists the Gateways of this controller's classes in namespaces
+// (none: all), not being deleted, oldest first.
+func Served(ctx context.Context, reader client.Reader, namespaces ...string) ([]*gwv1.Gateway, error) {
+	var classes gwv1.GatewayClassList
+	if err := reader.List(ctx, &classes); err != nil {
+		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	ours := map[string]bool{}
+	for i := range classes.Items {
+		if Ours(&classes.Items[i]) {
+			ours[classes.Items[i].Name] = true
+		}
+	}
+	scopes := []client.ListOption{client.InNamespace("")}
+	if len(namespaces) > 0 {
+		scopes = scopes[:0]
+		for _, ns := range namespaces {
+			scopes = append(scopes, client.InNamespace(ns))
+		}
+	}
+	var out []*gwv1.Gateway
+	for _, scope := range scopes {
+		var list gwv1.GatewayList
+		if err := reader.List(ctx, &list, scope); err != nil {
+			return nil, fmt.Errorf("listing Gateways: %w", err)
+		}
+		for i := range list.Items {
+			gw := &list.Items[i]
+			if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
+				out = append(out, gw)
+			}
+		}
+	}
+	SortOldestFirst(out)
+	return out, nil
+}
+
+// SortOldestFirst orders objects by creation, then namespace/name: the
+// Gateway API's tie-break between routes, and the order in which a host's
+// namespaces are considered.
+func SortOldestFirst[T client.Object](objs []T) {
+	slices.SortStableFunc(objs, func(a, b T) int {
+		ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
+		if !ta.Equal(tb) {
+			if ta.Before(tb) {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GetName(), b.GetName())
+	})
+}
+
+// Host returns the host an HTTP or HTTPS listener publishes ("" for other
+// protocols, or a listener without a usable hostname).
+func Host(l gwv1.Listener) string {
+	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
+		return ""
+	}
+	if l.Hostname == nil || strings.HasPrefix(string(*l.Hostname), "*") {
+		return ""
+	}
+	return strings.ToLower(string(*l.Hostname))
+}
+
+// Hosts are the distinct hosts of gw's HTTP and HTTPS listeners, sorted.
+func Hosts(gw *gwv1.Gateway) []string {
+	var out []string
+	for _, l := range gw.Spec.Listeners {
+		if h := Host(l); h != "" {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// HostIndex is the cache index of Gateways by the hosts of their listeners.
+const HostIndex = "k8s.tuna.am/gateway-host"
+
+// IndexHosts is the index function of HostIndex.
+func IndexHosts(o client.Object) []string {
+	if gw, ok := o.(*gwv1.Gateway); ok {
+		return Hosts(gw)
+	}
+	return nil
+}
+
+// Installed reports whether the API server serves the Gateway API's
+// standard kinds. The operator starts its Gateway controllers only then:
+// controller-runtime cannot watch a kind the API server does not know.
+func Installed(mapper meta.RESTMapper) bool {
+	for _, kind := range []string{"GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"} {
+		gk := gwv1.SchemeGroupVersion.WithKind(kind).GroupKind()
+		if _, err := mapper.RESTMapping(gk); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TCPRoutesInstalled reports whether the API server serves TCPRoute
+// (gateway.networking.k8s.io/v1 in the pinned release).
+func TCPRoutesInstalled(mapper meta.RESTMapper) bool {
+	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("TCPRoute").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	return err == nil
+}
+
+// BackendTLSPoliciesInstalled reports whether the API server serves
+// BackendTLSPolicy (gateway.networking.k8s.io/v1).
+func BackendTLSPoliciesInstalled(mapper meta.RESTMapper) bool {
+	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("BackendTLSPolicy").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	return err == nil
+}

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+)
+
+// ServedFor returns the served Gateways with a listener for host, oldest
+// first, through the cache's HostIndex.
+func ServedFor(ctx context.Context, reader client.Reader, host string) ([]*gwv1.Gateway, error) {
+	var classes gwv1.GatewayClassList
+	if err := reader.List(ctx, &classes); err != nil {
+		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	ours := map[string]bool{}
+	for i := range classes.Items {
+		if Ours(&classes.Items[i]) {
+			ours[classes.Items[i].Name] = true
+		}
+	}
+	var list gwv1.GatewayList
+	if err := reader.List(ctx, &list, client.MatchingFields{HostIndex: host}); err != nil {
+		return nil, fmt.Errorf("listing the Gateways of host %s: %w", host, err)
+	}
+	var out []*gwv1.Gateway
+	for i := range list.Items {
+		gw := &list.Items[i]
+		if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
+			out = append(out, gw)
+		}
+	}
+	SortOldestFirst(out)
+	return out, nil
+}
+
+// ServedHosts is the set of hosts that served Gateways of namespaces
+// (none: all) publish; the orphan collector keeps their keys.
+func ServedHosts(ctx context.Context, reader client.Reader, namespaces ...string) (map[string]bool, error) {
+	gws, err := Served(ctx, reader, namespaces...)
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[string]bool{}
+	for _, gw := range gws {
+		for _, h := range Hosts(gw) {
+			hosts[h] = true
+		}
+	}
+	return hosts, nil
+}
+
+// HTTPRoutesFor returns the HTTPRoutes attached to host through gws (the
+// served Gateways of the host, already limited to the namespaces allowed
+// to publish it). Listener reservations are the controller's to check: a
+// host whose key exists is reserved.
+func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws []*gwv1.Gateway) ([]*gwv1.HTTPRoute, error) {
+	if len(gws) == 0 {
+		return nil, nil
+	}
+	open := Reservations{Host: func(string) Verdict { return Verdict{OK: true} }, Port: func(int32) Verdict { return Verdict{OK: true} }}
+	evaluated := Gateways{}
+	for _, gw := range gws {
+		evaluated[client.ObjectKeyFromObject(gw)] = Evaluated{Gateway: gw, Listeners: Evaluate(gw, open)}
+	}
+	var list gwv1.HTTPRouteList
+	if err := reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
+	}
+	var out []*gwv1.HTTPRoute
+	for i := range list.Items {
+		rt := &list.Items[i]
+		if !rt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// Namespace labels are not read here: a selector-only listener
+		// takes no routes in the agent, which the controller's status
+		// shows as NotAllowedByListeners in the same case.
+		for _, p := range Attach(RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}, evaluated) {
+			if p.Accepted && contains(p.Hosts, host) {
+				out = append(out, rt)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// HostHandler maps Gateway and HTTPRoute events to the host requests of
+// the ingress machinery: a Gateway's hosts before and after a change, and
+// the hosts of the Gateways an HTTPRoute names.
+func HostHandler(reader client.Reader) handler.EventHandler {
+	enqueue := func(ctx context.Context, q ingress.Queue, objs ...client.Object) {
+		hosts := map[string]bool{}
+		for _, o := range objs {
+			switch v := o.(type) {
+			case *gwv1.Gateway:
+				for _, h := range Hosts(v) {
+					hosts[h] = true
+				}
+			case *gwv1.HTTPRoute:
+				for _, ref := range v.Spec.ParentRefs {
+					ns := v.Namespace
+					if ref.Namespace != nil {
+						ns = string(*ref.Namespace)
+					}
+					var gw gwv1.Gateway
+					if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: string(ref.Name)}, &gw); err == nil {
+						for _, h := range Hosts(&gw) {
+							hosts[h] = true
+						}
+					}
+				}
+			}
+		}
+		for h := range maps.Keys(hosts) {
+			q.Add(ingress.HostRequest(h))
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
+	}
+}
+
+// AllHostsHandler maps events to the hosts of every Gateway: a
+// GatewayClass appearing, going or changing its controllerName changes
+// which Gateways are served, and a ReferenceGrant or BackendTLSPolicy may
+// concern a backend of any of them.
+func AllHostsHandler(reader client.Reader) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list gwv1.GatewayList
+		if err := reader.List(ctx, &list); err != nil {
+			return nil
+		}
+		hosts := map[string]bool{}
+		for i := range list.Items {
+			for _, h := range Hosts(&list.Items[i]) {
+				hosts[h] = true
+			}
+		}
+		out := make([]reconcile.Request, 0, len(hosts))
+		for h := range maps.Keys(hosts) {
+			out = append(out, ingress.HostRequest(h))
+		}
+		return out
+	})
+}

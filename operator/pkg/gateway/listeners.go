@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Verdict is whether a Gateway's namespace may publish a host or a TCP
+// port: a reserved Domain or TCPEndpoint of its namespace, under the same
+// ownership rules as Ingress hosts and LoadBalancer ports.
+type Verdict struct {
+	OK bool
+	// Conflict: another namespace owns the host or port.
+	Conflict bool
+	Message  string
+	// Address is what clients use: the host (or its CNAME target) or the
+	// edge's TCP host.
+	Address string
+}
+
+// Reservations answers for the Gateway's namespace.
+type Reservations struct {
+	Host func(host string) Verdict
+	Port func(port int32) Verdict
+}
+
+// Listener is one listener as evaluated.
+type Listener struct {
+	Name     string
+	Protocol gwv1.ProtocolType
+	Host     string // HTTP and HTTPS
+	Port     int32  // the listener's port; TCP: the reserved public port
+	Kinds    []gwv1.RouteGroupKind
+	Accepted bool
+	Address  string
+	// Conditions: Accepted, Programmed, ResolvedRefs, Conflicted.
+	Conditions []metav1.Condition
+}
+
+// Supports reports whether routes of kind may attach to l.
+func (l Listener) Supports(kind string) bool {
+	return slices.ContainsFunc(l.Kinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == kind })
+}
+
+func cond(t, reason string, ok bool, gen int64, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+var group = gwv1.Group(gwv1.GroupName)
+
+// kindsFor is what routes a listener of protocol p takes.
+func kindsFor(p gwv1.ProtocolType) []gwv1.RouteGroupKind {
+	switch p {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		return []gwv1.RouteGroupKind{{Group: &group, Kind: "HTTPRoute"}}
+	case gwv1.TCPProtocolType:
+		return []gwv1.RouteGroupKind{{Group: &group, Kind: "TCPRoute"}}
+	}
+	return nil
+}
+
+// Evaluate checks every listener of gw: its protocol, its hostname or
+// port against the namespace's reservations, its route kinds, and
+// duplicates within the Gateway (the first listener wins).
+func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
+	gen := gw.Generation
+	out := make([]Listener, 0, len(gw.Spec.Listeners))
+	seen := map[string]string{} // host or port -> listener name
+	for _, spec := range gw.Spec.Listeners {
+		l := Listener{Name: string(spec.Name), Protocol: spec.Protocol, Port: int32(spec.Port)}
+		supported := kindsFor(spec.Protocol)
+		accepted := cond(string(gwv1.ListenerConditionAccepted), string(gwv1.ListenerReasonAccepted), true, gen, "the listener is published through the edge")
+		conflicted := cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonNoConflicts), false, gen, "no conflict")
+		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonResolvedRefs), true, gen, "TLS ends at the edge, with its certificates")
+		reject := func(reason gwv1.ListenerConditionReason, msg string) {
+			accepted = cond(string(gwv1.ListenerConditionAccepted), string(reason), false, gen, msg)
+		}
+		key := ""
+		switch {
+		case supported == nil:
+			reject(gwv1.ListenerReasonUnsupportedProtocol, fmt.Sprintf("protocol %s is not supported: use HTTP or HTTPS (TLS ends at the edge) or TCP", spec.Protocol))
+		case spec.Protocol == gwv1.TCPProtocolType:
+			key = "port/" + strconv.Itoa(int(spec.Port))
+			if v := res.Port(int32(spec.Port)); !v.OK {
+				reject(gwv1.ListenerReasonPortUnavailable, v.Message)
+				if v.Conflict {
+					conflicted = cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonProtocolConflict), true, gen, v.Message)
+				}
+			} else {
+				l.Address = v.Address
+			}
+		default:
+			l.Host = Host(spec)
+			key = "host/" + l.Host
+			switch {
+			case spec.Hostname == nil:
+				reject(gwv1.ListenerReasonUnsupportedValue, "the listener has no hostname: tuna publishes hosts, so set hostname to a reserved domain of this namespace (kubectl get domain)")
+			case l.Host == "":
+				reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("wildcard hostname %s is not supported: list each reserved domain as its own listener", *spec.Hostname))
+			default:
+				if v := res.Host(l.Host); !v.OK {
+					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
+					if v.Conflict {
+						conflicted = cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonHostnameConflict), true, gen, v.Message)
+					}
+				} else {
+					l.Address = v.Address
+				}
+			}
+		}
+		if accepted.Status == metav1.ConditionTrue && key != "" {
+			if other, dup := seen[key+"/"+string(spec.Protocol)]; dup {
+				msg := fmt.Sprintf("listener %s already publishes this with protocol %s", other, spec.Protocol)
+				reason := gwv1.ListenerReasonHostnameConflict
+				if spec.Protocol == gwv1.TCPProtocolType {
+					reason = gwv1.ListenerReasonProtocolConflict
+				}
+				conflicted = cond(string(gwv1.ListenerConditionConflicted), string(reason), true, gen, msg)
+				reject(gwv1.ListenerReasonUnsupportedValue, msg)
+			} else {
+				seen[key+"/"+string(spec.Protocol)] = l.Name
+			}
+		}
+		l.Kinds = supported
+		if ar := spec.AllowedRoutes; ar != nil && len(ar.Kinds) > 0 && supported != nil {
+			var kinds []gwv1.RouteGroupKind
+			for _, k := range ar.Kinds {
+				if (k.Group == nil || *k.Group == group) && string(k.Kind) == string(supported[0].Kind) {
+					kinds = append(kinds, supported[0])
+				}
+			}
+			l.Kinds = kinds
+			if len(kinds) == 0 {
+				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidRouteKinds), false, gen,
+					fmt.Sprintf("allowedRoutes.kinds names no kind this listener takes: %s", supported[0].Kind))
+			}
+		}
+		l.Accepted = accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue
+		programmed := cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonProgrammed), true, gen, "published through the edge")
+		if !l.Accepted {
+			programmed = cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonInvalid), false, gen, "not published: see the Accepted and ResolvedRefs conditions")
+		}
+		l.Conditions = []metav1.Condition{accepted, programmed, resolved, conflicted}
+		out = append(out, l)
+	}
+	return out
+}
+
+// GatewayConditions are the Gateway's Accepted and Programmed conditions
+// and its addresses, from its evaluated listeners.
+func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []gwv1.GatewayStatusAddress) {
+	gen := gw.Generation
+	ok := 0
+	var addrs []gwv1.GatewayStatusAddress
+	seen := map[string]bool{}
+	hostname := gwv1.HostnameAddressType
+	for _, l := range ls {
+		if !l.Accepted {
+			continue
+		}
+		ok++
+		a := l.Address
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			a = h
+		}
+		if a != "" && !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, gwv1.GatewayStatusAddress{Type: &hostname, Value: a})
+		}
+	}
+	accepted := cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonAccepted), true, gen, "every listener is accepted")
+	switch {
+	case len(gw.Spec.Addresses) > 0:
+		accepted = cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonUnsupportedAddress), false, gen,
+			"spec.addresses is not supported: the Gateway's addresses are the edge's (status.addresses)")
+		addrs, ok = nil, 0
+	case ok == 0:
+		accepted = cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonListenersNotValid), false, gen, "no listener is accepted: see status.listeners")
+	case ok < len(ls):
+		accepted = cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonListenersNotValid), true, gen,
+			fmt.Sprintf("%d of %d listeners are accepted: see status.listeners", ok, len(ls)))
+	}
+	programmed := cond(string(gwv1.GatewayConditionProgrammed), string(gwv1.GatewayReasonProgrammed), true, gen, "published through the edge")
+	if len(addrs) == 0 {
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), string(gwv1.GatewayReasonAddressNotAssigned), false, gen, "no listener is published, so the Gateway has no address")
+		if accepted.Status == metav1.ConditionFalse {
+			programmed.Reason = string(gwv1.GatewayReasonInvalid)
+		}
+	}
+	return []metav1.Condition{accepted, programmed}, addrs
+}
