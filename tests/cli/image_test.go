@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,7 +113,7 @@ func TestBinariesRunAsNonRoot(t *testing.T) {
 		c.Stdout, c.Stderr = &out, &errb
 		err := c.Run()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			code = ee.ExitCode()
 		} else if err != nil {
 			t.Fatalf("%s: %v", name, err)
