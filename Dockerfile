@@ -2,7 +2,8 @@
 #
 # Images of the Tuna Kubernetes operator, all from one build stage:
 #
-#   docker build -t code.tuna.am/tuna/tuna-k8s-operator .                       # default: the operator (the chart's image)
+#   docker build --build-arg VERSION=v1.2.3 --build-arg COMMIT=$(git rev-parse HEAD) \
+#     -t code.tuna.am/tuna/tuna-k8s-operator .                                  # default: the operator (the chart's image)
 #   docker build --target tuna-edge -t code.tuna.am/tuna/tuna-edge .            # the self-hosted edge
 #   docker build --target tuna-operator -t code.tuna.am/tuna/tuna-operator .    # the companion CLI
 #
@@ -21,10 +22,16 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# Version stamps every binary reports (`version`, `--version`, the start-up
+# log line): the release, its commit and the commit's date (not the build's,
+# so that a rebuild of a release gives the same binary). See internal/version.
 ARG VERSION=dev
+ARG COMMIT=
+ARG DATE=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    pkg=code.tuna.am/tuna/k8s-operator/internal/version && \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/ \
+    go build -trimpath -ldflags="-s -w -X $pkg.Version=${VERSION} -X $pkg.Commit=${COMMIT} -X $pkg.Date=${DATE}" -o /out/ \
       ./operator/cmd/tuna-k8s-operator ./edge/cmd/tuna-edge ./cli/cmd/tuna-operator
 
 # The edge. Mount a volume at /var/lib/tuna-edge, owned by 65532, for its state.

@@ -75,7 +75,7 @@ func (s *Server) createDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	}
 	if err := s.st.CreateDomain(d); errors.Is(err, store.ErrExists) {
 		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "domain %s is already reserved", d.Name)
-	} else if oerr := ownedFail(err); oerr != err {
+	} else if oerr, owned := ownedFail(err); owned {
 		return 0, nil, oerr
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("storing domain: %w", err)

@@ -228,7 +228,7 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	_, claimable := names.SubdomainOf(addr, s.cfg.BaseDomain)
 	claimable = claimable && in.Protocol == protocol.ProtocolHTTP
 	if err := s.st.IssueTunnelKey(rec, claimable); err != nil {
-		if oerr := ownedFail(err); oerr != err {
+		if oerr, owned := ownedFail(err); owned {
 			return 0, nil, oerr
 		}
 		return 0, nil, fmt.Errorf("storing tunnel key: %w", err)

@@ -65,17 +65,18 @@ func sharingOut(o store.Ownership) client.Sharing {
 	return client.Sharing{Owner: o.Owner, SharedWith: o.SharedWith}
 }
 
-// ownedFail turns a store refusal into the API's address_owned answer.
-func ownedFail(err error) error {
+// ownedFail turns a store refusal into the API's address_owned answer; ok
+// is false when err is no such refusal.
+func ownedFail(err error) (ae *apiError, ok bool) {
 	var oe *store.OwnedError
 	if !errors.As(err, &oe) {
-		return err
+		return nil, false
 	}
-	ae := fail(http.StatusForbidden, client.CodeAddressOwned,
+	ae = fail(http.StatusForbidden, client.CodeAddressOwned,
 		"address %s belongs to owner %s: ask that owner to share it with yours (shared_with), or choose another address",
 		oe.Address, oe.Owner)
 	ae.owner, ae.address = oe.Owner, oe.Address
-	return ae
+	return ae, true
 }
 
 // decodeSharing reads a PATCH body: the new shared_with list.

@@ -5,6 +5,7 @@
 package chanconn
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -145,7 +146,7 @@ func (c *Conn) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
 		err = c.ch.Close()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 	})

@@ -240,10 +240,17 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return err
 }
 
+// answer is what a caller of doWith sees of a response, whose body doWith
+// has read and closed.
+type answer struct {
+	status int
+	header http.Header
+}
+
 // doWith makes one call with extra request headers. longPoll, when set, is
 // how long the server may hold the request: the client's timeout is
 // stretched by it. A 304 answer is returned as is, with no error.
-func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, longPoll time.Duration, in, out any) (*http.Response, error) {
+func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, longPoll time.Duration, in, out any) (*answer, error) {
 	if c.err != nil {
 		return nil, fmt.Errorf("edge API %s %s: %w", method, path, c.err)
 	}
@@ -277,13 +284,15 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 	if err != nil {
 		return nil, fmt.Errorf("edge API %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	// A read-only body: closing it only releases the connection.
+	_ = resp.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("edge API %s %s: reading response: %w", method, path, err)
 	}
+	ans := &answer{status: resp.StatusCode, header: resp.Header}
 	if resp.StatusCode == http.StatusNotModified {
-		return resp, nil
+		return ans, nil
 	}
 	if resp.StatusCode >= 300 {
 		ae := &APIError{Status: resp.StatusCode}
@@ -297,10 +306,10 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 		return nil, ae
 	}
 	if out == nil || len(data) == 0 {
-		return resp, nil
+		return ans, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return nil, fmt.Errorf("edge API %s %s: decoding response: %w", method, path, err)
 	}
-	return resp, nil
+	return ans, nil
 }

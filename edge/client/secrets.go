@@ -115,14 +115,14 @@ func (c *Client) WatchSecrets(ctx context.Context, prefix, etag string, wait tim
 		path += "?" + q.Encode()
 	}
 	var out SecretList
-	resp, err := c.doWith(ctx, http.MethodGet, path, hdr, wait, nil, &out)
+	ans, err := c.doWith(ctx, http.MethodGet, path, hdr, wait, nil, &out)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusNotModified {
+	if ans.status == http.StatusNotModified {
 		return nil, nil
 	}
-	out.ETag = resp.Header.Get("ETag")
+	out.ETag = ans.header.Get("ETag")
 	return &out, nil
 }
 

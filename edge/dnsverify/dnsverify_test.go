@@ -2,6 +2,7 @@ package dnsverify_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDisabled(t *testing.T) {
-	if err := dnsverify.New("").Check(context.Background(), "a.example.com", "b", "c"); err != dnsverify.ErrDisabled {
+	if err := dnsverify.New("").Check(context.Background(), "a.example.com", "b", "c"); !errors.Is(err, dnsverify.ErrDisabled) {
 		t.Fatalf("err = %v, want ErrDisabled", err)
 	}
 }

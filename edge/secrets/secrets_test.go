@@ -192,7 +192,7 @@ func TestRotationAtOpen(t *testing.T) {
 	}
 
 	// New key first, old key after: everything moves to the new key.
-	m, n, err := secrets.Open(st, ring(t, next, old), secrets.Options{})
+	_, n, err := secrets.Open(st, ring(t, next, old), secrets.Options{})
 	if err != nil || n != 2 {
 		t.Fatalf("rotation: %d re-encrypted, %v", n, err)
 	}

@@ -219,7 +219,8 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	// Renamed into place on success, so removing it then fails harmlessly.
+	defer func() { _ = os.Remove(f.Name()) }()
 	if err := f.Chmod(0o600); err != nil {
 		_ = f.Close()
 		return err

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,13 +37,15 @@ func data(kv ...string) map[string][]byte {
 	return out
 }
 
-func wantAPIError(t *testing.T, what string, err error, status int, code string) *client.APIError {
+// wantAPIError checks err is the API's answer status/code and returns its
+// message.
+func wantAPIError(t *testing.T, what string, err error, status int, code string) (message string) {
 	t.Helper()
-	ae, ok := err.(*client.APIError)
-	if !ok || ae.Status != status || ae.Code != code {
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != status || ae.Code != code {
 		t.Fatalf("%s: %v, want %d %s", what, err, status, code)
 	}
-	return ae
+	return ae.Message
 }
 
 func TestSecretsCRUD(t *testing.T) {
@@ -64,8 +67,8 @@ func TestSecretsCRUD(t *testing.T) {
 		t.Fatalf("identical put changed the secret: %+v %v", same, err)
 	}
 	_, err = full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "new"), ExpectedVersion: &zero})
-	if ae := wantAPIError(t, "expected_version 0 on an existing secret", err, 409, client.CodeVersionConflict); !strings.Contains(ae.Message, "version 1") {
-		t.Fatalf("conflict message: %s", ae.Message)
+	if msg := wantAPIError(t, "expected_version 0 on an existing secret", err, 409, client.CodeVersionConflict); !strings.Contains(msg, "version 1") {
+		t.Fatalf("conflict message: %s", msg)
 	}
 	one := int64(1)
 	if v2, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "new"), ExpectedVersion: &one}); err != nil || v2.Version != 2 {
@@ -104,9 +107,9 @@ func TestSecretsCRUD(t *testing.T) {
 		{"oversize", "db", client.PutSecret{Data: map[string][]byte{"a": make([]byte, 200<<10), "b": make([]byte, 100<<10)}}, 413, client.CodeTooLarge},
 	} {
 		_, err := full.PutSecret(ctx, c.name, c.in)
-		ae := wantAPIError(t, c.what, err, c.status, c.code)
-		if c.status == 413 && !strings.Contains(ae.Message, "256 KiB") {
-			t.Errorf("oversize message does not say the limit: %s", ae.Message)
+		msg := wantAPIError(t, c.what, err, c.status, c.code)
+		if c.status == 413 && !strings.Contains(msg, "256 KiB") {
+			t.Errorf("oversize message does not say the limit: %s", msg)
 		}
 	}
 	// The largest secret fits the API's 1 MiB body once base64'd.
@@ -156,8 +159,8 @@ func TestSecretsScopes(t *testing.T) {
 		{"tunnels:connect key", e.apiKey(t, "", client.ScopeConnect), "secrets:"},
 	} {
 		_, err := c.c.ListSecrets(ctx, "")
-		if ae := wantAPIError(t, c.what+" lists", err, 403, client.CodeForbidden); !strings.Contains(ae.Message, c.want) {
-			t.Errorf("%s: message %q does not name %q", c.what, ae.Message, c.want)
+		if msg := wantAPIError(t, c.what+" lists", err, 403, client.CodeForbidden); !strings.Contains(msg, c.want) {
+			t.Errorf("%s: message %q does not name %q", c.what, msg, c.want)
 		}
 		_, err = c.c.GetSecret(ctx, "team-a/db")
 		wantAPIError(t, c.what+" gets", err, 403, client.CodeForbidden)
@@ -172,8 +175,8 @@ func TestSecretsScopes(t *testing.T) {
 		t.Fatalf("secrets:write puts: %v", err)
 	}
 	_, err := wo.GetSecret(ctx, "team-c/db")
-	if ae := wantAPIError(t, "secrets:write gets", err, 403, client.CodeForbidden); !strings.Contains(ae.Message, client.ScopeSecretsRead) {
-		t.Errorf("message does not name secrets:read: %s", ae.Message)
+	if msg := wantAPIError(t, "secrets:write gets", err, 403, client.CodeForbidden); !strings.Contains(msg, client.ScopeSecretsRead) {
+		t.Errorf("message does not name secrets:read: %s", msg)
 	}
 	// secrets:read alone reads but never writes.
 	ro := e.apiKey(t, "", client.ScopeSecretsRead)
@@ -216,8 +219,8 @@ func TestSecretsScopes(t *testing.T) {
 	_, err = full.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{client.ScopeSecretsRead}, SecretPrefix: "Team/"})
 	wantAPIError(t, "bad secret_prefix", err, 400, client.CodeInvalidRequest)
 	_, err = full.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{"secrets:admin"}})
-	if ae := wantAPIError(t, "unknown scope", err, 400, client.CodeInvalidRequest); !strings.Contains(ae.Message, client.ScopeSecretsWrite) {
-		t.Errorf("unknown scope message does not list the secrets scopes: %s", ae.Message)
+	if msg := wantAPIError(t, "unknown scope", err, 400, client.CodeInvalidRequest); !strings.Contains(msg, client.ScopeSecretsWrite) {
+		t.Errorf("unknown scope message does not list the secrets scopes: %s", msg)
 	}
 }
 
@@ -231,8 +234,8 @@ func TestSecretsLimit(t *testing.T) {
 		}
 	}
 	_, err := full.PutSecret(ctx, "c", client.PutSecret{Data: data("k", "v")})
-	if ae := wantAPIError(t, "third secret", err, 409, client.CodeLimitExceeded); !strings.Contains(ae.Message, "--max-secrets") || !strings.Contains(ae.Message, "2") {
-		t.Fatalf("limit message: %s", ae.Message)
+	if msg := wantAPIError(t, "third secret", err, 409, client.CodeLimitExceeded); !strings.Contains(msg, "--max-secrets") || !strings.Contains(msg, "2") {
+		t.Fatalf("limit message: %s", msg)
 	}
 	// Changing an existing secret is not a new one.
 	if _, err := full.PutSecret(ctx, "a", client.PutSecret{Data: data("k", "w")}); err != nil {

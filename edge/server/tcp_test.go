@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -185,14 +186,8 @@ func TestTCPBindRefusals(t *testing.T) {
 	for _, alias := range []string{"missing", strconv.Itoa(e.cfg.TCPPortRange[1]), "1"} {
 		_, err := s.Bind(context.Background(), protocol.BindRequest{Protocol: "tcp", Alias: alias})
 		var be *tunnelclient.BindError
-		if !asBindError(err, &be) || be.Code != protocol.CodeAddressNotFound {
+		if !errors.As(err, &be) || be.Code != protocol.CodeAddressNotFound {
 			t.Errorf("bind %q: %v, want address_not_found", alias, err)
 		}
 	}
-}
-
-func asBindError(err error, target **tunnelclient.BindError) bool {
-	be, ok := err.(*tunnelclient.BindError)
-	*target = be
-	return ok
 }

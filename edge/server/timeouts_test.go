@@ -135,6 +135,7 @@ func TestLocalAnswerDoesNotWaitForSlowBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("status %d, want 404", resp.StatusCode)
 	}
@@ -180,22 +181,23 @@ func TestProxiedStreamsOutliveTimeouts(t *testing.T) {
 	c := dialPublic(t, e)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
-	read := func(what string) (*http.Response, string) {
+	read := func(what string) (status int, body string) {
 		t.Helper()
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
 		if err != nil {
 			t.Fatalf("%s: reading body: %v", what, err)
 		}
-		return resp, string(b)
+		return resp.StatusCode, string(b)
 	}
 
 	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: nobody."+baseDomain+"\r\n\r\n")
-	if resp, _ := read("local answer"); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("local answer: %d, want 404", resp.StatusCode)
+	if status, _ := read("local answer"); status != http.StatusNotFound {
+		t.Fatalf("local answer: %d, want 404", status)
 	}
 
 	_, _ = io.WriteString(c, "POST /up HTTP/1.1\r\nHost: "+host+"\r\nContent-Length: "+strconv.Itoa(chunks)+"\r\n\r\n")
@@ -207,22 +209,24 @@ func TestProxiedStreamsOutliveTimeouts(t *testing.T) {
 		}
 	}
 	tick.Stop()
-	if resp, body := read("upload"); resp.StatusCode != http.StatusOK || body != strconv.Itoa(chunks) {
-		t.Fatalf("upload: %d %q, want 200 %q", resp.StatusCode, body, strconv.Itoa(chunks))
+	if status, body := read("upload"); status != http.StatusOK || body != strconv.Itoa(chunks) {
+		t.Fatalf("upload: %d %q, want 200 %q", status, body, strconv.Itoa(chunks))
 	}
 
 	_, _ = io.WriteString(c, "GET /down HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
-	resp, body := read("download")
-	if resp.StatusCode != http.StatusOK || strings.Count(body, "chunk") != chunks {
-		t.Fatalf("download: %d %q, want %d chunks", resp.StatusCode, body, chunks)
+	status, body := read("download")
+	if status != http.StatusOK || strings.Count(body, "chunk") != chunks {
+		t.Fatalf("download: %d %q, want %d chunks", status, body, chunks)
 	}
 
 	key := "MDEyMzQ1Njc4OWFiY2RlZg=="
 	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: "+host+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Key: "+key+"\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
+	_ = resp.Body.Close() // a 101 has no body: the connection carries the WebSocket now
 	tick = time.NewTicker(every)
 	defer tick.Stop()
 	for i := range chunks {

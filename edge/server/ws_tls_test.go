@@ -124,6 +124,7 @@ func TestWebSocketThroughEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = resp.Body.Close() // a 101 has no body: the connection carries the WebSocket now
 	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != wsAccept(key) {
 		t.Fatalf("handshake: %d %v", resp.StatusCode, resp.Header)
 	}

@@ -40,7 +40,7 @@ type backend interface {
 var ErrUnavailable = errors.New("state store unavailable")
 
 func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s: %v", ErrUnavailable, op, err)
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 }
 
 // Buckets: each is a namespace of keys, a bbolt bucket or an etcd prefix.

@@ -84,7 +84,7 @@ func (m *Manager) Pick(taken map[int]bool) (int, error) {
 		return p, nil
 	}
 	if lastErr != nil {
-		return 0, fmt.Errorf("%w (range %d-%d; last refusal: %v)", ErrExhausted, m.first, m.last, lastErr)
+		return 0, fmt.Errorf("%w (range %d-%d; last refusal: %w)", ErrExhausted, m.first, m.last, lastErr)
 	}
 	return 0, fmt.Errorf("%w (range %d-%d)", ErrExhausted, m.first, m.last)
 }

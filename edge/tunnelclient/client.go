@@ -190,7 +190,10 @@ func (s *Session) keepalive() {
 		}()
 		timer := time.NewTimer(s.cfg.KeepaliveTimeout)
 		select {
-		case <-res:
+		case err := <-res:
+			// A failed keepalive means the connection is gone: the
+			// session's end reports why, not this probe.
+			_ = err
 		case <-s.done:
 		case <-timer.C:
 			s.setErr(fmt.Errorf("keepalive timeout: edge %s did not answer within %s", s.cfg.Addr, s.cfg.KeepaliveTimeout))

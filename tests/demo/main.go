@@ -52,7 +52,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer cleanup("control plane", cp.Stop)
+	defer cleanup("the control plane", cp.Stop)
 	stateDir := filepath.Join(harness.RepoRoot(), ".cache", "demo")
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return err
@@ -61,7 +61,7 @@ func run() error {
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	defer os.Remove(kubeconfig)
+	defer cleanup("the kubeconfig", func() error { return os.Remove(kubeconfig) })
 	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
 		return err
 	}
@@ -71,26 +71,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(edgeDir)
+	defer cleanup("the edge's state", func() error { return os.RemoveAll(edgeDir) })
 	edge, err := harness.StartEdge(ctx, edgeDir, harness.EdgeOptions{HTTPListen: pickListen("127.0.0.1:8080")})
 	if err != nil {
 		return err
 	}
-	defer cleanup("edge", edge.Close)
+	defer cleanup("the edge", edge.Close)
 	// The API serves its generated certificate; the operator pins its
 	// fingerprint, and curl can trust the certificate itself.
 	caFile := filepath.Join(stateDir, "edge-api.pem")
 	if err := os.WriteFile(caFile, edge.APICertificatePEM(), 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(caFile)
+	defer cleanup("the edge's certificate", func() error { return os.Remove(caFile) })
 	step("edge control API on " + edge.APIURL() + " (TLS, certificate " + edge.APIFingerprint() + ")")
 
 	step("starting the operator (controller and agent)")
 	controller := harness.StartController(cp.Config, edge)
-	defer cleanup("controller", controller.Stop)
+	defer cleanup("the controller", controller.Stop)
 	agent := harness.StartAgent(cp.Config)
-	defer cleanup("agent", agent.Stop)
+	defer cleanup("the agent", agent.Stop)
 
 	step("deploying a sample backend: Service demo/web, port 80")
 	if _, err := cp.Namespace(ctx, "demo"); err != nil {
@@ -106,7 +106,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer cleanup("backend", backend.Close)
+	defer cleanup("the backend", backend.Close)
 
 	step("creating Tunnel demo/web (subdomain my-app, upstream http://web:80)")
 	tun := &tunav1.Tunnel{
@@ -163,7 +163,7 @@ func step(msg string) { fmt.Fprintln(os.Stderr, "==>", msg) }
 
 func cleanup(what string, f func() error) {
 	if err := f(); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: stopping %s: %v\n", what, err)
+		fmt.Fprintf(os.Stderr, "demo: cleaning up %s: %v\n", what, err)
 	}
 }
 
@@ -174,7 +174,7 @@ func pickListen(addr string) string {
 	if err != nil {
 		return "127.0.0.1:0"
 	}
-	ln.Close()
+	_ = ln.Close() // only a probe: nothing was accepted
 	return addr
 }
 
@@ -209,7 +209,7 @@ func selfCheck(ctx context.Context, url, edgeAddr string) error {
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
 		return errors.New("checking " + url + ": " + resp.Status + ": " + string(body))

@@ -103,22 +103,24 @@ func TestIngressWebSocketAndGRPC(t *testing.T) {
 	waitEvent(t, ns, "proto", "TunnelConnected", host)
 
 	t.Run("websocket", func(t *testing.T) {
-		var resp *http.Response
+		var header http.Header
 		var conn net.Conn
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			var err error
 			conn, err = net.DialTimeout("tcp", env.edge.HTTPAddr(), 5*time.Second)
 			require.NoError(c, err)
 			fmt.Fprintf(conn, "GET /ws/chat HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host)
-			resp, err = http.ReadResponse(bufio.NewReader(conn), nil)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			require.NoError(c, err)
+			_ = resp.Body.Close() // a 101 has no body: the connection carries the WebSocket now
+			header = resp.Header
 			if !assert.Equal(c, http.StatusSwitchingProtocols, resp.StatusCode) {
 				conn.Close()
 			}
 		}, wait, 50*time.Millisecond)
 		defer conn.Close()
-		assert.Equal(t, wsAccept("dGhlIHNhbXBsZSBub25jZQ=="), resp.Header.Get("Sec-WebSocket-Accept"))
-		assert.Equal(t, host, resp.Header.Get("X-Seen-Host"), "the backend sees the public Host")
+		assert.Equal(t, wsAccept("dGhlIHNhbXBsZSBub25jZQ=="), header.Get("Sec-WebSocket-Accept"))
+		assert.Equal(t, host, header.Get("X-Seen-Host"), "the backend sees the public Host")
 		// resp's reader may have buffered nothing beyond the headers: the
 		// backend speaks only when spoken to.
 		for _, msg := range []string{"hello", "second message"} {

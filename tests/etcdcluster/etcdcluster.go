@@ -228,7 +228,7 @@ func (c *Cluster) health(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("/health: %s", resp.Status)
 	}

@@ -117,7 +117,7 @@ func startControlPlane(bin, cidr string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	api.SecurePort = first
+	api.Address, api.Port = "127.0.0.1", strconv.Itoa(first) // its secure serving address
 	env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(first+1))}}
 	env.ControlPlane.Etcd.Configure().Set("listen-peer-urls", "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(first+2)))
 	cfg, err := env.Start()

@@ -185,14 +185,14 @@ func tcpRoundTrip(addr string) error {
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(conn)
 	if greeting, err := r.ReadString('\n'); err != nil || greeting != "HELLO\n" {
-		return fmt.Errorf("greeting %q: %v", greeting, err)
+		return fmt.Errorf("greeting %q: %w", greeting, err)
 	}
 	msg := "ping " + strings.Repeat("x", 512) + "\n"
 	if _, err := conn.Write([]byte(msg)); err != nil {
 		return err
 	}
 	if got, err := r.ReadString('\n'); err != nil || got != "ECHO "+msg {
-		return fmt.Errorf("echo %q: %v", got, err)
+		return fmt.Errorf("echo %q: %w", got, err)
 	}
 	return nil
 }

@@ -359,15 +359,6 @@ func (b *logBuffer) String() string {
 	return string(b.buf)
 }
 
-// tail is the last n lines of what the process wrote.
-func (b *logBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 func writeCertPEM(path string, der []byte) error {
 	var buf bytes.Buffer
 	if err := pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: der}); err != nil {

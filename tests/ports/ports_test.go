@@ -36,7 +36,7 @@ func TestSpaceAvoidsEphemeralAndEdgeDefaultRanges(t *testing.T) {
 	if _, err := fmt.Sscan(string(b), &ephLo, &ephHi); err != nil {
 		t.Fatal(err)
 	}
-	if !(hi < ephLo || lo > ephHi) {
+	if hi >= ephLo && lo <= ephHi {
 		t.Fatalf("space %d-%d overlaps the ephemeral range %d-%d", lo, hi, ephLo, ephHi)
 	}
 	if lo <= 20999 && hi >= 20000 {

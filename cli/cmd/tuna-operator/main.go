@@ -1,7 +1,8 @@
 // Command tuna-operator is the companion CLI of the Tuna Kubernetes
 // operator: render, validate, plan, install, upgrade and uninstall the
 // embedded Helm chart, check a cluster before an install (preflight), and
-// show the operator's resources (status). The program is cli/pkg/cmd.
+// show the operator's resources (status). The program is cli/pkg/cmd; its
+// version stamps are internal/version's.
 package main
 
 import (
@@ -13,12 +14,9 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cmd.Run(ctx, os.Args[1:], cmd.Env{Version: version})
+	code := cmd.Run(ctx, os.Args[1:], cmd.Env{})
 	stop()
 	os.Exit(code)
 }

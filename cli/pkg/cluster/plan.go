@@ -145,10 +145,9 @@ func (c *Cluster) PlanObjects(ctx context.Context, wanted, previous []*unstructu
 			out = append(out, ch)
 			continue
 		}
-		switch {
-		case live == nil:
+		if live == nil {
 			ch.Action = ActionCreate
-		default:
+		} else {
 			ch.Fields = DiffFields(normalize(live), normalize(result))
 			ch.Action = ActionUpdate
 			if len(ch.Fields) == 0 {

@@ -181,7 +181,8 @@ func (a *app) versionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of tuna-operator and of the chart it embeds",
-		Long: `Print the version of tuna-operator and of the embedded chart.
+		Long: `Print the version of tuna-operator (its release, commit and build
+date, stamped by the release build) and of the embedded chart.
 
 Exit codes: 0; 3 bad flags.`,
 		Args: cobra.NoArgs,
@@ -193,16 +194,20 @@ Exit codes: 0; 3 bad flags.`,
 			if err != nil {
 				return err
 			}
-			v := map[string]string{
-				"version":      a.env.Version,
-				"chart":        ch.Metadata.Name,
-				"chartVersion": ch.Metadata.Version,
-				"appVersion":   ch.Metadata.AppVersion,
-			}
+			v := a.env.Version
 			if out.json() {
-				return writeJSON(a.env.Stdout, v)
+				return writeJSON(a.env.Stdout, map[string]string{
+					"version":      v.Version,
+					"commit":       v.Commit,
+					"date":         v.Date,
+					"goVersion":    v.GoVersion,
+					"platform":     v.Platform,
+					"chart":        ch.Metadata.Name,
+					"chartVersion": ch.Metadata.Version,
+					"appVersion":   ch.Metadata.AppVersion,
+				})
 			}
-			fmt.Fprintf(a.env.Stdout, "tuna-operator %s\nchart %s %s (app %s)\n", v["version"], v["chart"], v["chartVersion"], v["appVersion"])
+			fmt.Fprintf(a.env.Stdout, "tuna-operator %s\nchart %s %s (app %s)\n", v, ch.Metadata.Name, ch.Metadata.Version, ch.Metadata.AppVersion)
 			return nil
 		},
 	}

@@ -21,7 +21,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
+
+// testVersion is the build the commands are run as.
+var testVersion = version.Info{Version: "1.2.3", Commit: "0123456789abcdef", Date: "2026-01-02T03:04:05Z", GoVersion: "go1.99", Platform: "plan9/mips"}
 
 type result struct {
 	code           int
@@ -31,7 +35,7 @@ type result struct {
 func run(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Version: "1.2.3"})
+	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Version: testVersion})
 	return result{code, out.String(), errb.String()}
 }
 
@@ -345,11 +349,16 @@ func TestClusterUnreachable(t *testing.T) {
 
 func TestVersionAndHelp(t *testing.T) {
 	r := run(t, "version").must(t, ExitOK)
-	if r.stdout != "tuna-operator 1.2.3\nchart tuna-k8s-operator 0.1.0 (app 0.1.0)\n" {
+	const build = "1.2.3 (commit 0123456789ab, built 2026-01-02T03:04:05Z, go1.99 plan9/mips)"
+	if r.stdout != "tuna-operator "+build+"\nchart tuna-k8s-operator 0.1.0 (app 0.1.0)\n" {
 		t.Fatalf("version: %q", r.stdout)
 	}
+	if r := run(t, "--version").must(t, ExitOK); r.stdout != "tuna-operator "+build+"\n" {
+		t.Fatalf("--version: %q", r.stdout)
+	}
 	var v map[string]string
-	if err := json.Unmarshal([]byte(run(t, "version", "-o", "json").must(t, ExitOK).stdout), &v); err != nil || v["version"] != "1.2.3" || v["chartVersion"] != "0.1.0" {
+	if err := json.Unmarshal([]byte(run(t, "version", "-o", "json").must(t, ExitOK).stdout), &v); err != nil ||
+		v["version"] != "1.2.3" || v["commit"] != testVersion.Commit || v["date"] != testVersion.Date || v["chartVersion"] != "0.1.0" {
 		t.Fatalf("version -o json: %v %v", v, err)
 	}
 	r = run(t, "--help").must(t, ExitOK)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -93,7 +94,7 @@ values or flags.`,
 			case err != nil:
 				return err
 			case p.HasErrors():
-				return &exitError{code: ExitFailed, err: fmt.Errorf("the %s would fail: see the objects marked !", p.Operation)}
+				return &exitError{code: ExitFailed, err: fmt.Errorf("the %s would fail: see the objects marked ! in the plan", p.Operation)}
 			case p.HasChanges():
 				return exitCode(ExitChanges)
 			}
@@ -279,7 +280,7 @@ func (a *app) warnCredentials(ctx context.Context, c *cluster.Cluster, o release
 	}
 	if _, err := preflight.SecretKey(ctx, c, o.Namespace, creds.SecretName, creds.SecretKey); err != nil {
 		fmt.Fprintf(a.env.Stderr, "Warning: %v: the controller will not start until it does\n", err)
-		if ce, ok := err.(*preflight.CheckError); ok && ce.Hint != "" {
+		if ce := (*preflight.CheckError)(nil); errors.As(err, &ce) && ce.Hint != "" {
 			fmt.Fprintln(a.env.Stderr, "Hint: "+ce.Hint)
 		}
 	}

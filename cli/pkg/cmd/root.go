@@ -25,6 +25,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/release"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/values"
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
 // Exit codes of tuna-operator (docs/cli.md).
@@ -58,8 +59,8 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment (TUNA_API_KEY); os.Getenv when nil.
 	Getenv func(string) string
-	// Version of the CLI, set at build time.
-	Version string
+	// Version of the CLI: the build's stamps (internal/version) when empty.
+	Version version.Info
 	// CRDs replace the chart's crds/ for install, upgrade, plan and
 	// preflight (tests only: the CLI has no flag for it).
 	CRDs []*unstructured.Unstructured
@@ -79,8 +80,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
-	if env.Version == "" {
-		env.Version = "dev"
+	if env.Version.Version == "" {
+		env.Version = version.Get()
 	}
 	a := &app{env: env}
 	root := a.root()
@@ -182,11 +183,14 @@ Results go to stdout, progress and errors to stderr.
 ` + exitCodesHelp,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version prints the first line of `version`.
+		Version: a.env.Version.String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.started = true
 			return nil
 		},
 	}
+	root.SetVersionTemplate("tuna-operator {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		a.cmdPath = c.CommandPath()
 		return err

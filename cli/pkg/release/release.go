@@ -106,7 +106,7 @@ func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 func (m *Manager) helm(namespace string, o Options) (*action.Configuration, error) {
-	var h slog.Handler = slog.DiscardHandler
+	h := slog.DiscardHandler
 	if o.Debug {
 		h = slog.NewTextHandler(o.Progress, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -121,8 +122,7 @@ func withStoreOf(dir string, ec store.EtcdConfig, fn func(*store.Store) error) e
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	return fn(st)
+	return errors.Join(fn(st), st.Close())
 }
 
 func withStore(dir string, fn func(*store.Store) error) error {
@@ -133,6 +133,6 @@ func withStore(dir string, fn func(*store.Store) error) error {
 	if err != nil {
 		return fmt.Errorf("%w (is tuna-edge running on this data dir? stop it, or use the API)", err)
 	}
-	defer st.Close()
-	return fn(st)
+	// The command's changes are only safe once the database is closed.
+	return errors.Join(fn(st), st.Close())
 }

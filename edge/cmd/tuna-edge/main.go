@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
 // envPrefix: every flag --foo-bar may also be set as TUNA_EDGE_FOO_BAR.
@@ -28,12 +30,26 @@ func newRoot() *cobra.Command {
 		Short:         "Self-hosted tunnel edge for the Tuna Kubernetes operator",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version, as `version` prints it (see internal/version).
+		Version: version.Get().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd.Flags())
 		},
 	}
-	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets(), newMigrate(), newClusterKeys())
+	root.SetVersionTemplate("tuna-edge {{.Version}}\n")
+	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets(), newMigrate(), newClusterKeys(), newVersion())
 	return root
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and build date",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "tuna-edge", version.Get())
+		},
+	}
 }
 
 // EnvName is the environment variable of a flag.

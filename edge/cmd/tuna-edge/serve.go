@@ -16,6 +16,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
 func newServe() *cobra.Command {
@@ -39,6 +40,7 @@ func newServe() *cobra.Command {
 			if cfg.Logger, err = newLogger(logLevel, logFormat); err != nil {
 				return err
 			}
+			cfg.Logger.Info("starting tuna-edge", version.Get().KeysAndValues()...)
 			e, err := server.New(cfg)
 			if err != nil {
 				return err

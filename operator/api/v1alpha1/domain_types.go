@@ -159,5 +159,5 @@ type DomainList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Domain{}, &DomainList{})
+	register(&Domain{}, &DomainList{})
 }

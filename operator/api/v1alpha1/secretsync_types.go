@@ -224,5 +224,5 @@ type SecretSyncList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SecretSync{}, &SecretSyncList{})
+	register(&SecretSync{}, &SecretSyncList{})
 }

@@ -113,5 +113,5 @@ type TCPEndpointList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TCPEndpoint{}, &TCPEndpointList{})
+	register(&TCPEndpoint{}, &TCPEndpointList{})
 }

@@ -13,12 +13,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	if err := root().Execute(); err != nil {
@@ -33,15 +31,27 @@ func root() *cobra.Command {
 		Short:         "Publishes Kubernetes Services through Tuna tunnels",
 		SilenceUsage:  true,
 		SilenceErrors: false,
+		// --version, as `version` prints it (see internal/version).
+		Version: version.Get().String(),
 		PersistentPreRun: func(*cobra.Command, []string) {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 		},
 	}
+	cmd.SetVersionTemplate("tuna-k8s-operator {{.Version}}\n")
 	cmd.AddCommand(controllerCmd(), agentCmd(), &cobra.Command{
-		Use: "version", Short: "Print the version",
-		Run: func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), version) },
+		Use: "version", Short: "Print the version, commit and build date",
+		Args: cobra.NoArgs,
+		Run: func(c *cobra.Command, _ []string) {
+			fmt.Fprintln(c.OutOrStdout(), "tuna-k8s-operator", version.Get())
+		},
 	})
 	return cmd
+}
+
+// logStart logs the build of the running binary first, so that every
+// component's log says which release it is.
+func logStart(component string) {
+	ctrl.Log.WithName("setup").Info("starting tuna-k8s-operator "+component, version.Get().KeysAndValues()...)
 }
 
 func commonFlags(cmd *cobra.Command, c *app.Common) {
@@ -62,6 +72,7 @@ func controllerCmd() *cobra.Command {
 		Use:   "controller",
 		Short: "Reconcile Domains, TCPEndpoints, LoadBalancer Services and tunnel keys (leader elected)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			logStart("controller")
 			o.APIKey = os.Getenv("TUNA_API_KEY")
 			return app.RunController(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o)
 		},
@@ -95,6 +106,7 @@ func agentCmd() *cobra.Command {
 		Use:   "agent",
 		Short: "Run every tunnel and proxy traffic to Services",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			logStart("agent")
 			// The agent's heap is mostly long-lived per-tunnel connection
 			// state; a lower GC target than Go's 100 trades a little CPU for
 			// a third less memory with many idle tunnels. GOGC overrides it.

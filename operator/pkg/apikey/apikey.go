@@ -127,12 +127,12 @@ func (s *Source) Start(ctx context.Context) error {
 		if err != nil {
 			s.log.Info("WARNING: cannot watch the API key's directory; re-reading it periodically only", "path", s.path, "interval", s.interval().String(), "error", err.Error())
 		} else {
-			defer w.Close()
+			defer func() { _ = w.Close() }() // stops the watch; nothing to flush
 			events, errs = w.Events, w.Errors
 		}
 	}
 	// The file may have changed between FromFile and the watch.
-	s.reload()
+	s.poll()
 	tick := time.NewTicker(s.interval())
 	defer tick.Stop()
 	for {
@@ -140,11 +140,11 @@ func (s *Source) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-events:
-			s.reload()
+			s.poll()
 		case err := <-errs:
 			s.log.Info("WARNING: watching the API key's directory", "error", err.Error())
 		case <-tick.C:
-			s.reload()
+			s.poll()
 		}
 	}
 }
@@ -158,7 +158,7 @@ func (s *Source) watcher() (*fsnotify.Watcher, error) {
 		return nil, fmt.Errorf("creating a watcher: %w", err)
 	}
 	if err := w.Add(filepath.Dir(s.path)); err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, fmt.Errorf("watching %s: %w", filepath.Dir(s.path), err)
 	}
 	return w, nil
@@ -170,6 +170,10 @@ func (s *Source) interval() time.Duration {
 	}
 	return DefaultInterval
 }
+
+// poll re-reads the file for Run: reload logs a rejected content itself,
+// once per problem, and the key in use stays.
+func (s *Source) poll() { _, _ = s.reload() }
 
 // reload re-reads the file and swaps in a new valid key. An unreadable,
 // empty or malformed file keeps the key in use: a half-made rotation must

@@ -195,7 +195,7 @@ func TestAction(t *testing.T) {
 		}
 		seen[a] = true
 	}
-	if Action("Publish", "rule/0", "m") != Action("Publish", "rule/0", "m") {
+	if first, again := Action("Publish", "rule/0", "m"), Action("Publish", "rule/0", "m"); first != again {
 		t.Error("the same event must keep its action, so repeats form a series")
 	}
 }

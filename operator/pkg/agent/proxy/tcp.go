@@ -12,12 +12,14 @@ import (
 // the public client sees the connection drop rather than hang. meter may be
 // nil.
 func PipeTCP(conn net.Conn, addr string, meter Meter) error {
-	defer conn.Close()
+	// Closing ends the public connection; its error says nothing the
+	// copy's own errors did not.
+	defer func() { _ = conn.Close() }()
 	up, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 	var wg sync.WaitGroup
 	var in, out int64
 	wg.Add(2)

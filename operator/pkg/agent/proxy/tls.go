@@ -107,7 +107,7 @@ func CheckTLS(ctx context.Context, addr string, t *TLS) error {
 	if err != nil {
 		return err
 	}
-	defer raw.Close()
+	defer func() { _ = raw.Close() }() // a probe: nothing was written that a close could lose
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		var ne net.Error

@@ -127,6 +127,7 @@ func TestHTTPSUpstreamWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = resp.Body.Close() // a 101 has no body: the connection carries the WebSocket now
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %s", resp.Status)
 	}

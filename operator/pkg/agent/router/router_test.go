@@ -12,7 +12,7 @@ import (
 
 // named answers with its name, so a test sees which route served.
 func named(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, name) })
 }
 
 func route(t PathType, p, name string) Route {

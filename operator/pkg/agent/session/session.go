@@ -163,7 +163,7 @@ func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }() // the session's end is reported by serve's result
 	reply, err := s.Bind(ctx, t.cfg.Bind)
 	if err != nil {
 		return 0, err
@@ -183,7 +183,7 @@ func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
 		srv := &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
 		go func() { _ = srv.Serve(s.Listener()) }()
-		defer srv.Close()
+		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
 		go t.serveTCP(s)
 	}

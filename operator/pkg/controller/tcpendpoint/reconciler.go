@@ -55,8 +55,9 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 		reason, msg = tunav1.ReasonAdopted, fmt.Sprintf("alias %s (port %d) already existed on the account and is adopted; the operator will never delete it", ep.Alias, ep.Port)
 	}
 	cond := status.Condition(e.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, reason, msg, e.Generation)
-	if !(status.Same(status.Find(e.Status.Conditions, tunav1.ConditionReady), cond) && e.Status.Port == int32(ep.Port) &&
-		e.Status.Address == ep.Address && e.Status.Adopted == adopted && e.Status.ObservedGeneration == e.Generation) {
+	current := status.Same(status.Find(e.Status.Conditions, tunav1.ConditionReady), cond) && e.Status.Port == int32(ep.Port) &&
+		e.Status.Address == ep.Address && e.Status.Adopted == adopted && e.Status.ObservedGeneration == e.Generation
+	if !current {
 		err = reservation.WriteStatus(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, cond, map[string]any{
 			"port": int64(ep.Port), "address": ep.Address, "adopted": adopted, "observedGeneration": e.Generation,
 		})

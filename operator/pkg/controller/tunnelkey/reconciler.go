@@ -7,6 +7,7 @@ package tunnelkey
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -164,7 +165,7 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 // desiredKey is the key the tunnel needs, or why it gets none.
 func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey, *upstream.Refusal, error) {
 	if _, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams); err != nil {
-		if ref, ok := err.(*upstream.Refusal); ok {
+		if ref := (*upstream.Refusal)(nil); errors.As(err, &ref) {
 			return edgeclient.CreateTunnelKey{}, ref, nil
 		}
 		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
