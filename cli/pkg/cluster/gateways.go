@@ -16,7 +16,7 @@ import (
 )
 
 func gatewayGVR(resource string) schema.GroupVersionResource {
-	return gwv1.SchemeGroupVersion.WithResource(resource)
+	return schema.GroupVersionResource{Group: gwv1.GroupVersion.Group, Version: gwv1.GroupVersion.Version, Resource: resource}
 }
 
 // GatewayStatuses are the status rows of the Gateways of the operator's
@@ -52,7 +52,7 @@ func (c *Cluster) GatewayStatuses(ctx context.Context, namespace string) ([]Stat
 		}
 	}
 	for _, kind := range []string{"HTTPRoute", "TCPRoute"} {
-		list, err := c.Dynamic.Resource(gatewayGVR(strings.ToLower(kind) + "s")).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		list, err := c.Dynamic.Resource(gatewayGVR(strings.ToLower(kind)+"s")).Namespace(namespace).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) || IsNotServed(err) {
 			continue
 		}

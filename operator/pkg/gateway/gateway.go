@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -125,7 +126,7 @@ func IndexHosts(o client.Object) []string {
 // controller-runtime cannot watch a kind the API server does not know.
 func Installed(mapper meta.RESTMapper) bool {
 	for _, kind := range []string{"GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"} {
-		gk := gwv1.SchemeGroupVersion.WithKind(kind).GroupKind()
+		gk := schema.GroupKind{Group: gwv1.GroupName, Kind: kind}
 		if _, err := mapper.RESTMapping(gk); err != nil {
 			return false
 		}
@@ -136,13 +137,13 @@ func Installed(mapper meta.RESTMapper) bool {
 // TCPRoutesInstalled reports whether the API server serves TCPRoute
 // (gateway.networking.k8s.io/v1 in the pinned release).
 func TCPRoutesInstalled(mapper meta.RESTMapper) bool {
-	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("TCPRoute").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	_, err := mapper.RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: "TCPRoute"}, gwv1.GroupVersion.Version)
 	return err == nil
 }
 
 // BackendTLSPoliciesInstalled reports whether the API server serves
 // BackendTLSPolicy (gateway.networking.k8s.io/v1).
 func BackendTLSPoliciesInstalled(mapper meta.RESTMapper) bool {
-	_, err := mapper.RESTMapping(gwv1.SchemeGroupVersion.WithKind("BackendTLSPolicy").GroupKind(), gwv1.SchemeGroupVersion.Version)
+	_, err := mapper.RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: "BackendTLSPolicy"}, gwv1.GroupVersion.Version)
 	return err == nil
 }

@@ -182,7 +182,7 @@ func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []g
 	case len(gw.Spec.Addresses) > 0:
 		accepted = cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonUnsupportedAddress), false, gen,
 			"spec.addresses is not supported: the Gateway's addresses are the edge's (status.addresses)")
-		addrs, ok = nil, 0
+		addrs = nil
 	case ok == 0:
 		accepted = cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonListenersNotValid), false, gen, "no listener is accepted: see status.listeners")
 	case ok < len(ls):

@@ -129,7 +129,7 @@ func filtersProblem(fs []gwv1.HTTPRouteFilter) string {
 // Handler builds the rule's handler: its filters in front of backends
 // (weighted); a RequestRedirect answers by itself.
 func (r Rule) Handler(backends []router.Backend) http.Handler {
-	var h http.Handler = router.Weighted(backends)
+	h := http.Handler(router.Weighted(backends))
 	var req, resp *gwv1.HTTPHeaderFilter
 	for _, f := range r.Filters {
 		switch f.Type {

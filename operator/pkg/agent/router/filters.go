@@ -138,7 +138,7 @@ func (d Redirect) Handler() http.Handler {
 		if d.Hostname != nil {
 			host = *d.Hostname
 		}
-		if d.Port != nil && !((scheme == "http" && *d.Port == 80) || (scheme == "https" && *d.Port == 443)) {
+		if d.Port != nil && (scheme != "http" || *d.Port != 80) && (scheme != "https" || *d.Port != 443) {
 			port = ":" + strconv.Itoa(*d.Port)
 		}
 		u := *req.URL

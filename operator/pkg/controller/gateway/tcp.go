@@ -134,7 +134,7 @@ func tcpTunnel(gw *gwv1.Gateway, listener string, ev model.Evaluated, endpoints 
 	return &tunav1.Tunnel{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: "gateway-" + gw.Name + "-" + listener,
 			Labels: map[string]string{LabelGateway: gw.Name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.SchemeGroupVersion.String(), Kind: "Gateway", Name: gw.Name, UID: gw.UID,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: gw.Name, UID: gw.UID,
 				Controller: &yes, BlockOwnerDeletion: &yes}}},
 		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolTCP, PortOrAlias: alias,
 			Upstream: tunav1.TunnelUpstream{URL: fmt.Sprintf("tcp://%s:%d", b.name, b.port)}},
@@ -182,7 +182,7 @@ func (r *Reconciler) applyTunnels(ctx context.Context, gws model.Gateways, desir
 
 func ownedByGateway(t *tunav1.Tunnel) bool {
 	for _, o := range t.OwnerReferences {
-		if o.Kind == "Gateway" && o.APIVersion == gwv1.SchemeGroupVersion.String() {
+		if o.Kind == "Gateway" && o.APIVersion == gwv1.GroupVersion.String() {
 			return true
 		}
 	}
