@@ -160,13 +160,18 @@ func TestSecretSyncOnlyInListedNamespaces(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "a Secret was written in an unlisted namespace: %v", err)
 }
 
+var listedRuns int
+
 // A Tunnel in the listed namespace is published end to end; one in an
 // unlisted namespace is left alone: no finalizer, no status, no key on the
 // edge, and its host is not served.
 func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	ctx := context.Background()
+	listedRuns++
+	// The namespaces are fixed: a Service name and subdomains per run of the test.
+	name := fmt.Sprintf("web%d", listedRuns)
 	for _, ns := range []string{listed, unlisted} {
-		svc, err := harness.CreateService(ctx, cp.Client, ns, "web", harness.ServicePort{Port: 8080})
+		svc, err := harness.CreateService(ctx, cp.Client, ns, name, harness.ServicePort{Port: 8080})
 		require.NoError(t, err)
 		b, err := harness.ServeEcho("web-"+ns, svc.Spec.ClusterIP, 8080)
 		require.NoError(t, err)
@@ -175,13 +180,13 @@ func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	// The unlisted Tunnel goes first: a component that watched its
 	// namespace would meet it before the listed one, so once the listed one
 	// is served, the unlisted one would have been handled too.
-	ignored := httpTunnel(unlisted, "web", "scoped-ignored")
+	ignored := httpTunnel(unlisted, name, fmt.Sprintf("scoped-ignored%d", listedRuns))
 	require.NoError(t, cp.Client.Create(ctx, ignored))
-	require.NoError(t, cp.Client.Create(ctx, httpTunnel(listed, "web", "scoped-served")))
+	require.NoError(t, cp.Client.Create(ctx, httpTunnel(listed, name, fmt.Sprintf("scoped-served%d", listedRuns))))
 
 	var served tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: "web"}, &served))
+		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: name}, &served))
 		cond := status.Find(served.Status.Conditions, tunav1.ConditionReady)
 		require.NotNil(c, cond, "no Ready condition yet")
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
@@ -199,13 +204,13 @@ func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	keys, err := edge.Client(edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelNamespace: unlisted})
 	require.NoError(t, err)
 	assert.Empty(t, keys, "the controller issued a key for a Tunnel of an unlisted namespace")
-	code, body = get(t, "http://scoped-ignored."+harness.BaseDomain+"/")
+	code, body = get(t, fmt.Sprintf("http://scoped-ignored%d.%s/", listedRuns, harness.BaseDomain))
 	assert.Equal(t, http.StatusNotFound, code, "the unlisted Tunnel's host must not be served: %s", body)
 }
 
 func httpTunnel(ns, name, subdomain string) *tunav1.Tunnel {
 	return &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, Subdomain: subdomain, Upstream: tunav1.TunnelUpstream{URL: "http://web:8080"}}}
+		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, Subdomain: subdomain, Upstream: tunav1.TunnelUpstream{URL: "http://" + name + ":8080"}}}
 }
 
 // get fetches url through the edge's public listener, whatever its host.
