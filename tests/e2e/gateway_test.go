@@ -19,7 +19,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
-
 // ensureGatewayClass creates the GatewayClass tuna, as the chart does with
 // gatewayClass.enabled, and waits until the controller accepts it.
 func ensureGatewayClass(t *testing.T) {
