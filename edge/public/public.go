@@ -134,18 +134,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			cs.scheme = "https"
 		}
 	}
-	if !rt.ACL.AllowedAddr(cs.remote) {
+	if !rt.Pool.ACL().AllowedAddr(cs.remote) {
 		h.limitLocal(w)
 		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
 		return
 	}
-	if !rt.Conns.Take(h.maxConns) {
+	if !rt.Pool.Conns.Take(h.maxConns) {
 		h.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
 		limitExceeded(w, &registry.LimitError{Limit: metrics.LimitConnectionsPerTunnel, Value: h.maxConns,
 			What: fmt.Sprintf("the tunnel for %s has too many requests in flight; retry later", host)})
 		return
 	}
-	defer rt.Conns.Put()
+	defer rt.Pool.Conns.Put()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
 	ctx := context.WithValue(r.Context(), keyRoute, rt)
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
@@ -209,9 +209,10 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	return cs.tr.RoundTrip(r)
 }
 
-// newTransport dials by opening a forward channel on whichever session is
-// bound to the host at dial time. Pooled channels belong to one session;
-// when it ends they close and the transport dials afresh.
+// newTransport dials by opening a forward channel on the session of the
+// host's pool that registry.Pool.Open picks at dial time. Pooled channels
+// belong to one session; when it ends they close and the transport dials
+// afresh, on another session of the pool.
 func (h *Handler) newTransport(cs *connState) *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
@@ -227,7 +228,7 @@ func (h *Handler) newTransport(cs *connState) *http.Transport {
 			if rt == nil {
 				return nil, fmt.Errorf("the tunnel for %s is not connected", host)
 			}
-			c, err := rt.Session.OpenForward(ctx, protocol.ForwardInfo{
+			c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{
 				RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme,
 			})
 			if err != nil {

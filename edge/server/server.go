@@ -121,6 +121,7 @@ func New(cfg Config) (*Edge, error) {
 		Limits: sshd.Limits{
 			Handshakes:           cfg.MaxHandshakes,
 			SessionsPerKey:       cfg.MaxSessionsPerKey,
+			SessionsPerTunnelKey: cfg.MaxSessionsPerTunnelKey,
 			BindsPerSession:      cfg.MaxBindsPerSession,
 			ChannelsPerSession:   cfg.MaxChannelsPerSession,
 			ConnectionsPerTunnel: cfg.MaxConnectionsPerTunnel,
@@ -128,20 +129,21 @@ func New(cfg Config) (*Edge, error) {
 		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
 	e.api = api.New(api.Config{
-		BaseDomain:    cfg.BaseDomain,
-		CNAMETarget:   cfg.CNAMETarget,
-		TCPPortFirst:  cfg.TCPPortRange[0],
-		TCPPortLast:   cfg.TCPPortRange[1],
-		PublicTCPHost: cfg.PublicTCPHost,
-		Ports:         e.ports,
-		EdgeInfo:      e.Info,
-		Nodes:         e.Nodes,
-		Verifier:      dnsverify.New(cfg.DNSResolver),
-		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
-		Logger:        cfg.Logger,
-		RateLimit:     rate.Limit(cfg.APIRateLimit),
-		RateBurst:     cfg.APIRateBurst,
-		Secrets:       e.secrets,
+		DefaultPoolSize: cfg.MaxSessionsPerTunnelKey,
+		BaseDomain:      cfg.BaseDomain,
+		CNAMETarget:     cfg.CNAMETarget,
+		TCPPortFirst:    cfg.TCPPortRange[0],
+		TCPPortLast:     cfg.TCPPortRange[1],
+		PublicTCPHost:   cfg.PublicTCPHost,
+		Ports:           e.ports,
+		EdgeInfo:        e.Info,
+		Nodes:           e.Nodes,
+		Verifier:        dnsverify.New(cfg.DNSResolver),
+		TunnelKeyTTL:    max(cfg.TunnelKeyTTL, 0),
+		Logger:          cfg.Logger,
+		RateLimit:       rate.Limit(cfg.APIRateLimit),
+		RateBurst:       cfg.APIRateBurst,
+		Secrets:         e.secrets,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -344,8 +346,13 @@ func (e *Edge) serveHTTP(what string, srv *http.Server, ln net.Listener, useTLS 
 	})
 }
 
-// Close terminates every session with edge_shutting_down, stops the
-// listeners and closes the store.
+// shutdownGrace bounds how long Close lets public connections in flight
+// finish.
+const shutdownGrace = 5 * time.Second
+
+// Close stops the public listeners, lets the connections in flight finish
+// (within shutdownGrace), terminates every session with edge_shutting_down
+// and closes the store.
 func (e *Edge) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -361,20 +368,28 @@ func (e *Edge) Close() error {
 	if e.member != nil {
 		e.member.Leave()
 	}
+	// Public traffic stops first and what is in flight finishes while the
+	// sessions still carry it: the TCP listeners close, the HTTP servers
+	// shut down (waiting for requests in flight), open TCP streams get the
+	// rest of the grace period; then the sessions end, with a code that
+	// tells agents to reconnect at once.
 	var errs []error
-	if err := e.ssh.Close(); err != nil {
-		errs = append(errs, err)
-	}
 	e.ports.Close()
 	if e.stopExpiry != nil {
 		e.stopExpiry()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil {
 			_ = srv.Close()
 		}
+	}
+	if err := e.ssh.WaitIdle(ctx); err != nil {
+		e.log.Info("closing tunnel sessions with connections in flight", "err", err)
+	}
+	if err := e.ssh.Close(); err != nil {
+		errs = append(errs, err)
 	}
 	e.wg.Wait()
 	if e.follow != nil {

@@ -108,5 +108,6 @@ func agentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.DurationVar(&o.KeepaliveInterval, "keepalive-interval", 15*time.Second, "how often to probe the edge session")
 	f.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "how long without an answer before reconnecting")
+	f.DurationVar(&o.DrainGrace, "drain-grace", app.DefaultDrainGrace, "on SIGTERM, how long tunnels may finish requests and TCP streams in flight after the edge stops sending them new ones (keep it below terminationGracePeriodSeconds; negative: close at once)")
 	return cmd
 }

@@ -21,7 +21,14 @@ type AgentOptions struct {
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// Backoff bounds reconnect delays; zero: session.DefaultBackoff.
 	Backoff session.Backoff
+	// DrainGrace is how long, on shutdown, tunnels may finish the requests
+	// and TCP streams in flight after asking the edge for no new ones
+	// (default DefaultDrainGrace; negative: stop at once).
+	DrainGrace time.Duration
 }
+
+// DefaultDrainGrace suits the chart's terminationGracePeriodSeconds.
+const DefaultDrainGrace = 20 * time.Second
 
 // RunAgent runs the agent until ctx ends, then closes every tunnel.
 func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
@@ -35,8 +42,11 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		o.Backoff = session.DefaultBackoff
 	}
 	log := ctrl.Log.WithName("agent")
+	if o.DrainGrace == 0 {
+		o.DrainGrace = DefaultDrainGrace
+	}
 	reg := agent.NewRegistry(log, o.Backoff, tunnelHooks, forgetTunnel)
-	defer reg.StopAll()
+	defer reg.DrainAll(max(o.DrainGrace, 0))
 	r := &agent.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
