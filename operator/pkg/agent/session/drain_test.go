@@ -18,7 +18,7 @@ import (
 
 // startEdge runs a real edge on loopback and issues an http tunnel key for
 // host's label.
-func startEdge(t *testing.T, label string) (*server.Edge, Config) {
+func startEdge(t testing.TB, label string) (*server.Edge, Config) {
 	t.Helper()
 	e, err := server.New(server.Config{
 		DataDir: t.TempDir(), BaseDomain: "tuna.localhost",
