@@ -479,8 +479,8 @@ func TestDeployments(t *testing.T) {
 	if ctrl.Spec.Template.Spec.ServiceAccountName != testFullname+"-controller" {
 		t.Errorf("controller ServiceAccount = %q", ctrl.Spec.Template.Spec.ServiceAccountName)
 	}
-	if d := deployment(t, render(t, withKey(t)), "controller"); *d.Spec.Replicas != 1 {
-		t.Errorf("default controller replicas = %d, want 1", *d.Spec.Replicas)
+	if d := deployment(t, render(t, withKey(t)), "controller"); *d.Spec.Replicas != 2 {
+		t.Errorf("default controller replicas = %d, want 2: a leader and a standby", *d.Spec.Replicas)
 	}
 
 	cc = container(t, deployment(t, render(t, withKey(t, "clusterID=prod-eu-1")), "controller"), "controller")

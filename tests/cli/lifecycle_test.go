@@ -109,7 +109,7 @@ func TestLifecycle(t *testing.T) {
 
 	// A newer chart: a changed CRD, more controller replicas, no dashboard.
 	newer := cmd.Env{CRDs: modifiedCRDs(t)}
-	change := []string{"--reuse-values", "--set", "controller.replicas=2", "--set", "metrics.dashboard.enabled=false"}
+	change := []string{"--reuse-values", "--set", "controller.replicas=3", "--set", "metrics.dashboard.enabled=false"}
 	r = tunaEnv(t, newer, append([]string{"plan", "-o", "json"}, change...)...)
 	expectCode(t, r, cmd.ExitChanges)
 	p = decode[planJSON](t, r)
