@@ -67,6 +67,8 @@ func StartAgent(cfg *rest.Config, mutate ...func(*app.AgentOptions)) *Component 
 		// Long enough for a test's in-flight requests, short enough that a
 		// stop against a dead edge does not hold the test.
 		DrainGrace: 5 * time.Second,
+		// Fixed, not the host name: a test may run several replicas.
+		Replica: "agent-0",
 	}
 	for _, m := range mutate {
 		m(&o)
