@@ -206,7 +206,26 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
 	}
 	cs.once.Do(func() { cs.tr = rt.h.newTransport(cs) })
-	return cs.tr.RoundTrip(r)
+	resp, err := cs.tr.RoundTrip(r)
+	// A replica that begins to drain closes its idle and new channels; a
+	// request sent on one of them gets EOF with no answer. A request that
+	// may be replayed (GET, HEAD, OPTIONS without a body, as http.Transport
+	// itself would replay on a reused connection) is sent again: the pool
+	// no longer picks the draining session, so it reaches another replica.
+	for retry := 0; err != nil && retry < 2 && replayable(r) && r.Context().Err() == nil; retry++ {
+		resp, err = cs.tr.RoundTrip(r)
+	}
+	return resp, err
+}
+
+// replayable is a request that may be sent twice: idempotent and without
+// a body.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return r.Body == nil || r.Body == http.NoBody
+	}
+	return false
 }
 
 // newTransport dials by opening a forward channel on the session of the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,10 +93,11 @@ func poolLoad(t *testing.T, url string, workers int) loadRun {
 				if err != nil {
 					cause = err.Error()
 				} else {
+					body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 					_, _ = io.Copy(io.Discard, resp.Body)
 					_ = resp.Body.Close()
 					if resp.StatusCode != http.StatusOK {
-						cause = resp.Status
+						cause = resp.Status + ": " + strings.TrimSpace(string(body))
 					}
 				}
 				if cause == "" {
