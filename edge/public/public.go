@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -212,10 +213,16 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	// may be replayed (GET, HEAD, OPTIONS without a body, as http.Transport
 	// itself would replay on a reused connection) is sent again: the pool
 	// no longer picks the draining session, so it reaches another replica.
-	for retry := 0; err != nil && retry < 2 && replayable(r) && r.Context().Err() == nil; retry++ {
+	// Only EOF: a refusal (a limit, no session) must not be multiplied.
+	for retry := 0; closedUnanswered(err) && retry < 2 && replayable(r) && r.Context().Err() == nil; retry++ {
 		resp, err = cs.tr.RoundTrip(r)
 	}
 	return resp, err
+}
+
+// closedUnanswered is a channel that closed before any answer.
+func closedUnanswered(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // replayable is a request that may be sent twice: idempotent and without
