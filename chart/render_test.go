@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,12 +100,12 @@ func TestCredentialsModes(t *testing.T) {
 				}
 			}
 			tt.check(t, r, ctrl)
-			// The agent needs no API key: its env is POD_NAMESPACE only,
-			// and it mounts nothing.
+			// The agent needs no API key: its env is POD_NAMESPACE and
+			// POD_NAME only, and it mounts nothing.
 			ad := deployment(t, r, "agent")
 			agent := container(t, ad, "agent")
-			if got := envNames(agent); !slices.Equal(got, []string{"POD_NAMESPACE"}) {
-				t.Errorf("agent env = %v, want [POD_NAMESPACE]", got)
+			if got := envNames(agent); !slices.Equal(got, []string{"POD_NAMESPACE", "POD_NAME"}) {
+				t.Errorf("agent env = %v, want [POD_NAMESPACE POD_NAME]", got)
 			}
 			if len(ad.Spec.Template.Spec.Volumes) != 0 || hasArgPrefix(agent, "--api-key-file") {
 				t.Errorf("the agent gets a key file: %+v %v", ad.Spec.Template.Spec.Volumes, agent.Args)
@@ -205,8 +206,8 @@ func TestExtraEnvInjection(t *testing.T) {
 	if e := ctrl.Env[3]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
 		t.Errorf("valueFrom entry = %+v", e)
 	}
-	if got := envNames(container(t, deployment(t, r, "agent"), "agent")); !slices.Equal(got, []string{"POD_NAMESPACE"}) {
-		t.Errorf("agent env = %v, want [POD_NAMESPACE]", got)
+	if got := envNames(container(t, deployment(t, r, "agent"), "agent")); !slices.Equal(got, []string{"POD_NAMESPACE", "POD_NAME"}) {
+		t.Errorf("agent env = %v, want [POD_NAMESPACE POD_NAME]", got)
 	}
 }
 
@@ -446,11 +447,44 @@ func unstructuredField(obj map[string]any, path ...string) (any, bool, error) {
 func TestDeployments(t *testing.T) {
 	r := render(t, withKey(t, "controller.replicas=3"))
 	agent := deployment(t, r, "agent")
-	if agent.Spec.Replicas == nil || *agent.Spec.Replicas != 1 {
-		t.Errorf("agent replicas = %v, want 1", agent.Spec.Replicas)
+	if agent.Spec.Replicas == nil || *agent.Spec.Replicas != 2 {
+		t.Errorf("agent replicas = %v, want 2: a pool of two sessions per tunnel", agent.Spec.Replicas)
 	}
-	if agent.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("agent strategy = %q, want Recreate", agent.Spec.Strategy.Type)
+	if s := agent.Spec.Strategy; s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+		s.RollingUpdate.MaxUnavailable.String() != "0" || s.RollingUpdate.MaxSurge.String() != "1" {
+		t.Errorf("agent strategy = %+v, want RollingUpdate with maxUnavailable 0, maxSurge 1", s)
+	}
+	spec := agent.Spec.Template.Spec
+	if len(spec.TopologySpreadConstraints) != 1 || spec.TopologySpreadConstraints[0].TopologyKey != "kubernetes.io/hostname" ||
+		spec.TopologySpreadConstraints[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
+		spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app.kubernetes.io/component"] != "agent" {
+		t.Errorf("agent topology spread = %+v, want one over hostnames, ScheduleAnyway, on the agent pods", spec.TopologySpreadConstraints)
+	}
+	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 35 {
+		t.Errorf("agent terminationGracePeriodSeconds = %v, want 35: preStop 5s + drain 20s + 10s", spec.TerminationGracePeriodSeconds)
+	}
+	if ac := container(t, agent, "agent"); ac.Lifecycle == nil || ac.Lifecycle.PreStop == nil || ac.Lifecycle.PreStop.Sleep == nil ||
+		ac.Lifecycle.PreStop.Sleep.Seconds != 5 || !hasArg(ac, "--drain-grace=20s") || !hasArg(ac, "--replicas=2") ||
+		len(envNamed(ac, "POD_NAME")) != 1 {
+		t.Errorf("agent: lifecycle %+v, args %v, env %v: want a 5s preStop sleep, --drain-grace=20s, --replicas=2, POD_NAME", ac.Lifecycle, ac.Args, envNames(ac))
+	}
+	if pdb := r.Find("PodDisruptionBudget", testFullname+"-agent"); pdb == nil {
+		t.Errorf("no PodDisruptionBudget for two agent replicas")
+	} else {
+		var b policyv1.PodDisruptionBudget
+		if err := pdb.Into(&b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.MinAvailable == nil || b.Spec.MinAvailable.String() != "1" || b.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "agent" {
+			t.Errorf("agent PodDisruptionBudget spec = %+v, want minAvailable 1 on the agent pods", b.Spec)
+		}
+	}
+	one := render(t, withKey(t, "agentManager.replicas=1", "agentManager.drainGrace=30s", "agentManager.preStopSeconds=0"))
+	if one.Find("PodDisruptionBudget", testFullname+"-agent") != nil {
+		t.Errorf("a PodDisruptionBudget for one agent replica would block every node drain")
+	}
+	if d := deployment(t, one, "agent"); *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 40 || !hasArg(container(t, d, "agent"), "--drain-grace=30s") {
+		t.Errorf("drainGrace=30s, preStopSeconds=0: grace %d, args %v", *d.Spec.Template.Spec.TerminationGracePeriodSeconds, container(t, d, "agent").Args)
 	}
 	ac := container(t, agent, "agent")
 	if ac.Args[0] != "agent" || !hasArg(ac, "--keepalive-interval=15s") || !hasArg(ac, "--keepalive-timeout=45s") ||
@@ -479,8 +513,8 @@ func TestDeployments(t *testing.T) {
 	if ctrl.Spec.Template.Spec.ServiceAccountName != testFullname+"-controller" {
 		t.Errorf("controller ServiceAccount = %q", ctrl.Spec.Template.Spec.ServiceAccountName)
 	}
-	if d := deployment(t, render(t, withKey(t)), "controller"); *d.Spec.Replicas != 1 {
-		t.Errorf("default controller replicas = %d, want 1", *d.Spec.Replicas)
+	if d := deployment(t, render(t, withKey(t)), "controller"); *d.Spec.Replicas != 2 {
+		t.Errorf("default controller replicas = %d, want 2: a leader and a standby", *d.Spec.Replicas)
 	}
 
 	cc = container(t, deployment(t, render(t, withKey(t, "clusterID=prod-eu-1")), "controller"), "controller")
@@ -635,7 +669,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			t.Errorf("%s %s (%s): %v", m.Kind(), m.Name(), m.Source, err)
 		}
 	}
-	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "IngressClass", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "IngressClass", "PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"}
 	if got := slices.Sorted(maps.Keys(kinds)); !slices.Equal(got, want) {
 		t.Errorf("kinds = %v, want %v", got, want)
 	}

@@ -25,7 +25,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	}{
 		{name: "unknown top-level key", sets: []string{"replicaCount=2"}, want: "replicaCount"},
 		{name: "misspelt credentials key", sets: []string{"credentials.apikey=k"}, want: "apikey"},
-		{name: "unknown agentManager key", sets: []string{"agentManager.replicas=2"}, want: "replicas"},
+		{name: "unknown agentManager key", sets: []string{"agentManager.replica=2"}, want: "replica"},
+		{name: "agent replicas below one", sets: []string{"agentManager.replicas=0"}, want: "/agentManager/replicas"},
+		{name: "drainGrace not in whole seconds", sets: []string{"agentManager.drainGrace=1m"}, want: "/agentManager/drainGrace"},
 		{name: "wrong type: replicas", sets: []string{"controller.replicas=two"}, want: "/controller/replicas"},
 		{name: "wrong type: boolean", raw: map[string]any{"agentManager": map[string]any{"allowExternalUpstreams": "yes"}}, want: "/agentManager/allowExternalUpstreams"},
 		{name: "wrong type: podAnnotations value", raw: map[string]any{"podAnnotations": map[string]any{"a": 1}}, want: "/podAnnotations/a"},

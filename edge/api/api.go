@@ -57,7 +57,13 @@ type Config struct {
 	RateBurst int
 	// Secrets serves /v1/secrets; nil leaves those routes out.
 	Secrets *secrets.Manager
+	// DefaultPoolSize is the session pool of a tunnel key issued without
+	// max_sessions, as reported in its max_sessions.
+	DefaultPoolSize int
 }
+
+// MaxPoolSize bounds the max_sessions a tunnel key may be issued with.
+const MaxPoolSize = 64
 
 // Server is the API's http.Handler.
 type Server struct {

@@ -183,9 +183,15 @@ func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
 		at := r.ExpiresAt
 		out.ExpiresAt, out.TTLSeconds = &at, int64(r.TTL/time.Second)
 	}
-	if live := s.reg.ByKey(r.ID); len(live) > 0 {
-		in := live[0]
-		out.Session = &client.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt}
+	out.MaxSessions = r.MaxSessions
+	if out.MaxSessions == 0 {
+		out.MaxSessions = s.cfg.DefaultPoolSize
+	}
+	for _, in := range s.reg.ByKey(r.ID) {
+		out.Sessions = append(out.Sessions, client.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt, Draining: in.Draining})
+	}
+	if len(out.Sessions) > 0 {
+		out.Session = &out.Sessions[0]
 	}
 	return out
 }
@@ -211,6 +217,10 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 			return 0, nil, err
 		}
 	}
+	if in.MaxSessions < 0 || in.MaxSessions > MaxPoolSize {
+		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"max_sessions must be 0 (the edge's default) to %d, got %d", MaxPoolSize, in.MaxSessions)
+	}
 	k, err := keys.New(keys.KindTunnel)
 	if err != nil {
 		return 0, nil, err
@@ -218,7 +228,7 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	now := s.cfg.Now()
 	rec := store.TunnelKey{
 		ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Owner: in.Owner,
-		Hash: k.Hash(), CreatedAt: now,
+		Hash: k.Hash(), CreatedAt: now, MaxSessions: in.MaxSessions,
 	}
 	if ttl := s.cfg.TunnelKeyTTL; ttl > 0 {
 		rec.ExpiresAt, rec.TTL = now.Add(ttl), ttl

@@ -83,7 +83,8 @@ type CreateAPIKey struct {
 }
 
 // TunnelKey is an ephemeral per-tunnel key: one protocol, optionally one
-// address, at most one live session, no API access. Key (the secret) is set
+// address, a bounded pool of live sessions that all serve that address, no
+// API access. Key (the secret) is set
 // only in the create response; the edge stores a hash.
 type TunnelKey struct {
 	ID string `json:"id"`
@@ -105,8 +106,12 @@ type TunnelKey struct {
 	// TTLSeconds is the lifetime a renewal gives: renew when less than half
 	// of it is left.
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
-	// Session is the live session, if any.
+	// Session is the oldest live session of the key's pool, if any.
 	Session *Session `json:"session,omitempty"`
+	// Sessions are all the live sessions of the key's pool, oldest first.
+	Sessions []Session `json:"sessions,omitempty"`
+	// MaxSessions is the size of the key's session pool.
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
 // RenewAt is when a key should be renewed: once half of its lifetime is
@@ -124,6 +129,9 @@ type Session struct {
 	URL         string    `json:"url"`
 	RemoteAddr  string    `json:"remote_addr"`
 	ConnectedAt time.Time `json:"connected_at"`
+	// Draining: the agent asked for no new connections and is finishing
+	// the ones it carries before it disconnects.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // CreateTunnelKey is the body of POST /v1/tunnel-keys.
@@ -138,6 +146,10 @@ type CreateTunnelKey struct {
 	// are unowned or shared with it; the first key for a bare subdomain no
 	// reservation holds claims it for its owner.
 	Owner string `json:"owner,omitempty"`
+	// MaxSessions sizes the key's session pool: how many live sessions
+	// (agent replicas) may serve its address at once, 0-64; 0 takes the
+	// edge's default (4). A login past it is refused with limit_exceeded.
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
 // Sharing is who owns a reservation and who else may use it. An empty

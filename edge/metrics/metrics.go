@@ -37,6 +37,8 @@ const (
 	LimitHandshakes = "handshakes"
 	// LimitSessionsPerKey: live sessions of one tunnels:connect API key.
 	LimitSessionsPerKey = "sessions_per_key"
+	// LimitSessionsPerTunnelKey: live sessions in one tunnel key's pool.
+	LimitSessionsPerTunnelKey = "sessions_per_tunnel_key"
 	// LimitBindsPerSession: addresses bound by one session.
 	LimitBindsPerSession = "binds_per_session"
 	// LimitChannelsPerSession: open forward channels of one session.
@@ -48,7 +50,7 @@ const (
 	LimitSecrets = "secrets"
 )
 
-var allLimits = []string{LimitHandshakes, LimitSessionsPerKey, LimitBindsPerSession, LimitChannelsPerSession, LimitConnectionsPerTunnel, LimitSecrets}
+var allLimits = []string{LimitHandshakes, LimitSessionsPerKey, LimitSessionsPerTunnelKey, LimitBindsPerSession, LimitChannelsPerSession, LimitConnectionsPerTunnel, LimitSecrets}
 
 // New creates and registers the edge's metrics.
 func New() *Metrics {

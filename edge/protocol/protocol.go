@@ -32,6 +32,7 @@ const (
 	BindRequestType      = "tuna-bind@tuna.am"
 	KeepaliveRequestType = "keepalive@tuna.am"
 	TerminateRequestType = "tuna-terminate@tuna.am"
+	DrainRequestType     = "tuna-drain@tuna.am"
 	ForwardChannelType   = "tuna-forward@tuna.am"
 )
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -134,18 +135,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			cs.scheme = "https"
 		}
 	}
-	if !rt.ACL.AllowedAddr(cs.remote) {
+	if !rt.Pool.ACL().AllowedAddr(cs.remote) {
 		h.limitLocal(w)
 		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
 		return
 	}
-	if !rt.Conns.Take(h.maxConns) {
+	if !rt.Pool.Conns.Take(h.maxConns) {
 		h.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
 		limitExceeded(w, &registry.LimitError{Limit: metrics.LimitConnectionsPerTunnel, Value: h.maxConns,
 			What: fmt.Sprintf("the tunnel for %s has too many requests in flight; retry later", host)})
 		return
 	}
-	defer rt.Conns.Put()
+	defer rt.Pool.Conns.Put()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
 	ctx := context.WithValue(r.Context(), keyRoute, rt)
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
@@ -206,12 +207,38 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
 	}
 	cs.once.Do(func() { cs.tr = rt.h.newTransport(cs) })
-	return cs.tr.RoundTrip(r)
+	resp, err := cs.tr.RoundTrip(r)
+	// A replica that begins to drain closes its idle and new channels; a
+	// request sent on one of them gets EOF with no answer. A request that
+	// may be replayed (GET, HEAD, OPTIONS without a body, as http.Transport
+	// itself would replay on a reused connection) is sent again: the pool
+	// no longer picks the draining session, so it reaches another replica.
+	// Only EOF: a refusal (a limit, no session) must not be multiplied.
+	for retry := 0; closedUnanswered(err) && retry < 2 && replayable(r) && r.Context().Err() == nil; retry++ {
+		resp, err = cs.tr.RoundTrip(r)
+	}
+	return resp, err
 }
 
-// newTransport dials by opening a forward channel on whichever session is
-// bound to the host at dial time. Pooled channels belong to one session;
-// when it ends they close and the transport dials afresh.
+// closedUnanswered is a channel that closed before any answer.
+func closedUnanswered(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// replayable is a request that may be sent twice: idempotent and without
+// a body.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return r.Body == nil || r.Body == http.NoBody
+	}
+	return false
+}
+
+// newTransport dials by opening a forward channel on the session of the
+// host's pool that registry.Pool.Open picks at dial time. Pooled channels
+// belong to one session; when it ends they close and the transport dials
+// afresh, on another session of the pool.
 func (h *Handler) newTransport(cs *connState) *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
@@ -227,7 +254,7 @@ func (h *Handler) newTransport(cs *connState) *http.Transport {
 			if rt == nil {
 				return nil, fmt.Errorf("the tunnel for %s is not connected", host)
 			}
-			c, err := rt.Session.OpenForward(ctx, protocol.ForwardInfo{
+			c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{
 				RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme,
 			})
 			if err != nil {

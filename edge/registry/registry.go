@@ -1,5 +1,5 @@
 // Package registry tracks the live tunnel sessions and what they are bound
-// to. The HTTP route table is an immutable map behind an atomic pointer:
+// to. An address is served by a pool of sessions of one key (see Pool). The HTTP route table is an immutable map behind an atomic pointer:
 // public requests look hosts up without taking a lock, and the rare writers
 // (bind, session end) copy the map under a mutex and swap it.
 package registry
@@ -7,9 +7,12 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +22,14 @@ import (
 )
 
 var (
-	// ErrAddressTaken is returned when another live session holds an address.
-	ErrAddressTaken = errors.New("address is bound by another session")
-	// ErrKeyBusy is returned when a tunnel key already has a live session.
-	ErrKeyBusy = errors.New("tunnel key already has a live session")
+	// ErrAddressTaken is returned when a session of another key holds an
+	// address.
+	ErrAddressTaken = errors.New("address is bound by a session of another key")
+	// ErrKeyBusy is returned when a key's pool of sessions is full.
+	ErrKeyBusy = errors.New("tunnel key has as many live sessions as its pool allows")
+	// ErrKeyBoundElsewhere is returned when a session of a one-address key
+	// binds an address other than the one its key's other sessions serve.
+	ErrKeyBoundElsewhere = errors.New("the key's other sessions serve another address")
 )
 
 // Session is a live tunnel session, implemented by the SSH server.
@@ -34,19 +41,19 @@ type Session interface {
 	ConnectedAt() time.Time
 	// OpenForward opens a channel for one public connection.
 	OpenForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error)
+	// Load is the number of public connections the session carries now.
+	Load() int
+	// Draining reports whether the agent asked for no new connections.
+	Draining() bool
 	// Terminate tells the agent why and closes the session.
 	Terminate(code, reason string)
 }
 
-// Route is a public HTTP host bound to a session.
+// Route is a public HTTP host and the pool of sessions that serve it.
 type Route struct {
-	Host    string
-	URL     string
-	Session Session
-	ACL     *acl.List
-	// Conns counts the host's requests in flight, for the per-tunnel
-	// connection limit.
-	Conns Slots
+	Host string
+	URL  string
+	Pool *Pool
 }
 
 // Info describes a live session for the API.
@@ -56,39 +63,52 @@ type Info struct {
 	URL         string
 	RemoteAddr  string
 	ConnectedAt time.Time
+	Draining    bool
 }
 
 type entry struct {
-	s     Session
-	urls  []string
-	hosts []string
-	ports []int
+	s Session
+	// oneAddress: the session's key serves one address, whichever of its
+	// sessions binds it.
+	oneAddress bool
+	addrs      []string // "http:<host>" or "tcp:<port>", in bind order
+	urls       []string
+	hosts      []string
+	ports      []int
 }
 
-// claim is a tunnel key's one live session, from its password check on.
+// claim is a tunnel key's place in its pool, from the password check on.
 type claim struct {
-	sid      string
 	sess     Session       // nil until the handshake completes (Add)
 	released chan struct{} // closed when the claim is dropped
+}
+
+// Holder is a session that holds a place in a key's pool.
+type Holder struct {
+	// Session is nil while its handshake is still running.
+	Session Session
+	// Released is closed when the place is given back.
+	Released <-chan struct{}
 }
 
 // Registry is safe for concurrent use.
 type Registry struct {
 	mu       sync.Mutex
-	sessions map[string]*entry // by session id
-	claims   map[string]*claim // by tunnel key id
-	hosts    map[string]string // http host -> session id
-	ports    map[int]string    // tcp port -> session id
+	sessions map[string]*entry            // by session id
+	claims   map[string]map[string]*claim // tunnel key id -> session id -> claim
+	hosts    map[string]*Pool             // http host
+	ports    map[int]*Pool                // tcp port
 	routes   atomic.Pointer[map[string]*Route]
+	pools    atomic.Uint64 // pool ids
 }
 
 // New returns an empty registry.
 func New() *Registry {
 	r := &Registry{
 		sessions: map[string]*entry{},
-		claims:   map[string]*claim{},
-		hosts:    map[string]string{},
-		ports:    map[int]string{},
+		claims:   map[string]map[string]*claim{},
+		hosts:    map[string]*Pool{},
+		ports:    map[int]*Pool{},
 	}
 	empty := map[string]*Route{}
 	r.routes.Store(&empty)
@@ -98,33 +118,37 @@ func New() *Registry {
 // Lookup returns the route of host (lower case, no port) or nil. Lock-free.
 func (r *Registry) Lookup(host string) *Route { return (*r.routes.Load())[host] }
 
-// ClaimKey reserves a tunnel key for session id sid; a key may hold one live
-// session. It is called during authentication, before the session exists,
-// so two simultaneous logins with one key cannot both win.
-func (r *Registry) ClaimKey(keyID, sid string) error {
+// ClaimKey reserves a place in tunnel key keyID's pool for session sid; the
+// pool holds at most limit sessions (limit < 1 counts as 1). It is called
+// during authentication, before the session exists, so simultaneous logins
+// with one key cannot overfill the pool.
+func (r *Registry) ClaimKey(keyID, sid string, limit int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.claims[keyID]; ok {
-		if cur.sid != sid {
-			return ErrKeyBusy
-		}
+	cs := r.claims[keyID]
+	if _, ok := cs[sid]; ok {
 		return nil
 	}
-	r.claims[keyID] = &claim{sid: sid, released: make(chan struct{})}
+	if len(cs) >= max(limit, 1) {
+		return ErrKeyBusy
+	}
+	if cs == nil {
+		cs = map[string]*claim{}
+		r.claims[keyID] = cs
+	}
+	cs[sid] = &claim{released: make(chan struct{})}
 	return nil
 }
 
-// Holder returns the session that holds keyID's claim (nil while its
-// handshake is still running) and a channel that is closed when the claim
-// is released; ok is false when nobody holds it.
-func (r *Registry) Holder(keyID string) (s Session, released <-chan struct{}, ok bool) {
+// Holders returns the sessions that hold places in keyID's pool.
+func (r *Registry) Holders(keyID string) []Holder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.claims[keyID]
-	if !ok {
-		return nil, nil, false
+	out := make([]Holder, 0, len(r.claims[keyID]))
+	for _, c := range r.claims[keyID] {
+		out = append(out, Holder{Session: c.sess, Released: c.released})
 	}
-	return c.sess, c.released, true
+	return out
 }
 
 // ReleaseClaim undoes ClaimKey when the handshake fails after auth.
@@ -135,24 +159,30 @@ func (r *Registry) ReleaseClaim(keyID, sid string) {
 }
 
 func (r *Registry) releaseLocked(keyID, sid string) {
-	if c, ok := r.claims[keyID]; ok && c.sid == sid {
-		delete(r.claims, keyID)
+	cs := r.claims[keyID]
+	if c, ok := cs[sid]; ok {
+		delete(cs, sid)
+		if len(cs) == 0 {
+			delete(r.claims, keyID)
+		}
 		close(c.released)
 	}
 }
 
-// Add registers a session after its handshake.
-func (r *Registry) Add(s Session) {
+// Add registers a session after its handshake. oneAddress keeps all the
+// sessions of its key to one address (tunnel keys).
+func (r *Registry) Add(s Session, oneAddress bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sessions[s.ID()] = &entry{s: s}
-	if c, ok := r.claims[s.KeyID()]; ok && c.sid == s.ID() {
+	r.sessions[s.ID()] = &entry{s: s, oneAddress: oneAddress}
+	if c, ok := r.claims[s.KeyID()][s.ID()]; ok {
 		c.sess = s
 	}
 }
 
-// Remove forgets a session, its claim and its bindings, in one step: once
-// a session is gone from the table its key may connect again.
+// Remove forgets a session, its claim and its place in its pools, in one
+// step: once a session is gone from the table its key may connect again.
+// An address whose pool is left empty is unrouted.
 func (r *Registry) Remove(sid string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -163,80 +193,156 @@ func (r *Registry) Remove(sid string) {
 	delete(r.sessions, sid)
 	r.releaseLocked(e.s.KeyID(), sid)
 	for _, p := range e.ports {
-		delete(r.ports, p)
+		r.leavePortLocked(p, sid)
 	}
-	if len(e.hosts) > 0 {
-		next := maps.Clone(*r.routes.Load())
-		for _, h := range e.hosts {
-			delete(r.hosts, h)
-			delete(next, h)
-		}
-		r.routes.Store(&next)
-	}
-}
-
-// BindHTTP publishes a route; ErrAddressTaken if another session holds the
-// host. Binding the same host again from the same session is a no-op.
-func (r *Registry) BindHTTP(rt *Route) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sid := rt.Session.ID()
-	e, ok := r.sessions[sid]
-	if !ok {
-		return errors.New("session is gone")
-	}
-	if cur, ok := r.hosts[rt.Host]; ok {
-		if cur != sid {
-			return ErrAddressTaken
-		}
-		return nil
-	}
-	r.hosts[rt.Host] = sid
-	e.hosts = append(e.hosts, rt.Host)
-	e.urls = append(e.urls, rt.URL)
-	next := maps.Clone(*r.routes.Load())
-	next[rt.Host] = rt
-	r.routes.Store(&next)
-	return nil
-}
-
-// BindTCP records that session sid serves port.
-func (r *Registry) BindTCP(sid string, port int, url string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.sessions[sid]
-	if !ok {
-		return errors.New("session is gone")
-	}
-	if cur, ok := r.ports[port]; ok {
-		if cur != sid {
-			return ErrAddressTaken
-		}
-		return nil
-	}
-	r.ports[port] = sid
-	e.ports = append(e.ports, port)
-	e.urls = append(e.urls, url)
-	return nil
-}
-
-// UnbindTCP releases a port (the edge could not listen on it).
-func (r *Registry) UnbindTCP(sid string, port int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ports[port] != sid {
+	if len(e.hosts) == 0 {
 		return
 	}
-	delete(r.ports, port)
-	if e, ok := r.sessions[sid]; ok {
-		for i, p := range e.ports {
-			if p == port {
-				e.ports = append(e.ports[:i], e.ports[i+1:]...)
-				e.urls = append(e.urls[:i:i], e.urls[i+1:]...)
-				break
+	next := maps.Clone(*r.routes.Load())
+	for _, h := range e.hosts {
+		if pool := r.hosts[h]; pool != nil {
+			pool.remove(sid)
+			if pool.Len() == 0 {
+				delete(r.hosts, h)
+				delete(next, h)
 			}
 		}
 	}
+	r.routes.Store(&next)
+}
+
+func (r *Registry) leavePortLocked(port int, sid string) {
+	if pool := r.ports[port]; pool != nil {
+		pool.remove(sid)
+		if pool.Len() == 0 {
+			delete(r.ports, port)
+		}
+	}
+}
+
+// KeyAddress is the address ("http:<host>" or "tcp:<port>") that a
+// one-address key's sessions serve, or "" when none is bound.
+func (r *Registry) KeyAddress(keyID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keyAddressLocked(keyID)
+}
+
+func (r *Registry) keyAddressLocked(keyID string) string {
+	for _, e := range r.sessions {
+		if e.oneAddress && e.s.KeyID() == keyID && len(e.addrs) > 0 {
+			return e.addrs[0]
+		}
+	}
+	return ""
+}
+
+// joinCheckLocked checks that session e may serve addr through pool (nil: nobody
+// serves addr yet) and reports whether it already does.
+func (r *Registry) joinCheckLocked(e *entry, addr string, pool *Pool) (already bool, err error) {
+	sid, key := e.s.ID(), e.s.KeyID()
+	if pool != nil {
+		if pool.key != key {
+			return false, ErrAddressTaken
+		}
+		if pool.has(sid) {
+			return true, nil
+		}
+	}
+	if e.oneAddress {
+		if cur := r.keyAddressLocked(key); cur != "" && cur != addr {
+			return false, ErrKeyBoundElsewhere
+		}
+	}
+	return false, nil
+}
+
+func (r *Registry) newPoolLocked(key string) *Pool {
+	return newPool(fmt.Sprintf("pool_%d", r.pools.Add(1)), key)
+}
+
+// BindHTTP adds session s to the pool that serves host, creating it when
+// nobody serves host; ErrAddressTaken if a session of another key serves
+// it. Binding the same host again from the same session is a no-op. list
+// becomes the host's client filter.
+func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.sessions[s.ID()]
+	if !ok {
+		return nil, errSessionGone
+	}
+	pool := r.hosts[host]
+	already, err := r.joinCheckLocked(e, "http:"+host, pool)
+	if err != nil {
+		return nil, err
+	}
+	if already {
+		return (*r.routes.Load())[host], nil
+	}
+	if pool == nil {
+		pool = r.newPoolLocked(s.KeyID())
+		r.hosts[host] = pool
+	}
+	pool.configure(list, "")
+	pool.add(s)
+	e.addrs = append(e.addrs, "http:"+host)
+	e.hosts = append(e.hosts, host)
+	e.urls = append(e.urls, url)
+	rt := (*r.routes.Load())[host]
+	if rt == nil {
+		rt = &Route{Host: host, URL: url, Pool: pool}
+		next := maps.Clone(*r.routes.Load())
+		next[host] = rt
+		r.routes.Store(&next)
+	}
+	return rt, nil
+}
+
+var errSessionGone = errors.New("session is gone")
+
+// BindTCP adds session sid to the pool that serves port (see BindHTTP);
+// list and proxy become the endpoint's client filter and PROXY protocol.
+func (r *Registry) BindTCP(sid string, port int, url string, list *acl.List, proxy string) (*Pool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.sessions[sid]
+	if !ok {
+		return nil, errSessionGone
+	}
+	addr := "tcp:" + strconv.Itoa(port)
+	pool := r.ports[port]
+	already, err := r.joinCheckLocked(e, addr, pool)
+	if err != nil || already {
+		return pool, err
+	}
+	if pool == nil {
+		pool = r.newPoolLocked(e.s.KeyID())
+		r.ports[port] = pool
+	}
+	pool.configure(list, proxy)
+	pool.add(e.s)
+	e.addrs = append(e.addrs, addr)
+	e.ports = append(e.ports, port)
+	e.urls = append(e.urls, url)
+	return pool, nil
+}
+
+// UnbindTCP takes session sid out of port's pool (the edge could not listen
+// on the port).
+func (r *Registry) UnbindTCP(sid string, port int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.sessions[sid]
+	if !ok || !slices.Contains(e.ports, port) {
+		return
+	}
+	r.leavePortLocked(port, sid)
+	i := slices.Index(e.ports, port)
+	e.ports = slices.Delete(e.ports, i, i+1)
+	j := slices.Index(e.addrs, "tcp:"+strconv.Itoa(port))
+	e.addrs = slices.Delete(e.addrs, j, j+1)
+	e.urls = slices.Delete(e.urls, j, j+1)
 }
 
 // PortBound reports whether a live session serves port.
@@ -247,8 +353,15 @@ func (r *Registry) PortBound(port int) bool {
 	return ok
 }
 
+// PortPool is the pool that serves port, or nil.
+func (r *Registry) PortPool(port int) *Pool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ports[port]
+}
+
 func (r *Registry) info(e *entry) Info {
-	in := Info{ID: e.s.ID(), KeyID: e.s.KeyID(), RemoteAddr: e.s.RemoteAddr(), ConnectedAt: e.s.ConnectedAt()}
+	in := Info{ID: e.s.ID(), KeyID: e.s.KeyID(), RemoteAddr: e.s.RemoteAddr(), ConnectedAt: e.s.ConnectedAt(), Draining: e.s.Draining()}
 	if len(e.urls) > 0 {
 		in.URL = e.urls[0]
 	}
@@ -281,6 +394,17 @@ func (r *Registry) List() []Info {
 	return out
 }
 
+// Load is the number of public connections all sessions carry.
+func (r *Registry) Load() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.sessions {
+		n += e.s.Load()
+	}
+	return n
+}
+
 // Count returns the number of live sessions.
 func (r *Registry) Count() int {
 	r.mu.Lock()
@@ -304,25 +428,25 @@ func (r *Registry) TerminateKey(keyID, code, reason string) int {
 	return len(victims)
 }
 
-// TerminatePort ends the session that serves port, if any (its TCP
+// TerminatePort ends the sessions that serve port, if any (its TCP
 // endpoint was deleted).
 func (r *Registry) TerminatePort(port int, code, reason string) {
 	r.mu.Lock()
 	var victims []Session
-	if sid, ok := r.ports[port]; ok {
-		victims = append(victims, r.sessions[sid].s)
+	if pool := r.ports[port]; pool != nil {
+		victims = pool.Sessions()
 	}
 	r.mu.Unlock()
 	terminateAll(victims, code, reason)
 }
 
-// TerminateHost ends the session that serves the HTTP host, if any (its
+// TerminateHost ends the sessions that serve the HTTP host, if any (its
 // domain was deleted).
 func (r *Registry) TerminateHost(host, code, reason string) {
 	r.mu.Lock()
 	var victims []Session
-	if sid, ok := r.hosts[host]; ok {
-		victims = append(victims, r.sessions[sid].s)
+	if pool := r.hosts[host]; pool != nil {
+		victims = pool.Sessions()
 	}
 	r.mu.Unlock()
 	terminateAll(victims, code, reason)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -24,8 +25,14 @@ const DefaultTunnelKeyTTL = 24 * time.Hour
 // Default limits: generous for one cluster's agent, small enough that a
 // runaway or hostile client cannot exhaust the edge's memory or sockets.
 const (
-	DefaultMaxHandshakes           = 64
-	DefaultMaxSessionsPerKey       = 10
+	DefaultMaxHandshakes     = 64
+	DefaultMaxSessionsPerKey = 10
+	// DefaultMaxSessionsPerTunnelKey is the default session pool of a
+	// tunnel key: room for a few agent replicas and a rolling update's
+	// surge, little for a leaked key.
+	DefaultMaxSessionsPerTunnelKey = 4
+	// MaxTunnelKeyPool bounds the pool size a key may be issued with.
+	MaxTunnelKeyPool               = api.MaxPoolSize
 	DefaultMaxBindsPerSession      = 16
 	DefaultMaxChannelsPerSession   = 1024
 	DefaultMaxConnectionsPerTunnel = 1024
@@ -126,8 +133,13 @@ type Config struct {
 	// (default 64): more are closed at once.
 	MaxHandshakes int
 	// MaxSessionsPerKey caps the live sessions of one tunnels:connect API
-	// key (default 10); a tunnel key always carries one.
+	// key (default 10).
 	MaxSessionsPerKey int
+	// MaxSessionsPerTunnelKey is the default size of a tunnel key's session
+	// pool, the live sessions (agent replicas) that may serve its address
+	// at once (default 4); a key issued with max_sessions overrides it.
+	// It cannot be turned off: a negative value is an error.
+	MaxSessionsPerTunnelKey int
 	// MaxBindsPerSession caps the addresses one session binds (default 16).
 	MaxBindsPerSession int
 	// MaxChannelsPerSession caps one session's open forward channels, one
@@ -236,6 +248,7 @@ func (c *Config) setDefaults() error {
 	}{
 		{&c.MaxHandshakes, DefaultMaxHandshakes},
 		{&c.MaxSessionsPerKey, DefaultMaxSessionsPerKey},
+		{&c.MaxSessionsPerTunnelKey, DefaultMaxSessionsPerTunnelKey},
 		{&c.MaxBindsPerSession, DefaultMaxBindsPerSession},
 		{&c.MaxChannelsPerSession, DefaultMaxChannelsPerSession},
 		{&c.MaxConnectionsPerTunnel, DefaultMaxConnectionsPerTunnel},
@@ -244,6 +257,9 @@ func (c *Config) setDefaults() error {
 		if *l.v == 0 {
 			*l.v = l.def
 		}
+	}
+	if c.MaxSessionsPerTunnelKey < 1 || c.MaxSessionsPerTunnelKey > MaxTunnelKeyPool {
+		return fmt.Errorf("max sessions per tunnel key must be 1-%d, got %d: the pool of a tunnel key is always bounded", MaxTunnelKeyPool, c.MaxSessionsPerTunnelKey)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -108,11 +108,11 @@ func (r *relay) freeze() { close(r.frozen) }
 func (r *relay) addr() string { return r.ln.Addr().String() }
 
 // A session whose agent vanished without closing its connection (its node
-// was lost) must not keep the key: the new session's login probes the old
-// one, finds it silent, ends it and takes the key.
+// was lost) must not keep its place in a full pool: the new session's login
+// probes the old one, finds it silent, ends it and takes its place.
 func TestKeyOfAVanishedAgentIsReclaimed(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "lost"})
+	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "lost", MaxSessions: 1})
 	info := e.info(t)
 	r := startRelay(t, info.SSHAddr)
 	old, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{
@@ -127,7 +127,7 @@ func TestKeyOfAVanishedAgentIsReclaimed(t *testing.T) {
 	bind(t, old, protocol.BindRequest{Protocol: "http"})
 
 	// While the old session answers, the key stays with it.
-	if _, err := e.dial(t, tk.Key); err == nil || !strings.Contains(err.Error(), "already has a live session") {
+	if _, err := e.dial(t, tk.Key); err == nil || !strings.Contains(err.Error(), "as many as its pool allows") {
 		t.Fatalf("second session while the first is alive: %v", err)
 	}
 	r.freeze()

@@ -121,6 +121,7 @@ func New(cfg Config) (*Edge, error) {
 		Limits: sshd.Limits{
 			Handshakes:           cfg.MaxHandshakes,
 			SessionsPerKey:       cfg.MaxSessionsPerKey,
+			SessionsPerTunnelKey: cfg.MaxSessionsPerTunnelKey,
 			BindsPerSession:      cfg.MaxBindsPerSession,
 			ChannelsPerSession:   cfg.MaxChannelsPerSession,
 			ConnectionsPerTunnel: cfg.MaxConnectionsPerTunnel,
@@ -128,20 +129,21 @@ func New(cfg Config) (*Edge, error) {
 		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
 	e.api = api.New(api.Config{
-		BaseDomain:    cfg.BaseDomain,
-		CNAMETarget:   cfg.CNAMETarget,
-		TCPPortFirst:  cfg.TCPPortRange[0],
-		TCPPortLast:   cfg.TCPPortRange[1],
-		PublicTCPHost: cfg.PublicTCPHost,
-		Ports:         e.ports,
-		EdgeInfo:      e.Info,
-		Nodes:         e.Nodes,
-		Verifier:      dnsverify.New(cfg.DNSResolver),
-		TunnelKeyTTL:  max(cfg.TunnelKeyTTL, 0),
-		Logger:        cfg.Logger,
-		RateLimit:     rate.Limit(cfg.APIRateLimit),
-		RateBurst:     cfg.APIRateBurst,
-		Secrets:       e.secrets,
+		DefaultPoolSize: cfg.MaxSessionsPerTunnelKey,
+		BaseDomain:      cfg.BaseDomain,
+		CNAMETarget:     cfg.CNAMETarget,
+		TCPPortFirst:    cfg.TCPPortRange[0],
+		TCPPortLast:     cfg.TCPPortRange[1],
+		PublicTCPHost:   cfg.PublicTCPHost,
+		Ports:           e.ports,
+		EdgeInfo:        e.Info,
+		Nodes:           e.Nodes,
+		Verifier:        dnsverify.New(cfg.DNSResolver),
+		TunnelKeyTTL:    max(cfg.TunnelKeyTTL, 0),
+		Logger:          cfg.Logger,
+		RateLimit:       rate.Limit(cfg.APIRateLimit),
+		RateBurst:       cfg.APIRateBurst,
+		Secrets:         e.secrets,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -342,48 +344,6 @@ func (e *Edge) serveHTTP(what string, srv *http.Server, ln net.Listener, useTLS 
 		}
 		return srv.Serve(ln)
 	})
-}
-
-// Close terminates every session with edge_shutting_down, stops the
-// listeners and closes the store.
-func (e *Edge) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	servers := e.servers
-	e.mu.Unlock()
-
-	// Leaving first takes the node off GET /v1/nodes while its sessions
-	// are told it shuts down.
-	if e.member != nil {
-		e.member.Leave()
-	}
-	var errs []error
-	if err := e.ssh.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	e.ports.Close()
-	if e.stopExpiry != nil {
-		e.stopExpiry()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-	}
-	e.wg.Wait()
-	if e.follow != nil {
-		e.follow.stop()
-	}
-	if err := e.st.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // APIURL is the control API's base URL, e.g. "https://127.0.0.1:41234".

@@ -58,12 +58,12 @@ func TestConnectRefusals(t *testing.T) {
 	})
 }
 
-func TestTunnelKeyOneSession(t *testing.T) {
+func TestTunnelKeyPoolOfOne(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", MaxSessions: 1})
 	first := e.mustDial(t, tk.Key)
 	_, err := e.dial(t, tk.Key)
-	if err == nil || !strings.Contains(err.Error(), "already has a live session") {
+	if err == nil || !strings.Contains(err.Error(), "already has 1 live sessions") {
 		t.Fatalf("second session: %v", err)
 	}
 	// Once the first session ends, the key may connect again.

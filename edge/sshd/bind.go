@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/acl"
@@ -126,6 +127,12 @@ func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protoco
 	return protocol.BindReply{}, false, nil
 }
 
+// keyElsewhere refuses a bind of a one-address key whose other sessions
+// serve another address.
+func keyElsewhere(addr string) *protocol.ErrorReply {
+	return refusal(protocol.CodeForbidden, "a tunnel key serves one address and its other live sessions serve %s: bind that, or use another key", addr)
+}
+
 func (ss *session) remember(addr string, r protocol.BindReply) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -140,6 +147,13 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 		// The key's address goes through the same checks as an explicit
 		// domain: it may name a custom domain that is unverified or gone.
 		req.Domain = tk.Address
+	}
+	if req.Subdomain == "" && req.Domain == "" && tk != nil {
+		// A key for any address that its other sessions have bound already
+		// joins their pool rather than taking a second address.
+		if host, ok := strings.CutPrefix(ss.srv.reg.KeyAddress(tk.ID), "http:"); ok {
+			req.Domain = host
+		}
 	}
 	switch {
 	case req.Subdomain != "" && req.Domain != "":
@@ -188,9 +202,12 @@ func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.
 		return protocol.BindReply{}, ownedRefusal(err)
 	}
 	url := ss.srv.cfg.PublicURL(host)
-	err := ss.srv.reg.BindHTTP(&registry.Route{Host: host, URL: url, Session: ss, ACL: list})
+	_, err := ss.srv.reg.BindHTTP(ss, host, url, list)
 	if errors.Is(err, registry.ErrAddressTaken) {
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "%s is already served by another live tunnel", host)
+	}
+	if errors.Is(err, registry.ErrKeyBoundElsewhere) {
+		return protocol.BindReply{}, keyElsewhere(ss.srv.reg.KeyAddress(ss.p.ID))
 	}
 	if err != nil {
 		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", host, err)
@@ -244,16 +261,20 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	}
 	cfg := ss.srv.cfg
 	url := "tcp://" + net.JoinHostPort(cfg.PublicTCPHost, strconv.Itoa(ep.Port))
-	err := ss.srv.reg.BindTCP(ss.id, ep.Port, url)
+	pool, err := ss.srv.reg.BindTCP(ss.id, ep.Port, url, list, req.ProxyProtocol)
 	if errors.Is(err, registry.ErrAddressTaken) {
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "TCP endpoint %s (port %d) is already served by another live tunnel", ep.Alias, ep.Port)
+	}
+	if errors.Is(err, registry.ErrKeyBoundElsewhere) {
+		return protocol.BindReply{}, keyElsewhere(ss.srv.reg.KeyAddress(ss.p.ID))
 	}
 	if err != nil {
 		return protocol.BindReply{}, refusal(protocol.CodeInvalidRequest, "binding %s: %v", ep.Alias, err)
 	}
-	conns := new(registry.Slots) // this endpoint's public connections
-	serve := func(c net.Conn) { ss.forwardTCP(c, list, req.ProxyProtocol, conns) }
-	if err := cfg.Ports.Attach(ep.Port, ss.id, serve); err != nil {
+	// The listener serves the pool, whichever of its sessions attached it
+	// (attaching again for the same pool changes nothing).
+	serve := func(c net.Conn) { ss.srv.serveTCP(c, pool) }
+	if err := cfg.Ports.Attach(ep.Port, pool.ID(), serve); err != nil {
 		ss.srv.reg.UnbindTCP(ss.id, ep.Port)
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken,
 			"the edge cannot listen on port %d of TCP endpoint %s: %v; another process on the edge host holds it: free the port, or delete the endpoint and reserve a new one",
@@ -262,7 +283,7 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	// bind runs inside run()'s request loop, so the session's teardown,
 	// which detaches ss.ports, cannot have started yet.
 	ss.mu.Lock()
-	ss.ports = append(ss.ports, ep.Port)
+	ss.ports[ep.Port] = pool
 	ss.mu.Unlock()
 	reply := protocol.BindReply{URL: url, SessionID: ss.id}
 	ss.remember("tcp:"+ep.Alias, reply)

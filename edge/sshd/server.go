@@ -4,6 +4,7 @@
 package sshd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,9 +61,13 @@ type Config struct {
 type Limits struct {
 	// Handshakes caps connections that have not finished logging in.
 	Handshakes int
-	// SessionsPerKey caps the live sessions of one tunnels:connect API key
-	// (a tunnel key always carries one).
+	// SessionsPerKey caps the live sessions of one tunnels:connect API key.
 	SessionsPerKey int
+	// SessionsPerTunnelKey is the default size of a tunnel key's session
+	// pool (a key's own MaxSessions overrides it). Unlike the others it is
+	// never off: a value below 1 counts as 1, so a leaked key cannot open
+	// sessions without bound.
+	SessionsPerTunnelKey int
 	// BindsPerSession caps the addresses one session binds.
 	BindsPerSession int
 	// ChannelsPerSession caps one session's open forward channels.
@@ -185,8 +190,11 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 	}
 	sid := sessionID(meta)
 	if p.Kind == keys.KindTunnel {
-		if err := s.claimKey(p.ID, sid); err != nil {
-			return nil, refuse("tunnel key %s already has a live session: a tunnel key carries one session at a time", p.ID)
+		limit := s.poolSize(p)
+		if err := s.claimKey(p.ID, sid, limit); err != nil {
+			s.m.LimitRefused(metrics.LimitSessionsPerTunnelKey)
+			return nil, refuse("%v", &registry.LimitError{Limit: metrics.LimitSessionsPerTunnelKey, Value: limit,
+				What: fmt.Sprintf("tunnel key %s already has %d live sessions, as many as its pool allows; end one, or issue the key with a larger max_sessions", p.ID, limit)})
 		}
 	} else if err := s.takeKeySession(p.ID); err != nil {
 		s.m.LimitRefused(metrics.LimitSessionsPerKey)
@@ -256,7 +264,7 @@ func (s *Server) handle(raw net.Conn) {
 	}
 	pend := pa.(*pendingAuth)
 	ss := newSession(s, sc, pend.p, pend.sid)
-	s.reg.Add(ss)
+	s.reg.Add(ss, pend.p.Kind == keys.KindTunnel)
 	s.m.SessionOpened()
 	s.log.Info("session started", "session", ss.id, "key", pend.p.ID, "remote", ss.remote)
 	if s.closing.Load() {
@@ -275,43 +283,82 @@ func (s *Server) handle(raw net.Conn) {
 	s.log.Info("session ended", "session", ss.id, "key", pend.p.ID)
 }
 
-// claimKey takes a tunnel key's claim to its one live session. When another
-// session holds it, the newcomer gets it only once the holder is gone: an
-// agent that reconnects right after a drop must not be told that its own
-// dead session still has the key. The holder is gone when its connection has
-// closed, or when it does not answer a keepalive within the probe timeout
-// (a half-open connection, e.g. the agent's node was lost); such a holder is
-// closed here. A holder that answers keeps the key.
-func (s *Server) claimKey(keyID, sid string) error {
+// poolSize is how many live sessions tunnel key p may hold at once.
+func (s *Server) poolSize(p *auth.Principal) int {
+	if p.Tunnel != nil && p.Tunnel.MaxSessions > 0 {
+		return p.Tunnel.MaxSessions
+	}
+	return max(s.cfg.Limits.SessionsPerTunnelKey, 1)
+}
+
+// claimKey takes a place in a tunnel key's session pool. When the pool is
+// full, the newcomer gets a place only once a holder is gone: an agent that
+// reconnects right after a drop must not be told that its own dead session
+// still fills the pool. A holder is gone when its connection has closed, or
+// when it does not answer a keepalive within the probe timeout (a half-open
+// connection, e.g. the agent's node was lost); such a holder is closed
+// here. While every holder answers, the pool stays full.
+func (s *Server) claimKey(keyID, sid string, limit int) error {
 	wait := min(s.cfg.KeepaliveTimeout, maxClaimWait)
 	deadline := time.Now().Add(wait)
 	for {
-		err := s.reg.ClaimKey(keyID, sid)
+		err := s.reg.ClaimKey(keyID, sid, limit)
 		if !errors.Is(err, registry.ErrKeyBusy) {
 			return err
 		}
-		holder, released, held := s.reg.Holder(keyID)
-		if !held {
+		holders := s.reg.Holders(keyID)
+		if len(holders) == 0 {
 			continue // released in between: claim again
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return err
 		}
-		hs, _ := holder.(*session)
-		if hs == nil {
-			// The holder's handshake is still running: look again soon.
-			left = min(left, pendingClaimPoll)
-		} else if hs.alive(left) {
+		freed, pending := s.probeHolders(holders, left)
+		switch {
+		case freed != nil:
+			select {
+			case <-freed:
+			case <-time.After(left):
+			}
+		case pending:
+			// A holder's handshake is still running: look again soon.
+			time.Sleep(min(left, pendingClaimPoll))
+		default:
 			return err
-		} else {
-			_ = hs.conn.Close() // it unregisters on its way out
-		}
-		select {
-		case <-released:
-		case <-time.After(left):
 		}
 	}
+}
+
+// probeHolders checks the pool's established sessions in parallel, closes
+// those that do not answer within timeout and returns the released channel
+// of one of them (nil if all answered); pending reports a holder still in
+// its handshake.
+func (s *Server) probeHolders(holders []registry.Holder, timeout time.Duration) (freed <-chan struct{}, pending bool) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for _, h := range holders {
+		hs, _ := h.Session.(*session)
+		if hs == nil {
+			pending = true
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if hs.alive(timeout) {
+				return
+			}
+			_ = hs.conn.Close() // it unregisters on its way out
+			mu.Lock()
+			freed = h.Released
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return freed, pending
 }
 
 func (s *Server) keyExists(p *auth.Principal) bool {
@@ -324,8 +371,28 @@ func (s *Server) keyExists(p *auth.Principal) bool {
 	return !errors.Is(err, store.ErrNotFound)
 }
 
+// idlePoll is how often WaitIdle looks at the sessions' connections.
+const idlePoll = 50 * time.Millisecond
+
+// WaitIdle waits until no session carries a public connection, or ctx
+// ends: on shutdown, the public listeners have stopped and the connections
+// in flight (TCP streams, say) may finish before the sessions go.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(idlePoll)
+	defer t.Stop()
+	for s.reg.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d tunnel connections still open: %w", s.reg.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // Close stops accepting, tells every agent the edge is shutting down and
-// waits for the sessions to end.
+// waits for the sessions to end. The code edge_shutting_down tells agents
+// to reconnect at once (to another node, or to this one restarted).
 func (s *Server) Close() error {
 	s.closing.Store(true)
 	s.mu.Lock()
@@ -336,7 +403,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.mu.Unlock()
-	s.reg.TerminateAll(protocol.CodeEdgeShuttingDown, "edge is shutting down")
+	s.reg.TerminateAll(protocol.CodeEdgeShuttingDown, "edge is shutting down; reconnect")
 	s.wg.Wait()
 	return errors.Join(errs...)
 }

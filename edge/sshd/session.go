@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -34,10 +35,13 @@ type session struct {
 	done      chan struct{}
 	termOnce  sync.Once
 	chans     registry.Slots // open forward channels
+	// draining: the agent asked for no new public connections; they go to
+	// the other sessions of its pool while it finishes what it carries.
+	draining atomic.Bool
 
 	mu    sync.Mutex
 	binds map[string]protocol.BindReply // resolved address -> reply
-	ports []int                         // TCP endpoint ports this session serves
+	ports map[int]*registry.Pool        // TCP endpoint ports this session serves
 }
 
 func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *session {
@@ -47,6 +51,7 @@ func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *se
 		connected: time.Now().UTC(),
 		done:      make(chan struct{}),
 		binds:     map[string]protocol.BindReply{},
+		ports:     map[int]*registry.Pool{},
 	}
 }
 
@@ -54,6 +59,8 @@ func (ss *session) ID() string             { return ss.id }
 func (ss *session) KeyID() string          { return ss.p.ID }
 func (ss *session) RemoteAddr() string     { return ss.remote }
 func (ss *session) ConnectedAt() time.Time { return ss.connected }
+func (ss *session) Load() int              { return ss.chans.InUse() }
+func (ss *session) Draining() bool         { return ss.draining.Load() }
 
 // run serves the session until the connection ends.
 func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
@@ -66,6 +73,11 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
 		case protocol.KeepaliveRequestType:
+			_ = req.Reply(true, nil)
+		case protocol.DrainRequestType:
+			if !ss.draining.Swap(true) {
+				ss.srv.log.Info("session draining", "session", ss.id)
+			}
 			_ = req.Reply(true, nil)
 		case protocol.BindRequestType:
 			reply, err := ss.bind(req.Payload)
@@ -80,17 +92,20 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 			}
 		}
 	}
-	// reqs closes when the connection is gone. The reserved ports stay
-	// with the edge; only this session's hold on them ends. The session
-	// leaves the table (releasing its key's claim) before done closes, so
-	// whoever waits on done, such as a revocation, sees it gone.
+	// reqs closes when the connection is gone. The session leaves the
+	// table (releasing its key's place in the pool) before done closes, so
+	// whoever waits on done, such as a revocation, sees it gone. The
+	// reserved ports stay with the edge; a port's listener is detached
+	// only when this was the last session of its pool.
 	_ = ss.conn.Close()
+	ss.srv.reg.Remove(ss.id)
 	ss.mu.Lock()
-	for _, p := range ss.ports {
-		ss.srv.cfg.Ports.Detach(p, ss.id)
+	for p, pool := range ss.ports {
+		if pool.Len() == 0 {
+			ss.srv.cfg.Ports.Detach(p, pool.ID())
+		}
 	}
 	ss.mu.Unlock()
-	ss.srv.reg.Remove(ss.id)
 	close(ss.done)
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/proxyproto"
@@ -19,35 +18,37 @@ import (
 // its channel.
 const openTimeout = 30 * time.Second
 
-// forwardTCP carries one public TCP connection of an endpoint whose open
-// connections conns counts.
-func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string, conns *registry.Slots) {
+// serveTCP carries one public TCP connection of an endpoint that pool
+// serves, through the pool's least loaded session that is not draining. A
+// session that fails to open the channel (it just died) is skipped and the
+// next one tried, so a dead agent costs the client nothing but a retry.
+func (s *Server) serveTCP(c net.Conn, pool *registry.Pool) {
 	remote := c.RemoteAddr().String()
-	if !list.AllowedAddr(remote) {
+	if !pool.ACL().AllowedAddr(remote) {
 		// Closing without a byte is all TCP can say; the agent never sees
 		// a denied client.
-		ss.srv.log.Debug("tcp client denied by CIDR rules", "session", ss.id)
+		s.log.Debug("tcp client denied by CIDR rules", "pool", pool.ID())
 		_ = c.Close()
 		return
 	}
-	if limit := ss.srv.cfg.Limits.ConnectionsPerTunnel; !conns.Take(limit) {
-		ss.srv.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
-		ss.srv.log.Info("tcp client refused", "session", ss.id, "err", &registry.LimitError{
+	if limit := s.cfg.Limits.ConnectionsPerTunnel; !pool.Conns.Take(limit) {
+		s.m.LimitRefused(metrics.LimitConnectionsPerTunnel)
+		s.log.Info("tcp client refused", "pool", pool.ID(), "err", &registry.LimitError{
 			Limit: metrics.LimitConnectionsPerTunnel, Value: limit, What: "the TCP endpoint has too many open connections"})
 		_ = c.Close()
 		return
 	}
-	defer conns.Put()
-	ss.srv.m.PublicConnection(protocol.ProtocolTCP)
+	defer pool.Conns.Put()
+	s.m.PublicConnection(protocol.ProtocolTCP)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
-	ch, err := ss.OpenForward(ctx, protocol.ForwardInfo{RemoteAddr: remote})
+	ch, err := pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: remote})
 	cancel()
 	if err != nil {
-		ss.srv.log.Info("tcp forward failed", "session", ss.id, "err", err)
+		s.log.Info("tcp forward failed", "pool", pool.ID(), "err", err)
 		_ = c.Close()
 		return
 	}
-	if pp != "" {
+	if pp := pool.ProxyProtocol(); pp != "" {
 		src, _ := netip.ParseAddrPort(remote)
 		dst, _ := netip.ParseAddrPort(c.LocalAddr().String())
 		hdr, err := proxyproto.Header(pp, src, dst)
@@ -60,7 +61,7 @@ func (ss *session) forwardTCP(c net.Conn, list *acl.List, pp string, conns *regi
 			return
 		}
 	}
-	Pipe(c, ch, ss.srv.m)
+	Pipe(c, ch, s.m)
 }
 
 type closeWriter interface{ CloseWrite() error }

@@ -56,6 +56,9 @@ type TunnelKey struct {
 	// TTL is the lifetime each renewal gives, recorded so clients can tell
 	// when half of it is gone.
 	TTL time.Duration `json:"ttl,omitempty"`
+	// MaxSessions is the size of the key's session pool: how many agent
+	// replicas may serve its address at once. 0 takes the edge's default.
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
 // Expired reports whether the key's expiry has passed at now.

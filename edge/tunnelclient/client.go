@@ -238,6 +238,30 @@ func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.
 	return reply, nil
 }
 
+// Drain tells the edge to send this session no new public connections
+// while other sessions of its pool are live; the ones it carries go on, and
+// connections the edge opened just before may still arrive, so keep
+// accepting until the session is closed. An edge without pools refuses it.
+func (s *Session) Drain(ctx context.Context) error {
+	r := make(chan error, 1)
+	go func() {
+		ok, _, err := s.conn.SendRequest(protocol.DrainRequestType, true, nil)
+		if err == nil && !ok {
+			err = errors.New("the edge does not support draining")
+		}
+		r <- err
+	}()
+	select {
+	case err := <-r:
+		if err != nil {
+			return fmt.Errorf("tunnelclient: drain: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Accept returns the next public connection.
 func (s *Session) Accept() (*Conn, error) { return s.accept(nil) }
 

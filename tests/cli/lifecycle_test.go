@@ -109,7 +109,7 @@ func TestLifecycle(t *testing.T) {
 
 	// A newer chart: a changed CRD, more controller replicas, no dashboard.
 	newer := cmd.Env{CRDs: modifiedCRDs(t)}
-	change := []string{"--reuse-values", "--set", "controller.replicas=2", "--set", "metrics.dashboard.enabled=false"}
+	change := []string{"--reuse-values", "--set", "controller.replicas=3", "--set", "metrics.dashboard.enabled=false"}
 	r = tunaEnv(t, newer, append([]string{"plan", "-o", "json"}, change...)...)
 	expectCode(t, r, cmd.ExitChanges)
 	p = decode[planJSON](t, r)
@@ -176,8 +176,11 @@ func TestLifecycle(t *testing.T) {
 	}
 	assertAppliedByHelm(t, cluster.CRDResource, "", cluster.Tunnels.CRDName())
 	d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, fullname+"-controller", metav1.GetOptions{})
-	if err != nil || *d.Spec.Replicas != 2 {
-		t.Fatalf("controller Deployment after upgrade: %v %v", d.Spec.Replicas, err)
+	if err != nil {
+		t.Fatalf("controller Deployment after upgrade: %v", err)
+	}
+	if *d.Spec.Replicas != 3 {
+		t.Fatalf("controller Deployment after upgrade: replicas %d, want 3 as the upgrade set", *d.Spec.Replicas)
 	}
 	for _, name := range []string{fullname + "-dashboard", fullname + "-edge-dashboard"} {
 		if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); !gone(err) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
@@ -29,6 +30,18 @@ func TestTunnelServesHTTP(t *testing.T) {
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	host := "my-app." + harness.BaseDomain
 	require.True(t, strings.HasPrefix(tun.Status.URL, "http://"+host), "status.url %q should be on host %s", tun.Status.URL, host)
+	// The pool of the single test agent: one live session, its entry, and
+	// no Degraded for a pool of the one replica that runs.
+	assert.Equal(t, int32(1), tun.Status.Sessions, "status.sessions counts the live session")
+	if assert.Len(t, tun.Status.Agents, 1) {
+		assert.True(t, tun.Status.Agents[0].Connected)
+		assert.Equal(t, tun.Status.SessionID, tun.Status.Agents[0].SessionID)
+	}
+	degraded := meta.FindStatusCondition(tun.Status.Conditions, tunav1.ConditionDegraded)
+	if assert.NotNil(t, degraded, "the Degraded condition is written with Ready") {
+		assert.Equal(t, metav1.ConditionFalse, degraded.Status)
+		assert.Equal(t, tunav1.ReasonPoolComplete, degraded.Reason)
+	}
 
 	// A client-supplied X-Forwarded-For must not reach the backend as is.
 	e := getEcho(t, tun.Status.URL+"/hello?x=1", "X-Forwarded-For", "203.0.113.9")

@@ -64,6 +64,11 @@ func StartAgent(cfg *rest.Config, mutate ...func(*app.AgentOptions)) *Component 
 		Common:            app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0", Restartable: true},
 		KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second,
 		Backoff: session.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second},
+		// Long enough for a test's in-flight requests, short enough that a
+		// stop against a dead edge does not hold the test.
+		DrainGrace: 5 * time.Second,
+		// Fixed, not the host name: a test may run several replicas.
+		Replica: "agent-0",
 	}
 	for _, m := range mutate {
 		m(&o)

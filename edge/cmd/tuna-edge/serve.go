@@ -97,6 +97,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
 	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")
 	f.IntVar(&cfg.MaxSessionsPerKey, "max-sessions-per-key", server.DefaultMaxSessionsPerKey, "live sessions of one tunnels:connect API key (-1: no limit)")
+	f.IntVar(&cfg.MaxSessionsPerTunnelKey, "max-sessions-per-tunnel-key", server.DefaultMaxSessionsPerTunnelKey, "default session pool of a tunnel key: agent replicas serving its address at once (1-64; a key's max_sessions overrides it)")
 	f.IntVar(&cfg.MaxBindsPerSession, "max-binds-per-session", server.DefaultMaxBindsPerSession, "addresses one session may bind (-1: no limit)")
 	f.IntVar(&cfg.MaxChannelsPerSession, "max-channels-per-session", server.DefaultMaxChannelsPerSession, "open forward channels of one session (-1: no limit)")
 	f.IntVar(&cfg.MaxConnectionsPerTunnel, "max-connections-per-tunnel", server.DefaultMaxConnectionsPerTunnel, "concurrent public connections of one TCP endpoint, requests in flight to one HTTP host (-1: no limit)")

@@ -12,6 +12,11 @@ const (
 	// temporary tunnel key for it on the edge (or, with
 	// spec.apiKeySecretRef, when the user's own key was read and accepted).
 	ConditionKeyIssued = "KeyIssued"
+
+	// ConditionDegraded is true on a Tunnel while fewer agent replicas hold
+	// a live session than run (status.sessions below the replica count):
+	// the tunnel serves, with less redundancy.
+	ConditionDegraded = "Degraded"
 )
 
 // Condition reasons. They are CamelCase, as metav1.Condition requires, and
@@ -20,6 +25,14 @@ const (
 	// ReasonConnected: the tunnel is established and the public address in
 	// status.url serves traffic (Ready=True on a Tunnel).
 	ReasonConnected = "Connected"
+
+	// ReasonPoolBelowDesired: fewer agent replicas hold a live session of
+	// the tunnel than run (Degraded=True); the message says how many.
+	ReasonPoolBelowDesired = "PoolBelowDesired"
+
+	// ReasonPoolComplete: every agent replica holds a live session
+	// (Degraded=False).
+	ReasonPoolComplete = "PoolComplete"
 
 	// ReasonConnecting: the operator is opening the tunnel, or reconnecting
 	// it after the connection to the edge dropped.

@@ -161,7 +161,7 @@ func TestPrinterColumnsAndShortNames(t *testing.T) {
 		columns    []string
 		shortNames []string
 	}{
-		"Tunnel":      {[]string{"Protocol", "URL", "Ready", "Reason", "Upstream", "Age"}, []string{"tun"}},
+		"Tunnel":      {[]string{"Protocol", "URL", "Ready", "Sessions", "Reason", "Upstream", "Age"}, []string{"tun"}},
 		"Domain":      {[]string{"FQDN", "Ready", "Adopted", "Reason", "Age"}, nil},
 		"TCPEndpoint": {[]string{"Address", "Ready", "Adopted", "Reason", "Age"}, []string{"tcpe"}},
 	}

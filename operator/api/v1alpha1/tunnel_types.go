@@ -278,10 +278,28 @@ type TunnelStatus struct {
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
 
-	// SessionID is the edge's ID of the current tunnel session; it changes
-	// on each reconnect.
+	// SessionID is the edge's ID of a live session of the tunnel (that of
+	// the first connected agent replica by name); it changes on each
+	// reconnect. Each replica's own session is in status.agents.
 	// +optional
 	SessionID string `json:"sessionID,omitempty"`
+
+	// Sessions is how many agent replicas hold a live session of the
+	// tunnel. Ready is True while it is at least one; Degraded is True while
+	// it is below the number of agent replicas.
+	// +optional
+	Sessions int32 `json:"sessions,omitempty"`
+
+	// Agents is each agent replica's own view of the tunnel, one entry per
+	// replica (its pod name). Each replica writes only its own entry, so
+	// replicas never overwrite each other; Ready, url, sessionID and
+	// sessions are merged from these entries. A replica removes its entry
+	// when it shuts down.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Agents []TunnelAgentStatus `json:"agents,omitempty"`
 
 	// ObservedGeneration is the metadata.generation of the spec that this
 	// status describes.
@@ -299,6 +317,39 @@ type TunnelStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
+// TunnelAgentStatus is one agent replica's session of a tunnel.
+type TunnelAgentStatus struct {
+	// Name of the agent replica (its pod name).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Connected is true while this replica holds a live, serving session.
+	// +optional
+	Connected bool `json:"connected,omitempty"`
+
+	// SessionID is the edge's ID of this replica's session.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SessionID string `json:"sessionID,omitempty"`
+
+	// URL is the public address this replica's session serves.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+
+	// Reason is why the replica is or is not connected (a Ready reason).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// Message says more about Reason.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message,omitempty"`
+}
+
 // Tunnel publishes a Service of its namespace through a Tuna tunnel: an HTTP
 // service on a public HTTPS address (protocol http), or a TCP service on a
 // public host:port (protocol tcp). Traffic goes from the Tuna edge through
@@ -313,6 +364,7 @@ type TunnelStatus struct {
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.protocol`,description="http or tcp"
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,description="Public address of the tunnel"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the tunnel is connected"
+// +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions`,description="Agent replicas with a live session"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the tunnel is or is not Ready"
 // +kubebuilder:printcolumn:name="Upstream",type=string,JSONPath=`.spec.upstream.url`,priority=1,description="Service the tunnel forwards to"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -120,5 +120,8 @@ func agentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.DurationVar(&o.KeepaliveInterval, "keepalive-interval", 15*time.Second, "how often to probe the edge session")
 	f.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "how long without an answer before reconnecting")
+	f.StringVar(&o.Replica, "replica", os.Getenv("POD_NAME"), "name of this agent replica in each Tunnel's status.agents (default $POD_NAME, else the host name)")
+	f.IntVar(&o.Replicas, "replicas", 1, "how many agent replicas run: a Tunnel with fewer live sessions is Degraded")
+	f.DurationVar(&o.DrainGrace, "drain-grace", app.DefaultDrainGrace, "on SIGTERM, how long tunnels may finish requests and TCP streams in flight after the edge stops sending them new ones (keep it below terminationGracePeriodSeconds; negative: close at once)")
 	return cmd
 }

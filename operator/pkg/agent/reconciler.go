@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +55,10 @@ type Reconciler struct {
 	// Edge tunes the transport (keepalives, timeouts); Addr, Key and
 	// HostKey come from each tunnel's key Secret.
 	Edge tunnelclient.Config
+	// Replica names this agent replica in status.agents (its pod name);
+	// Replicas is how many replicas run, for the Degraded condition.
+	Replica  string
+	Replicas int
 
 	transitions status.Transitions
 }
@@ -260,32 +266,95 @@ func notReady(reason, msg string) session.State {
 	return session.State{Phase: session.PhaseConnecting, Reason: reason, Message: msg}
 }
 
-// report writes Ready, url and sessionID, and records an event when Ready
-// changes: one event per transition, never one per resync.
+// report writes this replica's entry in status.agents under its own
+// field manager, then the pool status merged from every entry (Ready, url,
+// sessionID, sessions, Degraded) under the shared one. An event is
+// recorded when the merged Ready changes: one per transition, never one
+// per resync.
 func (r *Reconciler) report(ctx context.Context, tun *tunav1.Tunnel, st session.State) error {
-	condStatus := metav1.ConditionFalse
-	if st.Phase == session.PhaseConnected {
-		condStatus = metav1.ConditionTrue
+	own := entryOf(r.replica(), st)
+	if i := slices.IndexFunc(tun.Status.Agents, func(e tunav1.TunnelAgentStatus) bool { return e.Name == own.Name }); i < 0 || tun.Status.Agents[i] != own {
+		entry, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&own)
+		if err != nil {
+			return fmt.Errorf("encoding the agent entry of %s: %w", own.Name, err)
+		}
+		if err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), r.replicaOwner(), status.Fields{
+			Values: map[string]any{"agents": []any{entry}},
+		}); err != nil {
+			return err
+		}
 	}
-	cond := status.Condition(tun.Status.Conditions, tunav1.ConditionReady, condStatus, st.Reason, st.Message, tun.Generation)
+	return r.writePool(ctx, tun, withEntry(tun.Status.Agents, own))
+}
+
+// writePool applies the status merged from entries, if it changed.
+func (r *Reconciler) writePool(ctx context.Context, tun *tunav1.Tunnel, entries []tunav1.TunnelAgentStatus) error {
+	p := MergePool(entries, r.Replicas)
+	cond := status.Condition(tun.Status.Conditions, tunav1.ConditionReady, p.Ready, p.Reason, p.Message, tun.Generation)
+	degraded := status.Condition(tun.Status.Conditions, tunav1.ConditionDegraded, p.Degraded, p.DegradedReason, p.DegradedMessage, tun.Generation)
 	old := status.Find(tun.Status.Conditions, tunav1.ConditionReady)
-	if status.Same(old, cond) && tun.Status.URL == st.URL && tun.Status.SessionID == st.SessionID &&
+	if status.Same(old, cond) && status.Same(status.Find(tun.Status.Conditions, tunav1.ConditionDegraded), degraded) &&
+		tun.Status.URL == p.URL && tun.Status.SessionID == p.SessionID && tun.Status.Sessions == p.Sessions &&
 		tun.Status.ObservedGeneration == tun.Generation {
 		return nil
 	}
 	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), FieldOwner, status.Fields{
-		Conditions: []metav1.Condition{cond},
-		Values:     map[string]any{"url": st.URL, "sessionID": st.SessionID, "observedGeneration": tun.Generation},
+		Conditions: []metav1.Condition{cond, degraded},
+		Values: map[string]any{"url": p.URL, "sessionID": p.SessionID, "sessions": int64(p.Sessions),
+			"observedGeneration": tun.Generation},
 	})
 	if err != nil {
 		return err
 	}
 	if r.transitions.Changed(tun.UID, old, cond) {
-		if condStatus == metav1.ConditionTrue {
-			r.Recorder.Eventf(tun, nil, corev1.EventTypeNormal, st.Reason, "Connect", "Tunnel connected at %s", st.URL)
-		} else if st.Reason != tunav1.ReasonKeyPending && st.Reason != tunav1.ReasonConnecting {
-			r.Recorder.Eventf(tun, nil, corev1.EventTypeWarning, st.Reason, "Connect", "%s", st.Message)
+		if cond.Status == metav1.ConditionTrue {
+			r.Recorder.Eventf(tun, nil, corev1.EventTypeNormal, cond.Reason, "Connect", "Tunnel connected at %s", p.URL)
+		} else if cond.Reason != tunav1.ReasonKeyPending && cond.Reason != tunav1.ReasonConnecting {
+			r.Recorder.Eventf(tun, nil, corev1.EventTypeWarning, cond.Reason, "Connect", "%s", cond.Message)
 		}
 	}
 	return nil
+}
+
+// replica is this agent replica's name in status.agents.
+func (r *Reconciler) replica() string {
+	if r.Replica == "" {
+		return "agent"
+	}
+	return r.Replica
+}
+
+// replicaOwner is the field manager of this replica's own entry: a
+// manager per replica, so that server-side apply keeps each replica's
+// entry apart and drops it when the replica applies it no more.
+func (r *Reconciler) replicaOwner() string {
+	return FieldOwner + "/" + r.replica()
+}
+
+// Leave removes this replica's entry from every Tunnel and rewrites the
+// merged status without it, so that a replica that shuts down stops
+// counting as a live session before it drains. It reads with the API
+// reader: the cache stops with the manager.
+func (r *Reconciler) Leave(ctx context.Context) error {
+	var list tunav1.TunnelList
+	if err := r.Reader.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing Tunnels: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		tun := &list.Items[i]
+		if !slices.ContainsFunc(tun.Status.Agents, func(e tunav1.TunnelAgentStatus) bool { return e.Name == r.replica() }) {
+			continue
+		}
+		// Applying no fields under the replica's manager removes the
+		// fields it owned: its entry.
+		if err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), r.replicaOwner(), status.Fields{}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.writePool(ctx, tun, withoutEntry(tun.Status.Agents, r.replica())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

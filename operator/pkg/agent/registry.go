@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,7 +139,12 @@ func (r *Registry) Stop(key types.NamespacedName) {
 }
 
 // StopAll ends every tunnel (agent shutdown).
-func (r *Registry) StopAll() {
+func (r *Registry) StopAll() { r.DrainAll(0) }
+
+// DrainAll ends every tunnel gracefully (agent shutdown, see
+// session.Tunnel.Drain), in parallel, within about grace; grace 0 stops them
+// at once.
+func (r *Registry) DrainAll(grace time.Duration) {
 	r.mu.Lock()
 	all := r.tunnels
 	r.tunnels = map[types.NamespacedName]*entry{}
@@ -146,7 +152,14 @@ func (r *Registry) StopAll() {
 	var wg sync.WaitGroup
 	for _, e := range all {
 		wg.Add(1)
-		go func() { defer wg.Done(); e.tunnel.Stop() }()
+		go func() {
+			defer wg.Done()
+			if grace > 0 {
+				e.tunnel.Drain(grace)
+			} else {
+				e.tunnel.Stop()
+			}
+		}()
 	}
 	wg.Wait()
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -22,12 +23,25 @@ type AgentOptions struct {
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// Backoff bounds reconnect delays; zero: session.DefaultBackoff.
 	Backoff session.Backoff
+	// DrainGrace is how long, on shutdown, tunnels may finish the requests
+	// and TCP streams in flight after asking the edge for no new ones
+	// (default DefaultDrainGrace; negative: stop at once).
+	DrainGrace time.Duration
+	// Replica names this replica in each Tunnel's status.agents (the
+	// chart passes the pod name); empty: the host name.
+	Replica string
+	// Replicas is how many agent replicas run; a Tunnel with fewer live
+	// sessions is Degraded (PoolBelowDesired). Zero: one.
+	Replicas int
 }
+
+// DefaultDrainGrace suits the chart's terminationGracePeriodSeconds.
+const DefaultDrainGrace = 20 * time.Second
 
 // RunAgent runs the agent until ctx ends, then closes every tunnel.
 func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
-	// One replica and no leader election: the Deployment uses Recreate, and
-	// a lease would only delay tunnels after an upgrade.
+	// No leader election: every replica runs every tunnel, and each
+	// writes only its own entry of a Tunnel's status.agents.
 	mgr, err := newManager(cfg, o.Common, false, "")
 	if err != nil {
 		return err
@@ -36,13 +50,21 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		o.Backoff = session.DefaultBackoff
 	}
 	log := ctrl.Log.WithName("agent")
+	if o.DrainGrace == 0 {
+		o.DrainGrace = DefaultDrainGrace
+	}
+	if o.Replica == "" {
+		if o.Replica, err = os.Hostname(); err != nil {
+			return fmt.Errorf("naming the agent replica (set --replica): %w", err)
+		}
+	}
 	reg := agent.NewRegistry(log, o.Backoff, tunnelHooks, forgetTunnel)
-	defer reg.StopAll()
 	r := &agent.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
 		Recorder: mgr.GetEventRecorder("tuna-agent"),
 		Edge:     tunnelclient.Config{KeepaliveInterval: o.KeepaliveInterval, KeepaliveTimeout: o.KeepaliveTimeout},
+		Replica:  o.Replica, Replicas: max(o.Replicas, 1),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel agent: %w", err)
@@ -57,5 +79,14 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 	if err := ing.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress agent: %w", err)
 	}
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	// Leave the pools first, so that the other replicas' merged status no
+	// longer counts this one, then drain what is in flight.
+	leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if lerr := r.Leave(leaveCtx); lerr != nil {
+		log.Error(lerr, "removing this replica from the Tunnels' status")
+	}
+	cancel()
+	reg.DrainAll(max(o.DrainGrace, 0))
+	return err
 }

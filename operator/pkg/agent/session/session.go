@@ -8,10 +8,12 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -77,6 +79,9 @@ type Tunnel struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// grace, set by Drain, is how long the last session may finish its
+	// connections once the tunnel is stopped.
+	grace atomic.Int64
 }
 
 // Hooks observe a tunnel for metrics; nil fields are skipped.
@@ -117,6 +122,15 @@ func (t *Tunnel) Stop() {
 	<-t.done
 }
 
+// Drain ends the tunnel gracefully (agent shutdown): it tells the edge to
+// send the session no new connections, so the edge sends them to the other
+// replicas of the tunnel's pool, lets the requests and TCP streams in
+// flight finish for up to grace, then closes the session.
+func (t *Tunnel) Drain(grace time.Duration) {
+	t.grace.Store(int64(max(grace, time.Nanosecond)))
+	t.Stop()
+}
+
 func (t *Tunnel) setState(s State) {
 	t.mu.Lock()
 	changed := !reflect.DeepEqual(t.state, s)
@@ -147,6 +161,12 @@ func (t *Tunnel) run(ctx context.Context) {
 		// Full jitter in [delay/2, delay): many tunnels after an edge restart
 		// must not reconnect in lockstep.
 		wait := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
+		if reconnectNow(err) {
+			// The edge (a node of it) is going away, not failing: another
+			// node, or the same one restarted, takes the session at once;
+			// a refused dial from here on backs off from the start.
+			wait, delay = 0, t.backoff.Initial
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -180,34 +200,93 @@ func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
 		}
 	}()
 
+	var srv *http.Server
+	streams := &tcpStreams{accepting: make(chan struct{})}
+	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
-		srv := &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
-		go func() { _ = srv.Serve(s.Listener()) }()
+		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
-		go t.serveTCP(s)
+		go t.serveTCP(ln, streams)
 	}
+	defer func() { _ = ln.Close() }()
 	select {
 	case <-ctx.Done():
+		if g := time.Duration(t.grace.Load()); g > 0 {
+			t.drain(s, ln, srv, streams, g)
+		}
 		return time.Since(start), ctx.Err()
 	case <-s.Done():
 		return time.Since(start), s.Err()
 	}
 }
 
-func (t *Tunnel) serveTCP(s *tunnelclient.Session) {
+// drain asks the edge for no new connections, then waits up to grace for
+// those in flight: http.Server.Shutdown closes idle keep-alive channels
+// (the edge dials new ones on another replica) and waits for active
+// requests; TCP streams are waited for. Channels the edge opened just
+// before the drain and nobody accepted fail when the session closes, and
+// the edge retries them on another session of the pool.
+func (t *Tunnel) drain(s *tunnelclient.Session, ln net.Listener, srv *http.Server, streams *tcpStreams, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		t.log.Info("the edge did not take the drain request; closing at once", "error", err.Error())
+		return
+	}
+	t.log.Info("draining the tunnel session", "grace", grace.String())
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			t.log.Info("requests still in flight at the end of the drain grace period", "error", err.Error())
+		}
+		return
+	}
+	_ = ln.Close()
+	done := make(chan struct{})
+	go func() {
+		<-streams.accepting // no Add after this
+		streams.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.log.Info("TCP streams still open at the end of the drain grace period")
+	}
+}
+
+// tcpStreams counts a session's open TCP pipes; accepting closes when the
+// accept loop has returned, after which the count only falls.
+type tcpStreams struct {
+	wg        sync.WaitGroup
+	accepting chan struct{}
+}
+
+// serveTCP accepts until ln closes.
+func (t *Tunnel) serveTCP(ln net.Listener, streams *tcpStreams) {
+	defer close(streams.accepting)
 	for {
-		conn, err := s.Accept()
+		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		addr := t.traffic.TCPAddr()
+		streams.wg.Add(1)
 		go func() {
+			defer streams.wg.Done()
 			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
 				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
 			}
 		}()
 	}
+}
+
+// reconnectNow reports an end of session that is no error: the edge shut
+// down in order.
+func reconnectNow(err error) bool {
+	var term *tunnelclient.TerminatedError
+	return errors.As(err, &term) && term.Code == protocol.CodeEdgeShuttingDown
 }
 
 // classify maps why a session ended to a condition reason and a message

@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
+)
+
+func connected(name, id string) tunav1.TunnelAgentStatus {
+	return entryOf(name, session.State{Phase: session.PhaseConnected, URL: "https://app.example", SessionID: id,
+		Reason: tunav1.ReasonConnected, Message: "the tunnel is connected and serving https://app.example"})
+}
+
+func waiting(name, reason, msg string) tunav1.TunnelAgentStatus {
+	return entryOf(name, session.State{Phase: session.PhaseConnecting, URL: "https://stale.example", SessionID: "stale", Reason: reason, Message: msg})
+}
+
+func TestMergePool(t *testing.T) {
+	tests := []struct {
+		name     string
+		entries  []tunav1.TunnelAgentStatus
+		desired  int
+		ready    metav1.ConditionStatus
+		reason   string
+		message  string
+		session  string
+		sessions int32
+		degraded metav1.ConditionStatus
+		dMessage string
+	}{
+		{name: "no replica has reported", desired: 2, ready: metav1.ConditionFalse, reason: tunav1.ReasonConnecting,
+			message: "waiting for an agent replica to open the tunnel", degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
+		{name: "both replicas live", entries: []tunav1.TunnelAgentStatus{connected("b", "s-b"), connected("a", "s-a")}, desired: 2,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 2,
+			degraded: metav1.ConditionFalse, dMessage: "2 of 2"},
+		{name: "one of two live keeps Ready, Degraded", entries: []tunav1.TunnelAgentStatus{waiting("a", tunav1.ReasonConnecting, "connecting to the edge"), connected("b", "s-b")}, desired: 2,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-b", sessions: 1,
+			degraded: metav1.ConditionTrue, dMessage: "1 of 2"},
+		{name: "a surge replica above desired", entries: []tunav1.TunnelAgentStatus{connected("a", "s-a"), connected("b", "s-b"), connected("c", "s-c")}, desired: 2,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 3,
+			degraded: metav1.ConditionFalse, dMessage: "3 of 2"},
+		{name: "none live: the first entry by name gives the reason", entries: []tunav1.TunnelAgentStatus{
+			waiting("b", tunav1.ReasonConnecting, "connecting to the edge"), waiting("a", tunav1.ReasonUpstreamNotFound, "Service web does not exist")}, desired: 2,
+			ready: metav1.ConditionFalse, reason: tunav1.ReasonUpstreamNotFound, message: "Service web does not exist",
+			degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
+		{name: "one replica, zero desired counts as one", entries: []tunav1.TunnelAgentStatus{connected("a", "s-a")}, desired: 0,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 1,
+			degraded: metav1.ConditionFalse, dMessage: "1 of 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := MergePool(tt.entries, tt.desired)
+			assert.Equal(t, tt.ready, p.Ready)
+			assert.Equal(t, tt.reason, p.Reason)
+			if tt.message != "" {
+				assert.Equal(t, tt.message, p.Message)
+			}
+			assert.Equal(t, tt.session, p.SessionID)
+			assert.Equal(t, tt.sessions, p.Sessions)
+			if tt.ready == metav1.ConditionTrue {
+				assert.Equal(t, "https://app.example", p.URL)
+			} else {
+				assert.Empty(t, p.URL, "a replica that is not connected publishes no url")
+			}
+			assert.Equal(t, tt.degraded, p.Degraded)
+			want := tunav1.ReasonPoolComplete
+			if tt.degraded == metav1.ConditionTrue {
+				want = tunav1.ReasonPoolBelowDesired
+			}
+			assert.Equal(t, want, p.DegradedReason)
+			assert.Contains(t, p.DegradedMessage, tt.dMessage+" agent replicas hold a live session")
+		})
+	}
+}
+
+// A replica's entry replaces its old one and nothing else; leaving drops it.
+func TestWithEntryKeepsOtherReplicas(t *testing.T) {
+	old := []tunav1.TunnelAgentStatus{connected("b", "s-b"), waiting("a", tunav1.ReasonConnecting, "")}
+	got := withEntry(old, connected("a", "s-a2"))
+	assert.Equal(t, []tunav1.TunnelAgentStatus{connected("a", "s-a2"), connected("b", "s-b")}, got)
+	assert.Equal(t, []tunav1.TunnelAgentStatus{connected("b", "s-b")}, withoutEntry(got, "a"))
+	assert.Len(t, old, 2, "the stored entries are not changed in place")
+}

@@ -1,0 +1,162 @@
+package session
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
+)
+
+// startEdge runs a real edge on loopback and issues an http tunnel key for
+// host's label.
+func startEdge(t testing.TB, label string) (*server.Edge, Config) {
+	t.Helper()
+	e, err := server.New(server.Config{
+		DataDir: t.TempDir(), BaseDomain: "tuna.localhost",
+		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
+		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 1),
+		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	key, err := e.CreateAPIKey("operator", []string{client.ScopeWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
+	tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, Config{
+		Edge: tunnelclient.Config{Addr: e.SSHAddr(), Key: tk.Key, HostKey: e.HostKey(),
+			KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
+		Bind: protocol.BindRequest{Protocol: "http"},
+	}
+}
+
+func waitConnected(t *testing.T, tun *Tunnel) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tun.State().Phase != PhaseConnected {
+		if time.Now().After(deadline) {
+			t.Fatalf("tunnel not connected: %+v", tun.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func fetch(t *testing.T, addr, host string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Host = host
+	resp, err := (&http.Transport{DisableKeepAlives: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A draining replica finishes its request in flight while the other
+// replica of the pool takes every new one, and no request fails.
+func TestDrainHandsNewRequestsToTheOtherReplica(t *testing.T) {
+	e, cfg := startEdge(t, "drainme")
+	host := "drainme.tuna.localhost"
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("slow") != "" {
+			close(started)
+			<-release
+		}
+		_, _ = io.WriteString(w, "a")
+	})
+	a := Start(cfg, Traffic{Handler: slow}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
+	waitConnected(t, a)
+
+	type result struct {
+		code int
+		body string
+	}
+	slowDone := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+e.HTTPAddr()+"/?slow=1", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			slowDone <- result{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		slowDone <- result{resp.StatusCode, string(b)}
+	}()
+	<-started // in flight on a, the only replica
+
+	b := Start(cfg, Traffic{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "b")
+	})}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
+	defer b.Stop()
+	waitConnected(t, b)
+
+	drained := make(chan struct{})
+	go func() { a.Drain(10 * time.Second); close(drained) }()
+	// Once a has told the edge, every new request goes to b.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sessions := e.ActiveSessions()
+		if len(sessions) == 2 && (sessions[0].Draining || sessions[1].Draining) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session is draining: %+v", sessions)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 10 {
+		if code, body := fetch(t, e.HTTPAddr(), host); code != http.StatusOK || body != "b" {
+			t.Fatalf("request %d during the drain: %d %q, want 200 from b", i, code, body)
+		}
+	}
+	select {
+	case <-drained:
+		t.Fatal("drain ended with a request in flight")
+	default:
+	}
+	close(release)
+	if r := <-slowDone; r.code != http.StatusOK || r.body != "a" {
+		t.Fatalf("request in flight on the draining replica: %+v", r)
+	}
+	<-drained
+	if code, body := fetch(t, e.HTTPAddr(), host); code != http.StatusOK || body != "b" {
+		t.Fatalf("after the drain: %d %q", code, body)
+	}
+}
+
+func TestEdgeShutdownMeansReconnectNow(t *testing.T) {
+	for err, want := range map[error]bool{
+		&tunnelclient.TerminatedError{Code: protocol.CodeEdgeShuttingDown}: true,
+		&tunnelclient.TerminatedError{Code: protocol.CodeKeyRevoked}:       false,
+		&tunnelclient.AuthError{Reason: "edge is shutting down"}:           false,
+		context.Canceled: false,
+	} {
+		if got := reconnectNow(err); got != want {
+			t.Errorf("reconnectNow(%v) = %v, want %v", err, got, want)
+		}
+	}
+}
