@@ -30,40 +30,41 @@ func TestIngressInListedNamespace(t *testing.T) {
 	if err := cp.Client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
-	svc, err := harness.CreateService(ctx, cp.Client, listed, "ing", harness.ServicePort{Port: 8080})
+	name := nameForRun(t, "ing")
+	svc, err := harness.CreateService(ctx, cp.Client, listed, name, harness.ServicePort{Port: 8080})
 	require.NoError(t, err)
-	b, err := harness.ServeEcho("ing", svc.Spec.ClusterIP, 8080)
+	b, err := harness.ServeEcho(name, svc.Spec.ClusterIP, 8080)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 
-	require.NoError(t, cp.Client.Create(ctx, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: listed, Name: "ing"},
-		Spec: tunav1.DomainSpec{Subdomain: "scoped-ing"}}))
+	require.NoError(t, cp.Client.Create(ctx, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: listed, Name: name},
+		Spec: tunav1.DomainSpec{Subdomain: "scoped-" + name}}))
 	var d tunav1.Domain
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: "ing"}, &d))
+		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: name}, &d))
 		cond := status.Find(d.Status.Conditions, tunav1.ConditionReady)
 		require.NotNil(c, cond, "no Ready condition yet")
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
 	}, wait, 50*time.Millisecond)
 	host := d.Status.FQDN
-	require.Equal(t, "scoped-ing."+harness.BaseDomain, host)
+	require.Equal(t, "scoped-"+name+"."+harness.BaseDomain, host)
 
 	class, prefix := ingress.ClassName, networkingv1.PathTypePrefix
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: listed, Name: "ing"},
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: listed, Name: name},
 		Spec: networkingv1.IngressSpec{IngressClassName: &class, Rules: []networkingv1.IngressRule{{
 			Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
-					Service: &networkingv1.IngressServiceBackend{Name: "ing", Port: networkingv1.ServiceBackendPort{Number: 8080}}}}},
+					Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Number: 8080}}}}},
 			}}}}}}
 	require.NoError(t, cp.Client.Create(ctx, ing))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, body := get(t, "http://"+host+"/")
 		assert.Equal(c, http.StatusOK, code, "%s", body)
-		assert.Contains(c, string(body), `"backend":"ing"`)
+		assert.Contains(c, string(body), `"backend":"`+name+`"`)
 	}, wait, 50*time.Millisecond, "host %s never served", host)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var got networkingv1.Ingress
-		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: "ing"}, &got))
+		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: name}, &got))
 		require.Len(c, got.Status.LoadBalancer.Ingress, 1)
 		assert.Equal(c, host, got.Status.LoadBalancer.Ingress[0].Hostname)
 	}, wait, 50*time.Millisecond, "the agent never wrote status.loadBalancer")

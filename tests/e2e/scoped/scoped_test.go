@@ -108,21 +108,22 @@ func as(t *testing.T, cfg *rest.Config) client.Client {
 func TestAgentReadsSecretsOnlyInListedNamespaces(t *testing.T) {
 	ctx := context.Background()
 	agent, controller := as(t, ids.Agent), as(t, ids.Controller)
+	probe := nameForRun(t, "probe")
 	for _, ns := range []string{listed, unlisted, harness.OperatorNamespace} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, StringData: map[string]string{"k": "v"}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: probe}, StringData: map[string]string{"k": "v"}}
 		require.NoError(t, cp.Client.Create(ctx, s))
 	}
-	svc, err := harness.CreateService(ctx, cp.Client, unlisted, "probe", harness.ServicePort{Port: 8080})
+	svc, err := harness.CreateService(ctx, cp.Client, unlisted, probe, harness.ServicePort{Port: 8080})
 	require.NoError(t, err)
 	var s corev1.Secret
-	assert.NoError(t, agent.Get(ctx, types.NamespacedName{Namespace: listed, Name: "probe"}, &s), "the agent gets Secrets in a listed namespace")
-	assert.NoError(t, agent.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: "probe"}, &s), "the agent gets the key Secrets in its own namespace")
+	assert.NoError(t, agent.Get(ctx, types.NamespacedName{Namespace: listed, Name: probe}, &s), "the agent gets Secrets in a listed namespace")
+	assert.NoError(t, agent.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: probe}, &s), "the agent gets the key Secrets in its own namespace")
 
 	forbidden := func(err error, what string) {
 		t.Helper()
 		assert.True(t, apierrors.IsForbidden(err), "%s must be forbidden, got %v", what, err)
 	}
-	forbidden(agent.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "probe"}, &corev1.Secret{}), "agent get a Secret in an unlisted namespace")
+	forbidden(agent.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: probe}, &corev1.Secret{}), "agent get a Secret in an unlisted namespace")
 	forbidden(agent.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}), "agent get a Service in an unlisted namespace")
 	forbidden(agent.List(ctx, &tunav1.TunnelList{}), "agent list Tunnels cluster-wide")
 	forbidden(agent.List(ctx, &tunav1.TunnelList{}, client.InNamespace(unlisted)), "agent list Tunnels in an unlisted namespace")
@@ -130,8 +131,8 @@ func TestAgentReadsSecretsOnlyInListedNamespaces(t *testing.T) {
 	forbidden(controller.List(ctx, &tunav1.TunnelList{}, client.InNamespace(unlisted)), "controller list Tunnels in an unlisted namespace")
 	// With secretSync on (as here), the controller gets Secrets by name in
 	// the listed namespace only, and lists them nowhere.
-	assert.NoError(t, controller.Get(ctx, types.NamespacedName{Namespace: listed, Name: "probe"}, &corev1.Secret{}), "secretSync: the controller gets a Secret in a listed namespace")
-	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "probe"}, &corev1.Secret{}), "controller get a Secret in an unlisted namespace")
+	assert.NoError(t, controller.Get(ctx, types.NamespacedName{Namespace: listed, Name: probe}, &corev1.Secret{}), "secretSync: the controller gets a Secret in a listed namespace")
+	forbidden(controller.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: probe}, &corev1.Secret{}), "controller get a Secret in an unlisted namespace")
 	forbidden(controller.List(ctx, &corev1.SecretList{}, client.InNamespace(listed)), "controller list Secrets")
 }
 
@@ -140,36 +141,42 @@ func TestAgentReadsSecretsOnlyInListedNamespaces(t *testing.T) {
 func TestSecretSyncOnlyInListedNamespaces(t *testing.T) {
 	ctx := context.Background()
 	admin := edge.Client(edge.AdminKey)
+	db := nameForRun(t, "db")
 	for _, ns := range []string{listed, unlisted} {
-		_, err := admin.PutSecret(ctx, ns+"/db", edgeclient.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + ns)}})
+		_, err := admin.PutSecret(ctx, ns+"/"+db, edgeclient.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + ns)}})
 		require.NoError(t, err)
-		ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-			Spec: tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/db"}}}
+		ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: db},
+			Spec: tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/" + db}}}
 		require.NoError(t, cp.Client.Create(ctx, ss))
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var s corev1.Secret
-		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: "db"}, &s))
+		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: listed, Name: db}, &s))
 		assert.Equal(c, "pw-"+listed, string(s.Data["password"]))
 	}, wait, 50*time.Millisecond)
 	var ignored tunav1.SecretSync
-	require.NoError(t, cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "db"}, &ignored))
+	require.NoError(t, cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: db}, &ignored))
 	assert.Empty(t, ignored.Finalizers, "the controller put a finalizer on a SecretSync of an unlisted namespace")
 	assert.Empty(t, ignored.Status.Conditions)
-	err := cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: "db"}, &corev1.Secret{})
+	err := cp.Client.Get(ctx, types.NamespacedName{Namespace: unlisted, Name: db}, &corev1.Secret{})
 	assert.True(t, apierrors.IsNotFound(err), "a Secret was written in an unlisted namespace: %v", err)
 }
 
-var listedRuns int
+// runs counts the runs of each test in this process: the namespaces are
+// fixed, so a test takes names of its own per run and repeats under -count.
+var runs = map[string]int{}
+
+func nameForRun(t *testing.T, base string) string {
+	runs[t.Name()+"/"+base]++
+	return fmt.Sprintf("%s%d", base, runs[t.Name()+"/"+base])
+}
 
 // A Tunnel in the listed namespace is published end to end; one in an
 // unlisted namespace is left alone: no finalizer, no status, no key on the
 // edge, and its host is not served.
 func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	ctx := context.Background()
-	listedRuns++
-	// The namespaces are fixed: a Service name and subdomains per run of the test.
-	name := fmt.Sprintf("web%d", listedRuns)
+	name := nameForRun(t, "web")
 	for _, ns := range []string{listed, unlisted} {
 		svc, err := harness.CreateService(ctx, cp.Client, ns, name, harness.ServicePort{Port: 8080})
 		require.NoError(t, err)
@@ -180,9 +187,9 @@ func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	// The unlisted Tunnel goes first: a component that watched its
 	// namespace would meet it before the listed one, so once the listed one
 	// is served, the unlisted one would have been handled too.
-	ignored := httpTunnel(unlisted, name, fmt.Sprintf("scoped-ignored%d", listedRuns))
+	ignored := httpTunnel(unlisted, name, "scoped-ignored-"+name)
 	require.NoError(t, cp.Client.Create(ctx, ignored))
-	require.NoError(t, cp.Client.Create(ctx, httpTunnel(listed, name, fmt.Sprintf("scoped-served%d", listedRuns))))
+	require.NoError(t, cp.Client.Create(ctx, httpTunnel(listed, name, "scoped-served-"+name)))
 
 	var served tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -204,7 +211,7 @@ func TestOnlyListedNamespacesAreServed(t *testing.T) {
 	keys, err := edge.Client(edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelNamespace: unlisted})
 	require.NoError(t, err)
 	assert.Empty(t, keys, "the controller issued a key for a Tunnel of an unlisted namespace")
-	code, body = get(t, fmt.Sprintf("http://scoped-ignored%d.%s/", listedRuns, harness.BaseDomain))
+	code, body = get(t, "http://scoped-ignored-"+name+"."+harness.BaseDomain+"/")
 	assert.Equal(t, http.StatusNotFound, code, "the unlisted Tunnel's host must not be served: %s", body)
 }
 
