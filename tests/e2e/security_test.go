@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
@@ -96,7 +99,7 @@ func TestOwnAPIKey(t *testing.T) {
 }
 
 // The operator's key cannot open a tunnel (R20); a tunnel key cannot call
-// the API nor open a second session (R19).
+// the API nor open sessions past its pool's bound (R19).
 func TestKeyScopes(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -120,9 +123,28 @@ func TestKeyScopes(t *testing.T) {
 	require.True(t, errors.As(err, &apiErr), "a tunnel key must not call the API, got %v", err)
 	assert.Contains(t, []int{401, 403}, apiErr.Status)
 
-	_, err = tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: tunnelKey, HostKey: info.SSHHostKey})
-	require.True(t, errors.As(err, &auth), "a tunnel key must not hold a second session, got %v", err)
-	assert.Contains(t, auth.Error(), "session")
+	// A tunnel key may hold several sessions (its agent replicas' pool),
+	// but never more than the pool's bound, the edge's default here: the
+	// agent holds one, and the login past the bound is refused with a code
+	// that names the limit.
+	var extra []*tunnelclient.Session
+	t.Cleanup(func() {
+		for _, s := range extra {
+			_ = s.Close()
+		}
+	})
+	for {
+		s, err := tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: tunnelKey, HostKey: info.SSHHostKey})
+		if err != nil {
+			require.True(t, errors.As(err, &auth), "a login past the pool's bound must be refused, got %v", err)
+			assert.Equal(t, protocol.CodeLimitExceeded, auth.Code, "%v", err)
+			assert.Contains(t, auth.Reason, fmt.Sprintf("%s=%d", metrics.LimitSessionsPerTunnelKey, server.DefaultMaxSessionsPerTunnelKey))
+			break
+		}
+		extra = append(extra, s)
+		require.LessOrEqual(t, len(extra), server.DefaultMaxSessionsPerTunnelKey, "a tunnel key opened sessions past its pool's bound")
+	}
+	assert.Len(t, extra, server.DefaultMaxSessionsPerTunnelKey-1, "the agent's session and these fill the pool")
 }
 
 // Keys of Tunnels deleted while the controller was down are revoked when it

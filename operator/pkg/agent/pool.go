@@ -31,6 +31,12 @@ func entryOf(replica string, st session.State) tunav1.TunnelAgentStatus {
 	if st.Phase == session.PhaseConnected {
 		e.Connected, e.URL, e.SessionID = true, st.URL, st.SessionID
 	}
+	// A live session whose https upstream fails verification stays
+	// published (checkTLS): not Ready, but its url and session are real,
+	// and fixing the certificate takes effect without a reconnect.
+	if st.Reason == tunav1.ReasonUpstreamTLSFailed {
+		e.URL, e.SessionID = st.URL, st.SessionID
+	}
 	return e
 }
 
@@ -57,8 +63,9 @@ func withoutEntry(entries []tunav1.TunnelAgentStatus, replica string) []tunav1.T
 // MergePool merges the replicas' entries: Ready while at least one replica
 // is connected (url and sessionID of the first connected one by name), and
 // Degraded while fewer than desired are. With none connected, Ready takes
-// the reason of the first entry by name: a deterministic pick, so that
-// replicas with different reasons do not alternate.
+// the reason (and url) of the first published entry by name, else of the
+// first entry by name: a deterministic pick, so that replicas with
+// different reasons do not alternate.
 func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 	sorted := slices.Clone(entries)
 	slices.SortFunc(sorted, func(a, b tunav1.TunnelAgentStatus) int { return strings.Compare(a.Name, b.Name) })
@@ -78,6 +85,15 @@ func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 	}
 	if p.Ready != metav1.ConditionTrue && len(sorted) > 0 {
 		p.Reason, p.Message = sorted[0].Reason, sorted[0].Message
+		// A replica published but not serving (an upstream that fails TLS)
+		// still names the public address and its session, and its reason
+		// says why requests fail.
+		for _, e := range sorted {
+			if e.URL != "" {
+				p.URL, p.SessionID, p.Reason, p.Message = e.URL, e.SessionID, e.Reason, e.Message
+				break
+			}
+		}
 	}
 	desired = max(desired, 1)
 	if int(p.Sessions) < desired {

@@ -19,6 +19,13 @@ func waiting(name, reason, msg string) tunav1.TunnelAgentStatus {
 	return entryOf(name, session.State{Phase: session.PhaseConnecting, URL: "https://stale.example", SessionID: "stale", Reason: reason, Message: msg})
 }
 
+// tlsFailed is a replica whose session is live but whose https upstream
+// fails verification: published, not Ready.
+func tlsFailed(name, id string) tunav1.TunnelAgentStatus {
+	return entryOf(name, session.State{Phase: session.PhaseConnecting, URL: "https://app.example", SessionID: id,
+		Reason: tunav1.ReasonUpstreamTLSFailed, Message: "the tunnel is published at https://app.example, but requests fail (502)"})
+}
+
 func TestMergePool(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -31,6 +38,8 @@ func TestMergePool(t *testing.T) {
 		sessions int32
 		degraded metav1.ConditionStatus
 		dMessage string
+		// published: not Ready, yet the url and session are kept.
+		published bool
 	}{
 		{name: "no replica has reported", desired: 2, ready: metav1.ConditionFalse, reason: tunav1.ReasonConnecting,
 			message: "waiting for an agent replica to open the tunnel", degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
@@ -47,6 +56,10 @@ func TestMergePool(t *testing.T) {
 			waiting("b", tunav1.ReasonConnecting, "connecting to the edge"), waiting("a", tunav1.ReasonUpstreamNotFound, "Service web does not exist")}, desired: 2,
 			ready: metav1.ConditionFalse, reason: tunav1.ReasonUpstreamNotFound, message: "Service web does not exist",
 			degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
+		{name: "a live session whose upstream fails TLS stays published", entries: []tunav1.TunnelAgentStatus{
+			waiting("a", tunav1.ReasonConnecting, "connecting to the edge"), tlsFailed("b", "s-b")}, desired: 2,
+			ready: metav1.ConditionFalse, reason: tunav1.ReasonUpstreamTLSFailed, session: "s-b", published: true,
+			degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
 		{name: "one replica, zero desired counts as one", entries: []tunav1.TunnelAgentStatus{connected("a", "s-a")}, desired: 0,
 			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 1,
 			degraded: metav1.ConditionFalse, dMessage: "1 of 1"},
@@ -61,7 +74,7 @@ func TestMergePool(t *testing.T) {
 			}
 			assert.Equal(t, tt.session, p.SessionID)
 			assert.Equal(t, tt.sessions, p.Sessions)
-			if tt.ready == metav1.ConditionTrue {
+			if tt.ready == metav1.ConditionTrue || tt.published {
 				assert.Equal(t, "https://app.example", p.URL)
 			} else {
 				assert.Empty(t, p.URL, "a replica that is not connected publishes no url")
