@@ -138,15 +138,14 @@ Ask the edge's control API (TLS; the operator pins the certificate):
 
     curl --cacert %[4]s -H 'Authorization: Bearer %[5]s' %[6]s/v1/edge
 
-Inspect the cluster with kubectl v1.37.2 (built with the control plane):
-
+%[7]s
     export KUBECONFIG=%[2]s
     %[3]s get tunnels -A
     %[3]s describe tunnel -n demo web
     %[3]s explain tunnel.spec
 
 Press Ctrl-C to stop; everything started here is cleaned up.
-`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL())
+`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL(), kubectlHint(kubectl))
 	<-ctx.Done()
 	fmt.Println()
 	step("stopping: deleting the Tunnel (its key is revoked on the edge)")
@@ -215,4 +214,15 @@ func selfCheck(ctx context.Context, url, edgeAddr string) error {
 		return errors.New("checking " + url + ": " + resp.Status + ": " + string(body))
 	}
 	return nil
+}
+
+// kubectlHint introduces the kubectl lines. The demo does not wait for
+// kubectl to build (a first run would wait minutes more for its URL), so
+// on a first run it says how to get it.
+func kubectlHint(kubectl string) string {
+	if _, err := os.Stat(kubectl); err == nil {
+		return "Inspect the cluster with kubectl v1.37.2 (built with the control plane):\n"
+	}
+	return "Inspect the cluster with kubectl v1.37.2: in another terminal, `go tool task tools`\n" +
+		"builds it (a few minutes on a first run), then:\n"
 }
