@@ -81,9 +81,11 @@ func TestRBACExact(t *testing.T) {
 	if len(ctrl.Roles) != 1 || ctrl.RoleNamespaces()[0] != DefaultNamespace {
 		t.Errorf("controller Roles %v, want one in the release namespace", ctrl.RoleNamespaces())
 	}
-	if len(agent.Roles) != 0 || len(agent.RoleBindings) != 0 {
-		t.Errorf("agent has Roles %v / RoleBindings %v, want none", agent.Roles, agent.RoleBindings)
+	// One Role, in the release namespace: the heartbeat Leases only.
+	if got := agent.RoleNamespaces(); len(got) != 1 || got[0] != DefaultNamespace || len(agent.RoleBindings) != 1 {
+		t.Errorf("agent Roles in %v (%d RoleBindings), want one in the release namespace", got, len(agent.RoleBindings))
 	}
+	compareGrants(t, "agent Role", grants(agent.NamespaceRules()), agentLeaseGrants)
 
 	// The promises of R21, checked with RBAC's matching rules (wildcards
 	// included), whatever the rules' layout.
@@ -253,10 +255,9 @@ func TestRBACForHarness(t *testing.T) {
 			}
 			kinds[gvk.Kind]++
 		}
-		want2 := map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
-		if comp == ComponentController {
-			want2["Role"], want2["RoleBinding"] = 1, 1
-		}
+		// Both have a Role in the release namespace: the controller's
+		// key Secrets and leader election, the agent's heartbeat Leases.
+		want2 := map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1}
 		if !maps.Equal(kinds, want2) {
 			t.Errorf("%s objects = %v, want %v", comp, kinds, want2)
 		}
@@ -353,7 +354,8 @@ func TestRBACWatchNamespaces(t *testing.T) {
 	}
 	compareGrants(t, "agent Role team-a", grants(agent.RulesIn("team-a")), wantAgentWatched)
 	compareGrants(t, "agent Role team-b", grants(agent.RulesIn("team-b")), wantAgentWatched)
-	compareGrants(t, "agent Role "+release, grants(agent.NamespaceRules()), map[string][]string{"/secrets": {"get"}})
+	compareGrants(t, "agent Role "+release, grants(agent.NamespaceRules()), map[string][]string{
+		"/secrets": {"get"}, "coordination.k8s.io/leases": agentLeaseGrants["coordination.k8s.io/leases"]})
 
 	// What the option is for, stated as RBAC would decide it.
 	may := func(b *RBAC, ns, res, verb string) bool {
@@ -410,6 +412,13 @@ func TestRBACWatchReleaseNamespace(t *testing.T) {
 			if !allows(own, "", "secrets", "get", "x") || !allows(own, "", "services", "get", "x") {
 				t.Error("agent may not get Secrets and Services in the listed release namespace")
 			}
+			if !allows(own, "coordination.k8s.io", "leases", "update", "x") {
+				t.Error("agent lost its heartbeat Lease rules in the listed release namespace")
+			}
 		}
 	}
 }
+
+// agentLeaseGrants are the agent's rights on the heartbeat Leases of its
+// replicas, in the release namespace: no list or watch.
+var agentLeaseGrants = map[string][]string{"coordination.k8s.io/leases": {"create", "delete", "get", "update"}}

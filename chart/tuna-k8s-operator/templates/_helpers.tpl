@@ -325,6 +325,16 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 {{- end }}
 
 {{/*
+The agent replicas' heartbeat Leases, in the release namespace: each keeps
+its own and reads the others' (get only: no list or watch).
+*/}}
+{{- define "tuna.agentLeaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update", "delete"]
+{{- end }}
+
+{{/*
 The RoleBinding, in one namespace, of the component's Role of the same
 name to its ServiceAccount, starting with "---". Call with
 (dict "c" $c "namespace" $ns), $c as for tuna.componentLabels.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"code.tuna.am/tuna/k8s-operator/internal/version"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
 )
@@ -122,6 +123,7 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "how long without an answer before reconnecting")
 	f.StringVar(&o.Replica, "replica", os.Getenv("POD_NAME"), "name of this agent replica in each Tunnel's status.agents (default $POD_NAME, else the host name)")
 	f.IntVar(&o.Replicas, "replicas", 1, "how many agent replicas run: a Tunnel with fewer live sessions is Degraded")
+	f.DurationVar(&o.HeartbeatTTL, "heartbeat-ttl", agent.DefaultHeartbeatTTL, "lifetime of this replica's Lease (renewed every third of it); the other replicas remove the Tunnel status entries of a replica whose Lease lapsed")
 	f.DurationVar(&o.DrainGrace, "drain-grace", app.DefaultDrainGrace, "on SIGTERM, how long tunnels may finish requests and TCP streams in flight after the edge stops sending them new ones (keep it below terminationGracePeriodSeconds; negative: close at once)")
 	return cmd
 }

@@ -33,6 +33,10 @@ type AgentOptions struct {
 	// Replicas is how many agent replicas run; a Tunnel with fewer live
 	// sessions is Degraded (PoolBelowDesired). Zero: one.
 	Replicas int
+	// HeartbeatTTL is the lifetime of this replica's Lease; the other
+	// replicas remove its status entries once it lapses (a replica killed
+	// without leaving). Zero: agent.DefaultHeartbeatTTL.
+	HeartbeatTTL time.Duration
 }
 
 // DefaultDrainGrace suits the chart's terminationGracePeriodSeconds.
@@ -79,12 +83,25 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 	if err := ing.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress agent: %w", err)
 	}
+	hb := &agent.Heartbeat{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Reconciler: r,
+		Namespace: o.Namespace, TTL: o.HeartbeatTTL, Log: log.WithName("heartbeat")}
+	// Alive before the first status entry, so that no other replica takes
+	// this one for gone.
+	if err := hb.Renew(ctx); err != nil {
+		return fmt.Errorf("the agent replica's Lease (the agent needs get, create, update and delete on leases in %s): %w", o.Namespace, err)
+	}
+	if err := mgr.Add(hb); err != nil {
+		return fmt.Errorf("adding the agent heartbeat: %w", err)
+	}
 	err = mgr.Start(ctx)
 	// Leave the pools first, so that the other replicas' merged status no
 	// longer counts this one, then drain what is in flight.
 	leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if lerr := r.Leave(leaveCtx); lerr != nil {
 		log.Error(lerr, "removing this replica from the Tunnels' status")
+	}
+	if lerr := hb.Release(leaveCtx); lerr != nil {
+		log.Error(lerr, "deleting this replica's Lease")
 	}
 	cancel()
 	reg.DrainAll(max(o.DrainGrace, 0))
