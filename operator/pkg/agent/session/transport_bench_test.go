@@ -216,11 +216,14 @@ func BenchmarkTransportTCP(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
-		tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "tcp"})
+		if _, err := c.CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "echo"}); err != nil {
+			b.Fatal(err)
+		}
+		tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "tcp", Address: "echo"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := Config{Edge: tunnelclientConfig(e, tk.Key), Bind: protocol.BindRequest{Protocol: "tcp"}}
+		cfg := Config{Edge: tunnelclientConfig(e, tk.Key), Bind: protocol.BindRequest{Protocol: "tcp", Alias: "echo"}}
 		t := Start(cfg, Traffic{TCPAddr: func() string { return up }}, Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 			Hooks{Meter: nopMeter{}}, logr.Discard(), nil)
 		waitConnectedB(b, t)
