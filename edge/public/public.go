@@ -20,6 +20,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 )
 
 // KnownHost reports whether a host that has no live route is nevertheless
@@ -74,6 +75,7 @@ func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics
 		// Flush at once: streaming responses (SSE, long polls) must not
 		// wait for a buffer to fill.
 		FlushInterval: -1,
+		BufferPool:    bufpool.Shared,
 	}
 	return h
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 )
 
 // Upstream is where traffic goes: the address to dial and how to describe it.
@@ -73,6 +75,7 @@ func (h *HTTP) SetUpstream(u Upstream) {
 		Rewrite:       t.rewrite,
 		Transport:     roundTripper(u),
 		FlushInterval: -1, // stream responses (SSE, chunked) as they come
+		BufferPool:    bufpool.Shared,
 		ErrorHandler:  t.fail,
 		// A response with trailers (gRPC's grpc-status) must not go out
 		// with a Content-Length: HTTP/1.1 carries trailers only in a
