@@ -26,6 +26,7 @@ func newServe() *cobra.Command {
 		logLevel  string
 		logFormat string
 		bootstrap string
+		pprofAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +51,14 @@ func newServe() *cobra.Command {
 					_ = e.Close()
 					return err
 				}
+			}
+			if pprofAddr != "" {
+				stopPprof, err := startPprof(pprofAddr, cfg.Logger)
+				if err != nil {
+					_ = e.Close()
+					return err
+				}
+				defer stopPprof()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -109,6 +118,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.NodeTTL, "node-ttl", server.DefaultNodeTTL, "lease of this node's record in a cluster: a dead node leaves GET /v1/nodes this long after its last renewal")
 	f.StringVar(&cfg.APIAdvertiseURL, "api-advertise-url", "", "this node's API URL as GET /v1/nodes lists it (default: the listen address)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "extra listen address for /metrics (it is also on the API listener)")
+	f.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's CPU and heap profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&bootstrap, "bootstrap-key-file", "", "on first start, create a full-access API key and write it to this file (0600); skipped when the file exists")

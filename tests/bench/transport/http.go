@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
+)
+
+const httpBench = "HTTP 64 B, wrk -t2 -c64"
+
+// httpSection measures small requests to one backend: direct, through
+// tuna (one session, then a pool of two), two Go reverse proxies and two
+// nginx hops.
+func (b *bench) httpSection() error {
+	addrs, err := takeAddrs(4)
+	if err != nil {
+		return err
+	}
+	backend := addrs[0]
+	be, err := startProc(b.dir, "http-backend", b.self, "http-backend", backend)
+	if err != nil {
+		return err
+	}
+	defer be.stop()
+	if err := waitListening(be, backend, 30*time.Second); err != nil {
+		return err
+	}
+	direct, err := b.wrkRow("direct", "http://"+backend+"/", "", 0)
+	if err != nil {
+		return err
+	}
+
+	if err := b.httpTuna(backend, direct, 1); err != nil {
+		return err
+	}
+	if err := b.httpTuna(backend, direct, 2); err != nil {
+		return err
+	}
+
+	hops, err := startProc(b.dir, "http-relay2", b.self, "http-relay2", addrs[1], addrs[2], backend)
+	if err != nil {
+		return err
+	}
+	if err := waitListening(hops, addrs[2], 30*time.Second); err != nil {
+		hops.stop()
+		return err
+	}
+	_, err = b.wrkRow("Go httputil.ReverseProxy, 2 hops", "http://"+addrs[1]+"/", "", direct)
+	hops.stop()
+	if err != nil {
+		return err
+	}
+	return b.httpNginx(backend, direct)
+}
+
+// httpTuna measures the path client -> tuna-edge -> SSH session(s) ->
+// agent -> backend, with sessions sessions serving the tunnel.
+func (b *bench) httpTuna(backend string, direct float64, sessions int) error {
+	name := "edge-http"
+	label, path := "bench", "tuna (edge + agent, 1 session)"
+	if sessions > 1 {
+		name, label, path = "edge-http-pool", "bench-pool", fmt.Sprintf("tuna, pool of %d sessions", sessions)
+	}
+	step("%s: starting the edge and the agent", path)
+	e, err := b.startEdge(name)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	keys, err := e.httpKeys(label, 1)
+	if err != nil {
+		return err
+	}
+	a, err := b.startAgent(e, name+"-agent", "http", backend, keys, sessions)
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	host := label + "." + baseDomain
+	if _, err := b.wrkRow(path, "http://"+e.httpAddr+"/", host, direct); err != nil {
+		return err
+	}
+	if b.profileDir == "" || sessions > 1 {
+		return nil
+	}
+	// A run of its own: the measured one above is not slowed by profiling.
+	return b.profile("http", e, a, func(d time.Duration) error {
+		_, err := runWrk("http://"+e.httpAddr+"/", host, d)
+		return err
+	})
+}
+
+// httpNginx measures two nginx hops, or records the row as skipped when
+// nginx is not installed.
+func (b *bench) httpNginx(backend string, direct float64) error {
+	const path = "nginx, 2 hops"
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		b.skip(httpBench, path, "nginx not installed: sudo apt-get install -y nginx")
+		return nil
+	}
+	addrs, err := takeAddrs(2)
+	if err != nil {
+		return err
+	}
+	prefix := filepath.Join(b.dir, "nginx")
+	if err := os.MkdirAll(prefix, 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConf(prefix, addrs[0], addrs[1], backend)), 0o644); err != nil {
+		return err
+	}
+	n, err := startProc(b.dir, "nginx", bin, "-p", prefix, "-c", conf)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	if err := waitListening(n, addrs[0], 30*time.Second); err != nil {
+		return err
+	}
+	_, err = b.wrkRow(path, "http://"+addrs[0]+"/", "", direct)
+	return err
+}
+
+// wrkRow checks the path answers, runs wrk on it and records the row.
+func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) {
+	if err := checkHTTP(url, host); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	step("%s: wrk %s", path, b.duration)
+	load := loadavg()
+	r, err := runWrk(url, host, b.duration)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	b.rows = append(b.rows, row{bench: httpBench, path: path, value: r.reqPerSec, unit: "req/s",
+		p50: r.p50, p99: r.p99, direct: direct, note: r.errors, load: load})
+	return r.reqPerSec, nil
+}
+
+func takeAddrs(n int) ([]string, error) {
+	out := make([]string, n)
+	for i := range out {
+		a, err := ports.TakeAddr()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a
+	}
+	return out, nil
+}

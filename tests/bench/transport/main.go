@@ -1,0 +1,128 @@
+// Command transport measures the data plane on loopback, side by side in
+// one run: small HTTP requests (wrk), a TCP echo stream and pgbench, each
+// direct to its backend, through tuna (the tuna-edge binary and the
+// agent's tunnel code in processes of their own) and through plain
+// reference proxies (two Go or nginx hops, a two-hop io.Copy relay); and
+// the edge's memory per idle session. It prints a markdown table of every
+// figure with its ratio to direct and the machine's load.
+//
+//	go tool task bench:transport
+//	go run ./tests/bench/transport -d 10s -idle 500 [-profile dir]
+//
+// wrk is required (apt-get install -y wrk); nginx and PostgreSQL 15 are
+// optional: their rows are marked skipped when missing. hack/bench-deps.sh
+// installs them.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// bench is one run's settings, binaries and results.
+type bench struct {
+	dir        string // temporary: data dirs, logs, configs
+	edgeBin    string
+	agentBin   string
+	self       string // this binary, for the backend and relay roles
+	duration   time.Duration
+	echoBytes  int64
+	pgSeconds  int
+	idle       int
+	profileDir string
+	pgBin      string
+	rows       []row
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		if role, ok := roles[os.Args[1]]; ok {
+			if err := role(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, os.Args[1]+":", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	b := &bench{}
+	only := flag.String("only", "http,tcp,pg,idle", "sections to run, comma-separated: http, tcp, pg, idle")
+	out := flag.String("out", "", "also write the table to this file")
+	flag.DurationVar(&b.duration, "d", 10*time.Second, "duration of each wrk run")
+	echoMiB := flag.Int64("echo-mib", 512, "MiB sent through the TCP echo server per path")
+	flag.IntVar(&b.pgSeconds, "pg-seconds", 10, "duration of each pgbench run, seconds")
+	flag.IntVar(&b.idle, "idle", 500, "idle sessions opened for the edge's memory figure")
+	flag.StringVar(&b.profileDir, "profile", os.Getenv("TUNA_BENCH_PROFILE"),
+		"write CPU profiles of the edge and the agent under load here (default $TUNA_BENCH_PROFILE; empty: none)")
+	flag.StringVar(&b.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL's bin folder (initdb, pg_ctl)")
+	flag.Parse()
+	b.echoBytes = *echoMiB << 20
+	if err := b.run(strings.Split(*only, ","), *out); err != nil {
+		fmt.Fprintln(os.Stderr, "transport bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (b *bench) run(sections []string, out string) error {
+	want := map[string]bool{}
+	for _, s := range sections {
+		switch s = strings.TrimSpace(s); s {
+		case "http", "tcp", "pg", "idle":
+			want[s] = true
+		default:
+			return fmt.Errorf("-only: unknown section %q (http, tcp, pg, idle)", s)
+		}
+	}
+	if want["http"] {
+		if _, err := exec.LookPath("wrk"); err != nil {
+			return errors.New("wrk not installed: sudo apt-get install -y wrk (or: sudo bash hack/bench-deps.sh, which also installs nginx)")
+		}
+	}
+	var err error
+	if b.dir, err = os.MkdirTemp("", "tuna-transport-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.dir)
+	if b.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if b.profileDir != "" {
+		if err := os.MkdirAll(b.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
+	step("building tuna-edge and the tunnel agent")
+	if b.edgeBin, err = goBuild(b.dir, "./edge/cmd/tuna-edge", "tuna-edge"); err != nil {
+		return err
+	}
+	if b.agentBin, err = goBuild(b.dir, "./tests/bench/transport/tunnelagent", "tunnelagent"); err != nil {
+		return err
+	}
+	start := loadavg()
+	for _, s := range []struct {
+		name string
+		fn   func() error
+	}{{"http", b.httpSection}, {"tcp", b.tcpSection}, {"pg", b.pgSection}, {"idle", b.idleSection}} {
+		if !want[s.name] {
+			continue
+		}
+		if err := s.fn(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	table := b.table(start, loadavg())
+	fmt.Print("\n" + table)
+	if out != "" {
+		return os.WriteFile(out, []byte(table), 0o644)
+	}
+	return nil
+}
+
+// step prints progress to stderr; the table goes to stdout.
+func step(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
