@@ -17,7 +17,7 @@ func echoRate(addr string, total int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Minute))
 	start := time.Now()
 	werr := make(chan error, 1)
@@ -64,7 +64,7 @@ func checkHTTP(url, host string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || len(b) != len(body) {
 		return fmt.Errorf("GET %s (Host %s): %s, %d bytes, want 200 and %d bytes: %q", url, host, resp.Status, len(b), len(body), b)

@@ -95,7 +95,7 @@ func (e *edgeProc) connect(data, keyFile, apiURL string) error {
 			return nil
 		}
 		if e.exited() || time.Now().After(deadline) {
-			return fmt.Errorf("the edge API did not answer: %v\n%s", err, e.tail())
+			return fmt.Errorf("the edge API did not answer: %w\n%s", err, e.tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -86,7 +86,7 @@ func (b *bench) run(sections []string, out string) error {
 	if b.dir, err = os.MkdirTemp("", "tuna-transport-bench-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(b.dir)
+	defer func() { _ = os.RemoveAll(b.dir) }()
 	if b.self, err = os.Executable(); err != nil {
 		return err
 	}

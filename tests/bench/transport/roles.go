@@ -47,7 +47,7 @@ func httpBackend(addr string) error {
 
 func echoServer(addr string) error {
 	return serveTCP(addr, func(c net.Conn) {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_, _ = io.Copy(c, c)
 	})
 }
@@ -83,12 +83,12 @@ func tcpRelay2(hop1, hop2, to string) error {
 }
 
 func relay(c net.Conn, next string) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	up, err := net.Dial("tcp", next)
 	if err != nil {
 		return
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 	done := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(up, c)

@@ -188,7 +188,7 @@ func readKeys(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var keys []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
