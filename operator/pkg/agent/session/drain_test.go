@@ -20,6 +20,22 @@ import (
 // host's label.
 func startEdge(t testing.TB, label string) (*server.Edge, Config) {
 	t.Helper()
+	e, c := newEdge(t)
+	tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, Config{
+		Edge: tunnelclient.Config{Addr: e.SSHAddr(), Key: tk.Key, HostKey: e.HostKey(),
+			KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
+		Bind: protocol.BindRequest{Protocol: "http"},
+	}
+}
+
+// newEdge starts a real edge on loopback (one TCP port in its range) and
+// returns it with a control API client holding a write key.
+func newEdge(t testing.TB) (*server.Edge, *client.Client) {
+	t.Helper()
 	e, err := server.New(server.Config{
 		DataDir: t.TempDir(), BaseDomain: "tuna.localhost",
 		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
@@ -37,16 +53,7 @@ func startEdge(t testing.TB, label string) (*server.Edge, Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
-	tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, Config{
-		Edge: tunnelclient.Config{Addr: e.SSHAddr(), Key: tk.Key, HostKey: e.HostKey(),
-			KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
-		Bind: protocol.BindRequest{Protocol: "http"},
-	}
+	return e, client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
 }
 
 func waitConnected(t *testing.T, tun *Tunnel) {

@@ -19,7 +19,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
 // Benchmarks of the data plane: a public client, the real edge on
@@ -199,23 +198,7 @@ func BenchmarkTransportTCP(b *testing.B) {
 	up := echoBackend(b)
 	b.Run("direct", func(b *testing.B) { echoLoad(b, up) })
 	b.Run("tunnel", func(b *testing.B) {
-		e, err := server.New(server.Config{
-			DataDir: b.TempDir(), BaseDomain: "tuna.localhost",
-			APIListen: ports.Addr(b), SSHListen: ports.Addr(b), HTTPListen: ports.Addr(b),
-			TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(b, 1),
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = e.Close() })
-		key, err := e.CreateAPIKey("operator", []string{client.ScopeWrite})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
+		e, c := newEdge(b)
 		if _, err := c.CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "echo"}); err != nil {
 			b.Fatal(err)
 		}
