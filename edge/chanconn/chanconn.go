@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 )
 
 // bufMax bounds how far the background reader runs ahead of Read; the SSH
@@ -122,6 +124,62 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 	}
 }
+
+// WriteTo copies the channel to w until EOF: io.Copy calls it for the
+// byte pipes of TCP tunnels. When nothing has read from the Conn yet, it
+// reads the channel directly, without the background reader and its extra
+// copy of every byte (17 % of the edge's CPU in a TCP echo profile); read
+// deadlines do not apply to it then. Once it returns, Read returns what
+// ended it. Otherwise (Read ran, the background reader holds data) it
+// copies through Read.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	direct := false
+	c.started.Do(func() { direct = true })
+	if !direct {
+		return io.Copy(w, readerOnly{c})
+	}
+	buf := bufpool.Shared.Get()
+	defer bufpool.Shared.Put(buf)
+	var n int64
+	end := func(err error) (int64, error) {
+		c.mu.Lock()
+		c.rerr = err
+		if c.rerr == nil {
+			c.rerr = io.EOF
+		}
+		c.mu.Unlock()
+		signal(c.data)
+		return n, err
+	}
+	for {
+		nr, er := c.ch.Read(buf)
+		if nr > 0 {
+			nw, ew := w.Write(buf[:nr])
+			n += int64(nw)
+			if ew == nil && nw != nr {
+				ew = io.ErrShortWrite
+			}
+			if ew != nil {
+				return end(ew)
+			}
+		}
+		if er == nil {
+			continue
+		}
+		select {
+		case <-c.closed: // closed here, not an EOF of the peer
+			return end(net.ErrClosed)
+		default:
+		}
+		if errors.Is(er, io.EOF) {
+			return end(nil)
+		}
+		return end(er)
+	}
+}
+
+// readerOnly hides WriteTo, so that io.Copy in WriteTo uses Read.
+type readerOnly struct{ io.Reader }
 
 // Write blocks while the peer's window is full; a write deadline only
 // refuses writes started after it passed (SSH writes cannot be interrupted

@@ -123,3 +123,67 @@ func TestCloseWriteAndClose(t *testing.T) {
 		t.Fatalf("write after Close: %v", err)
 	}
 }
+
+// WriteTo, as io.Copy calls it for TCP pipes, reads the channel directly
+// when nothing has read yet, delivers every byte up to the peer's EOF, and
+// leaves Read answering EOF. After a Read it copies through the buffered
+// path and loses nothing of what the background reader holds.
+func TestWriteTo(t *testing.T) {
+	payload := make([]byte, 3<<20+17)
+	_, _ = rand.Read(payload)
+	send := func(ch ssh.Channel, p []byte) {
+		go func() {
+			_, _ = ch.Write(p)
+			_ = ch.CloseWrite()
+		}()
+	}
+	t.Run("direct", func(t *testing.T) {
+		a, b := channelPair(t)
+		c := New(b, nil, nil)
+		send(a, payload)
+		var got bytesSink
+		n, err := io.Copy(&got, c)
+		if err != nil || n != int64(len(payload)) || !equal(got.b, payload) {
+			t.Fatalf("io.Copy: %d bytes, err %v, same bytes %v; want %d, nil, true", n, err, equal(got.b, payload), len(payload))
+		}
+		if k, err := c.Read(make([]byte, 1)); k != 0 || !errors.Is(err, io.EOF) {
+			t.Fatalf("Read after WriteTo: %d, %v; want 0, EOF", k, err)
+		}
+	})
+	t.Run("after a read", func(t *testing.T) {
+		a, b := channelPair(t)
+		c := New(b, nil, nil)
+		send(a, payload)
+		first := make([]byte, 10)
+		if _, err := io.ReadFull(c, first); err != nil {
+			t.Fatal(err)
+		}
+		var got bytesSink
+		n, err := io.Copy(&got, c)
+		if err != nil || n != int64(len(payload)-10) || !equal(append(first, got.b...), payload) {
+			t.Fatalf("io.Copy after Read: %d bytes, err %v; want %d, nil and the same bytes", n, err, len(payload)-10)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		_, b := channelPair(t)
+		c := New(b, nil, nil)
+		done := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, c); done <- err }()
+		_ = c.Close()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("WriteTo on a closed Conn ended without an error")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("WriteTo did not return after Close")
+		}
+	})
+}
+
+// bytesSink is an io.Writer without ReadFrom, so io.Copy must use WriteTo.
+type bytesSink struct{ b []byte }
+
+func (s *bytesSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
+
+func equal(a, b []byte) bool { return string(a) == string(b) }
