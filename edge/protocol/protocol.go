@@ -13,7 +13,11 @@
 //     channel carries HTTP/1.1 from the edge; for TCP, the raw client bytes.
 //  4. Either side sends KeepaliveRequestType (want-reply) periodically and
 //     closes the connection when replies stop.
-//  5. Before the edge ends a session (key revoked or expired, edge shutting
+//  5. A node of a cluster of edges lists the cluster's live nodes in its
+//     BindReply, and sends NodesRequestType (no reply) with a JSON NodeList
+//     whenever that set changes, so that the agent holds a session to every
+//     node. A single edge lists none.
+//  6. Before the edge ends a session (key revoked or expired, edge shutting
 //     down) it sends TerminateRequestType with a JSON Terminate, then closes.
 //
 // A refused login carries its reason in the SSH auth banner,
@@ -34,6 +38,7 @@ const (
 	TerminateRequestType = "tuna-terminate@tuna.am"
 	DrainRequestType     = "tuna-drain@tuna.am"
 	ForwardChannelType   = "tuna-forward@tuna.am"
+	NodesRequestType     = "tuna-nodes@tuna.am"
 )
 
 // Protocols a tunnel can carry.
@@ -67,6 +72,27 @@ type BindReply struct {
 	URL string `json:"url"`
 	// SessionID identifies this session on the edge (stable for its life).
 	SessionID string `json:"session_id"`
+	// Nodes lists the live, not draining, nodes of a cluster of edges, this
+	// one included; nil from a single edge. Later changes come as
+	// NodesRequestType. (A pointer keeps the reply comparable.)
+	Nodes *NodeList `json:"nodes,omitempty"`
+}
+
+// Node is one edge node an agent should hold a session to.
+type Node struct {
+	// SSHAddr is the node's advertised SSH address, host:port.
+	SSHAddr string `json:"ssh_addr"`
+	// ID names the node's run (its name and start time): a node that
+	// restarts at the same address comes back with another ID.
+	ID string `json:"id"`
+}
+
+// NodeList is the payload of NodesRequestType. Version orders one node's
+// lists: a list with a lower version than one seen on the same session is
+// stale.
+type NodeList struct {
+	Nodes   []Node `json:"nodes"`
+	Version uint64 `json:"version"`
 }
 
 // ErrorReply is the payload of a refused request.

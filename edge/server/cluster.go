@@ -117,6 +117,25 @@ func (e *Edge) Nodes() ([]client.Node, error) {
 	return out, nil
 }
 
+// pushNodes tells this node's sessions which nodes serve the cluster: the
+// live ones that are not draining, each with the ID of its run, so an agent
+// tells a restarted node from the one that drained. Heartbeats change no
+// entry, so they send nothing.
+func (e *Edge) pushNodes() {
+	ns, err := e.st.Nodes()
+	if err != nil {
+		return
+	}
+	out := make([]protocol.Node, 0, len(ns))
+	for _, n := range ns {
+		if n.Draining || n.SSHAddr == "" {
+			continue
+		}
+		out = append(out, protocol.Node{SSHAddr: n.SSHAddr, ID: n.Name + "@" + n.StartedAt.Format(time.RFC3339Nano)})
+	}
+	e.ssh.SetNodes(out)
+}
+
 func nodeOut(n store.Node, self bool) client.Node {
 	return client.Node{Name: n.Name, APIURL: n.APIURL, SSHAddr: n.SSHAddr, HTTPURL: n.HTTPURL, HTTPSURL: n.HTTPSURL,
 		Draining: n.Draining, StartedAt: n.StartedAt, Self: self}
@@ -198,6 +217,7 @@ func (f *follower) apply(c store.Change) {
 		if ns, err := e.st.Nodes(); err == nil {
 			e.m.Nodes(len(ns))
 		}
+		e.pushNodes()
 	}
 }
 

@@ -290,6 +290,7 @@ func (e *Edge) start(ctx context.Context) error {
 		if e.member, err = e.st.Join(e.nodeRecord(), e.cfg.NodeTTL); err != nil {
 			return fmt.Errorf("edge: joining the cluster: %w", err)
 		}
+		e.pushNodes()
 	}
 	e.log.Info("tuna-edge started", "api", e.apiURL, "ssh", e.sshAddr, "http", e.httpAddr, "https", e.httpsAddr,
 		"node", e.cfg.NodeName, "cluster", e.st.Shared())

@@ -93,6 +93,13 @@ type Server struct {
 	lns        []net.Listener
 	keyUses    map[string]int // API key id -> logins and live sessions (under mu)
 	wg         sync.WaitGroup
+
+	// The cluster's nodes (nodes.go), under nodesMu with the sessions
+	// told of their changes.
+	nodesMu      sync.Mutex
+	nodes        []protocol.Node
+	nodesVersion uint64
+	live         map[*session]struct{}
 }
 
 type pendingAuth struct {
@@ -138,7 +145,7 @@ func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics
 	if cfg.KeepaliveTimeout <= 0 {
 		cfg.KeepaliveTimeout = 3 * cfg.KeepaliveInterval
 	}
-	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "sshd"), keyUses: map[string]int{}}
+	s := &Server{cfg: cfg, st: st, reg: reg, m: m, log: cfg.Logger.With("component", "sshd"), keyUses: map[string]int{}, live: map[*session]struct{}{}}
 	s.sshCfg = &ssh.ServerConfig{
 		PasswordCallback: s.password,
 		ServerVersion:    "SSH-2.0-tuna-edge",
@@ -275,7 +282,9 @@ func (s *Server) handle(raw net.Conn) {
 		// the revocation could not yet see this session.
 		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
 	}
+	s.track(ss)
 	ss.run(chans, reqs) // unregisters the session before it returns
+	s.untrack(ss)
 	if pend.p.Kind != keys.KindTunnel {
 		s.release(pend) // a tunnel key's claim went with the session
 	}

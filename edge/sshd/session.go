@@ -85,6 +85,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				_ = req.Reply(false, protocol.Marshal(err))
 				continue
 			}
+			reply.Nodes = ss.srv.nodeList()
 			_ = req.Reply(true, protocol.Marshal(reply))
 		default:
 			if req.WantReply {

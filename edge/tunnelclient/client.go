@@ -46,6 +46,8 @@ type Session struct {
 	queue  chan ssh.NewChannel
 	done   chan struct{}
 	closed chan struct{}
+	// nodes holds the latest node list a cluster's edge sent, unread.
+	nodes chan protocol.NodeList
 
 	mu        sync.Mutex
 	err       error
@@ -115,6 +117,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 		queue:  make(chan ssh.NewChannel, acceptQueue),
 		done:   make(chan struct{}),
 		closed: make(chan struct{}),
+		nodes:  make(chan protocol.NodeList, 1),
 	}
 	go s.channels(chans)
 	go s.requests(reqs)
@@ -164,6 +167,11 @@ func (s *Session) requests(reqs <-chan *ssh.Request) {
 			}
 			s.mu.Unlock()
 			_ = req.Reply(true, nil)
+		case protocol.NodesRequestType:
+			var l protocol.NodeList
+			if json.Unmarshal(req.Payload, &l) == nil {
+				s.offerNodes(l)
+			}
 		default:
 			if req.WantReply {
 				_ = req.Reply(false, nil)
@@ -171,6 +179,26 @@ func (s *Session) requests(reqs <-chan *ssh.Request) {
 		}
 	}
 }
+
+// offerNodes replaces any unread list by l: only the latest matters.
+func (s *Session) offerNodes(l protocol.NodeList) {
+	for {
+		select {
+		case s.nodes <- l:
+			return
+		default:
+		}
+		select {
+		case <-s.nodes:
+		default:
+		}
+	}
+}
+
+// Nodes delivers the node lists a cluster's edge sends when its set of
+// nodes changes (the bind reply carries the first); an unread list is
+// replaced by the next. A single edge sends none.
+func (s *Session) Nodes() <-chan protocol.NodeList { return s.nodes }
 
 // keepalive ends the session when the edge stops answering, so a dead path
 // is noticed even when no traffic flows.

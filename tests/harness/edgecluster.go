@@ -42,6 +42,10 @@ type EdgeCluster struct {
 	Trust edgeclient.Trust
 
 	bin string
+	// What AddNode needs to make another node like the first ones.
+	dir, endpoints string
+	tcp            int
+	opts           EdgeClusterOptions
 }
 
 // EdgeNode is one node's process and addresses.
@@ -90,7 +94,7 @@ func StartEdgeCluster(dir string, n int, o EdgeClusterOptions) (*EdgeCluster, er
 	if err != nil {
 		return nil, err
 	}
-	c := &EdgeCluster{Etcd: ec, bin: bin, Keys: filepath.Join(dir, "keys")}
+	c := &EdgeCluster{Etcd: ec, bin: bin, Keys: filepath.Join(dir, "keys"), dir: dir}
 	fail := func(err error) (*EdgeCluster, error) { c.Close(); return nil, err }
 	if out, err := exec.Command(bin, "cluster-keys", "--out", c.Keys).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("tuna-edge cluster-keys: %w\n%s", err, out))
@@ -119,17 +123,35 @@ func StartEdgeCluster(dir string, n int, o EdgeClusterOptions) (*EdgeCluster, er
 	if o.NodeTTL == 0 {
 		o.NodeTTL = 2 * time.Second
 	}
-	for i := range n {
-		node, err := c.newNode(filepath.Join(dir, "node-"+strconv.Itoa(i)), i, tcp, endpoints, o)
-		if err != nil {
-			return fail(err)
-		}
-		c.Nodes = append(c.Nodes, node)
-		if err := c.Start(i); err != nil {
+	c.endpoints, c.tcp, c.opts = endpoints, tcp, o
+	for range n {
+		if _, err := c.AddNode(); err != nil {
 			return fail(err)
 		}
 	}
 	return c, nil
+}
+
+// AddNode starts one more node, edge-<n>, on the cluster's etcd with the
+// cluster's keys, as a machine joining it, and returns its index.
+func (c *EdgeCluster) AddNode() (int, error) {
+	i, err := c.NewNode()
+	if err != nil {
+		return 0, err
+	}
+	return i, c.Start(i)
+}
+
+// NewNode makes one more node like the others without starting it (Start
+// does), so a caller knows its addresses before it runs.
+func (c *EdgeCluster) NewNode() (int, error) {
+	i := len(c.Nodes)
+	node, err := c.newNode(filepath.Join(c.dir, "node-"+strconv.Itoa(i)), i, c.tcp, c.endpoints, c.opts)
+	if err != nil {
+		return 0, err
+	}
+	c.Nodes = append(c.Nodes, node)
+	return i, nil
 }
 
 func (c *EdgeCluster) newNode(dir string, i, tcp int, endpoints string, o EdgeClusterOptions) (*EdgeNode, error) {

@@ -57,6 +57,20 @@ func StartController(cfg *rest.Config, edge *Edge, mutate ...func(*app.Controlle
 	return start(func(ctx context.Context) error { return app.RunController(ctx, rest.CopyConfig(cfg), o) })
 }
 
+// StartClusterController runs the controller with cfg's identity against
+// node i of an edge cluster, whose API gives the SSH address it hands to
+// agents.
+func StartClusterController(cfg *rest.Config, c *EdgeCluster, i int, mutate ...func(*app.ControllerOptions)) *Component {
+	o := app.ControllerOptions{
+		Common:     app.Common{Namespace: OperatorNamespace, MetricsAddr: "0", HealthAddr: "0", Restartable: true},
+		EdgeAPIURL: c.Nodes[i].APIURL, EdgeAPIFingerprint: c.Trust.Fingerprint, APIKey: c.OperatorKey, ClusterID: TestClusterID,
+	}
+	for _, m := range mutate {
+		m(&o)
+	}
+	return start(func(ctx context.Context) error { return app.RunController(ctx, rest.CopyConfig(cfg), o) })
+}
+
 // StartAgent runs the agent with cfg's identity, with fast keepalives and
 // backoff so failures show within a test's patience.
 func StartAgent(cfg *rest.Config, mutate ...func(*app.AgentOptions)) *Component {

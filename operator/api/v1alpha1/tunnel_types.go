@@ -284,9 +284,10 @@ type TunnelStatus struct {
 	// +optional
 	SessionID string `json:"sessionID,omitempty"`
 
-	// Sessions is how many agent replicas hold a live session of the
-	// tunnel. Ready is True while it is at least one; Degraded is True while
-	// it is below the number of agent replicas.
+	// Sessions is how many live sessions the agent replicas hold of the
+	// tunnel: one per replica with a single edge, one per replica and edge
+	// node with a cluster of edges. Ready is True while it is at least one;
+	// Degraded is True while fewer replicas than there are hold one.
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
 
@@ -333,6 +334,12 @@ type TunnelAgentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	SessionID string `json:"sessionID,omitempty"`
+
+	// Sessions is how many edge nodes this replica holds a live session
+	// to: one with a single edge, one per live node with a cluster of edges.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Sessions int32 `json:"sessions,omitempty"`
 
 	// URL is the public address this replica's session serves.
 	// +optional

@@ -30,6 +30,11 @@ func entryOf(replica string, st session.State) tunav1.TunnelAgentStatus {
 	e := tunav1.TunnelAgentStatus{Name: replica, Reason: st.Reason, Message: st.Message}
 	if st.Phase == session.PhaseConnected {
 		e.Connected, e.URL, e.SessionID = true, st.URL, st.SessionID
+		// One session per edge node; a single edge's is not spelled out,
+		// so the entry reads as it always has.
+		if st.Sessions > 1 {
+			e.Sessions = int32(st.Sessions)
+		}
 	}
 	// A live session whose https upstream fails verification stays
 	// published (checkTLS): not Ready, but its url and session are real,
@@ -62,7 +67,8 @@ func withoutEntry(entries []tunav1.TunnelAgentStatus, replica string) []tunav1.T
 
 // MergePool merges the replicas' entries: Ready while at least one replica
 // is connected (url and sessionID of the first connected one by name), and
-// Degraded while fewer than desired are. With none connected, Ready takes
+// Degraded while fewer than desired are. Sessions counts every replica's
+// sessions across the edge's nodes. With none connected, Ready takes
 // the reason (and url) of the first published entry by name, else of the
 // first entry by name: a deterministic pick, so that replicas with
 // different reasons do not alternate.
@@ -70,11 +76,13 @@ func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 	sorted := slices.Clone(entries)
 	slices.SortFunc(sorted, func(a, b tunav1.TunnelAgentStatus) int { return strings.Compare(a.Name, b.Name) })
 	p := Pool{Ready: metav1.ConditionFalse, Reason: tunav1.ReasonConnecting, Message: "waiting for an agent replica to open the tunnel"}
+	replicas := 0
 	for _, e := range sorted {
 		if !e.Connected {
 			continue
 		}
-		p.Sessions++
+		replicas++
+		p.Sessions += max(e.Sessions, 1)
 		if p.Ready != metav1.ConditionTrue {
 			p.Ready, p.Reason, p.URL, p.SessionID = metav1.ConditionTrue, tunav1.ReasonConnected, e.URL, e.SessionID
 			p.Message = e.Message
@@ -96,12 +104,12 @@ func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 		}
 	}
 	desired = max(desired, 1)
-	if int(p.Sessions) < desired {
+	if replicas < desired {
 		p.Degraded, p.DegradedReason = metav1.ConditionTrue, tunav1.ReasonPoolBelowDesired
-		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", p.Sessions, desired)
+		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", replicas, desired)
 	} else {
 		p.Degraded, p.DegradedReason = metav1.ConditionFalse, tunav1.ReasonPoolComplete
-		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", p.Sessions, desired)
+		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", replicas, desired)
 	}
 	return p
 }

@@ -15,6 +15,12 @@ func connected(name, id string) tunav1.TunnelAgentStatus {
 		Reason: tunav1.ReasonConnected, Message: "the tunnel is connected and serving https://app.example"})
 }
 
+// acrossNodes is a replica holding a session to each of n edge nodes.
+func acrossNodes(name, id string, n int) tunav1.TunnelAgentStatus {
+	return entryOf(name, session.State{Phase: session.PhaseConnected, URL: "https://app.example", SessionID: id, Sessions: n,
+		Reason: tunav1.ReasonConnected, Message: "the tunnel is connected through 3 edge nodes and serving https://app.example"})
+}
+
 func waiting(name, reason, msg string) tunav1.TunnelAgentStatus {
 	return entryOf(name, session.State{Phase: session.PhaseConnecting, URL: "https://stale.example", SessionID: "stale", Reason: reason, Message: msg})
 }
@@ -60,6 +66,14 @@ func TestMergePool(t *testing.T) {
 			waiting("a", tunav1.ReasonConnecting, "connecting to the edge"), tlsFailed("b", "s-b")}, desired: 2,
 			ready: metav1.ConditionFalse, reason: tunav1.ReasonUpstreamTLSFailed, session: "s-b", published: true,
 			degraded: metav1.ConditionTrue, dMessage: "0 of 2"},
+		{name: "sessions count across edge nodes, Degraded counts replicas", entries: []tunav1.TunnelAgentStatus{
+			acrossNodes("a", "s-a", 3), acrossNodes("b", "s-b", 2)}, desired: 2,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 5,
+			degraded: metav1.ConditionFalse, dMessage: "2 of 2"},
+		{name: "one replica across nodes of three desired", entries: []tunav1.TunnelAgentStatus{
+			acrossNodes("a", "s-a", 3), waiting("b", tunav1.ReasonConnecting, "connecting to the edge")}, desired: 3,
+			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 3,
+			degraded: metav1.ConditionTrue, dMessage: "1 of 3"},
 		{name: "one replica, zero desired counts as one", entries: []tunav1.TunnelAgentStatus{connected("a", "s-a")}, desired: 0,
 			ready: metav1.ConditionTrue, reason: tunav1.ReasonConnected, session: "s-a", sessions: 1,
 			degraded: metav1.ConditionFalse, dMessage: "1 of 1"},
@@ -88,6 +102,14 @@ func TestMergePool(t *testing.T) {
 			assert.Contains(t, p.DegradedMessage, tt.dMessage+" agent replicas hold a live session")
 		})
 	}
+}
+
+// A single edge's session is not spelled out in the entry, which reads as
+// it did before clusters; one per node is.
+func TestEntrySessions(t *testing.T) {
+	assert.Zero(t, connected("a", "s").Sessions)
+	assert.Equal(t, int32(3), acrossNodes("a", "s", 3).Sessions)
+	assert.Zero(t, entryOf("a", session.State{Phase: session.PhaseConnecting, Sessions: 0}).Sessions)
 }
 
 // A replica's entry replaces its old one and nothing else; leaving drops it.

@@ -1,8 +1,9 @@
 // Package cluster runs tuna-edge as a cluster of real processes on a real
 // three-member etcd, and takes parts of it away: a node killed under load
-// and restarted, etcd members stopped. The tunnel's sessions are held by
-// tunnelclient sessions, one per node, as an agent that attaches to every
-// node does.
+// and restarted, etcd members stopped. In TestEdgeClusterOfProcesses the
+// tunnel's sessions are held by tunnelclient sessions, one per node; in
+// TestAgentsServeThroughEveryNode by the operator's agents, which follow
+// the node list the edge sends them.
 package cluster
 
 import (
@@ -62,16 +63,17 @@ func (a *agent) attach(i int) *tunnelclient.Session {
 }
 
 // load sends GETs for host through every node until stop, counting
-// answers by node; a request through node i must be answered by node i's
-// session.
+// answers by node; answered says whether a 200's body through node n is
+// the right one (a wrong one is counted apart).
 type load struct {
 	ok, failed []atomic.Int64
 	wrong      atomic.Int64
 	stop       chan struct{}
+	once       sync.Once
 	wg         sync.WaitGroup
 }
 
-func startLoad(c *harness.EdgeCluster) *load {
+func startLoad(c *harness.EdgeCluster, answered func(n *harness.EdgeNode, body string) bool) *load {
 	l := &load{ok: make([]atomic.Int64, len(c.Nodes)), failed: make([]atomic.Int64, len(c.Nodes)), stop: make(chan struct{})}
 	for i, n := range c.Nodes {
 		l.wg.Go(func() {
@@ -96,7 +98,7 @@ func startLoad(c *harness.EdgeCluster) *load {
 				case resp.StatusCode != http.StatusOK:
 					l.failed[i].Add(1)
 					time.Sleep(10 * time.Millisecond)
-				case string(b) != n.Name:
+				case !answered(n, string(b)):
 					l.wrong.Add(1)
 				default:
 					l.ok[i].Add(1)
@@ -115,15 +117,20 @@ func (l *load) snapshot() (ok, failed []int64) {
 	return ok, failed
 }
 
-func (l *load) end() { close(l.stop); l.wg.Wait() }
+func (l *load) end() { l.once.Do(func() { close(l.stop) }); l.wg.Wait() }
 
-// await polls cond until it holds or a deadline passes.
-func await(t *testing.T, what string, d time.Duration, cond func() bool) {
+// await polls cond until it holds or a deadline passes; detail, if given,
+// says what was seen last.
+func await(t *testing.T, what string, d time.Duration, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			var seen string
+			for _, f := range detail {
+				seen += "; last seen: " + f()
+			}
+			t.Fatalf("timed out after %s waiting for %s%s", d, what, seen)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -162,7 +169,8 @@ func TestEdgeClusterOfProcesses(t *testing.T) {
 	for i := range c.Nodes {
 		a.attach(i)
 	}
-	l := startLoad(c)
+	// A request through node i must be answered by node i's session.
+	l := startLoad(c, func(n *harness.EdgeNode, body string) bool { return body == n.Name })
 	defer l.end()
 	await(t, "requests through every node", 30*time.Second, func() bool {
 		ok, _ := l.snapshot()

@@ -1,17 +1,17 @@
 // Package session runs one tunnel in the agent: it dials the edge, binds the
 // tunnel's address, serves forwarded connections through the proxy, and
-// reconnects with backoff and jitter when the session ends. It reports state
+// reconnects with backoff and jitter when the session ends. With a cluster
+// of edges it holds such a session (a link) to every live node the edge
+// lists (nodes.go), so every node serves the tunnel. It reports state
 // changes through a callback so the agent's reconciler can write status.
 package session
 
 import (
 	"context"
-	"errors"
-	"math/rand/v2"
-	"net"
+	"fmt"
 	"net/http"
 	"reflect"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +47,9 @@ type State struct {
 	// set while not connected after a failure.
 	Reason  string
 	Message string
+	// Sessions is how many edge nodes hold a live session of the tunnel
+	// (one with a single edge; 0 while not connected).
+	Sessions int
 }
 
 // Backoff bounds the reconnect delay.
@@ -65,7 +68,8 @@ type Traffic struct {
 	TCPAddr func() string
 }
 
-// Tunnel is one running tunnel.
+// Tunnel is one running tunnel: a link to the edge address it was given
+// and, with a cluster of edges, one to every other live node.
 type Tunnel struct {
 	cfg     Config
 	traffic Traffic
@@ -74,14 +78,29 @@ type Tunnel struct {
 	backoff Backoff
 	hooks   Hooks
 
-	mu    sync.Mutex
-	state State
-
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
-	// grace, set by Drain, is how long the last session may finish its
+	// links counts running links, retiring ones included.
+	links sync.WaitGroup
+	// grace, set by Drain, is how long the last sessions may finish their
 	// connections once the tunnel is stopped.
 	grace atomic.Int64
+
+	mu sync.Mutex
+	// state is the merged state of the links, as last reported.
+	state State
+	// byAddr are the current links by edge address; views the latest node
+	// list each connected link's node sent; dropped the IDs of node runs
+	// that shut down (nodes.go).
+	byAddr  map[string]*link
+	views   map[*link]protocol.NodeList
+	dropped map[string]bool
+	stopped bool
+
+	// hookMu orders the Connected and Disconnected hooks, called when the
+	// first link connects and the last one ends.
+	hookMu sync.Mutex
+	up     int
 }
 
 // Hooks observe a tunnel for metrics; nil fields are skipped.
@@ -99,17 +118,26 @@ func Start(cfg Config, traffic Traffic, backoff Backoff, hooks Hooks, log logr.L
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Tunnel{
 		cfg: cfg, traffic: traffic, notify: notify, log: log, backoff: backoff, hooks: hooks,
-		state:  State{Phase: PhaseConnecting, Reason: "Connecting", Message: "connecting to the edge"},
-		cancel: cancel, done: make(chan struct{}),
+		state:  connecting(),
+		ctx:    ctx,
+		cancel: cancel,
+		byAddr: map[string]*link{}, views: map[*link]protocol.NodeList{}, dropped: map[string]bool{},
 	}
-	go t.run(ctx)
+	t.mu.Lock()
+	t.startLink(cfg.Edge.Addr, "")
+	t.mu.Unlock()
 	return t
+}
+
+func connecting() State {
+	return State{Phase: PhaseConnecting, Reason: "Connecting", Message: "connecting to the edge"}
 }
 
 // Config returns the connection config the tunnel runs with.
 func (t *Tunnel) Config() Config { return t.cfg }
 
-// State returns the current state.
+// State returns the current state: connected while any link is, with the
+// url and session of the first connected link by address.
 func (t *Tunnel) State() State {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,211 +146,89 @@ func (t *Tunnel) State() State {
 
 // Stop ends the tunnel and waits for it to finish.
 func (t *Tunnel) Stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 	t.cancel()
-	<-t.done
+	t.links.Wait()
 }
 
 // Drain ends the tunnel gracefully (agent shutdown): it tells the edge to
 // send the session no new connections, so the edge sends them to the other
 // replicas of the tunnel's pool, lets the requests and TCP streams in
-// flight finish for up to grace, then closes the session.
+// flight finish for up to grace, then closes the session; every link does
+// so at once.
 func (t *Tunnel) Drain(grace time.Duration) {
 	t.grace.Store(int64(max(grace, time.Nanosecond)))
 	t.Stop()
 }
 
-func (t *Tunnel) setState(s State) {
+// setLinkState records a link's state and reports the merged one.
+func (t *Tunnel) setLinkState(l *link, s State) {
 	t.mu.Lock()
-	changed := !reflect.DeepEqual(t.state, s)
-	t.state = s
+	l.state = s
+	if s.Phase != PhaseConnected {
+		delete(t.views, l) // its node's list is no longer live
+	}
+	changed := t.mergeLocked()
 	t.mu.Unlock()
 	if changed && t.notify != nil {
 		t.notify()
 	}
 }
 
-func (t *Tunnel) run(ctx context.Context) {
-	defer close(t.done)
-	delay := t.backoff.Initial
-	for attempt := 0; ; attempt++ {
-		if t.hooks.Attempt != nil {
-			t.hooks.Attempt(attempt > 0)
-		}
-		connectedFor, err := t.once(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		reason, msg := classify(err)
-		t.setState(State{Phase: PhaseConnecting, Reason: reason, Message: msg})
-		t.log.Info("tunnel session ended, reconnecting", "reason", reason, "error", msg)
-		if connectedFor > time.Minute {
-			delay = t.backoff.Initial // a long healthy session: this is a fresh blip
-		}
-		// Full jitter in [delay/2, delay): many tunnels after an edge restart
-		// must not reconnect in lockstep.
-		wait := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
-		if reconnectNow(err) {
-			// The edge (a node of it) is going away, not failing: another
-			// node, or the same one restarted, takes the session at once;
-			// a refused dial from here on backs off from the start.
-			wait, delay = 0, t.backoff.Initial
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		delay = min(delay*2, t.backoff.Max)
+// mergeLocked recomputes t.state from the current links and reports
+// whether it changed; t.mu is held.
+func (t *Tunnel) mergeLocked() bool {
+	addrs := make([]string, 0, len(t.byAddr))
+	for a := range t.byAddr {
+		addrs = append(addrs, a)
 	}
+	slices.Sort(addrs)
+	var merged *State
+	n := 0
+	for _, a := range addrs {
+		if st := t.byAddr[a].state; st.Phase == PhaseConnected {
+			n++
+			if merged == nil {
+				merged = &st
+			}
+		}
+	}
+	var s State
+	switch {
+	case merged != nil:
+		s = *merged
+		s.Sessions = n
+		if n > 1 {
+			s.Message = fmt.Sprintf("the tunnel is connected through %d edge nodes and serving %s", n, s.URL)
+		}
+	case t.byAddr[t.cfg.Edge.Addr] != nil:
+		s = t.byAddr[t.cfg.Edge.Addr].state
+	case len(addrs) > 0:
+		s = t.byAddr[addrs[0]].state
+	default:
+		return false // stopping: the last state stands
+	}
+	changed := !reflect.DeepEqual(t.state, s)
+	t.state = s
+	return changed
 }
 
-// once runs one session: dial, bind, serve until it ends. It returns how long
-// the tunnel was connected and why it ended.
-func (t *Tunnel) once(ctx context.Context) (time.Duration, error) {
-	s, err := tunnelclient.Dial(ctx, t.cfg.Edge)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = s.Close() }() // the session's end is reported by serve's result
-	reply, err := s.Bind(ctx, t.cfg.Bind)
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	t.setState(State{Phase: PhaseConnected, URL: reply.URL, SessionID: reply.SessionID, Reason: "Connected",
-		Message: "the tunnel is connected and serving " + reply.URL})
-	if t.hooks.Connected != nil {
+// linkUp and linkDown call the Connected and Disconnected hooks for the
+// tunnel as a whole: connected while any link is.
+func (t *Tunnel) linkUp() {
+	t.hookMu.Lock()
+	defer t.hookMu.Unlock()
+	if t.up++; t.up == 1 && t.hooks.Connected != nil {
 		t.hooks.Connected()
 	}
-	defer func() {
-		if t.hooks.Disconnected != nil {
-			t.hooks.Disconnected()
-		}
-	}()
-
-	var srv *http.Server
-	streams := &tcpStreams{accepting: make(chan struct{})}
-	ln := s.Listener()
-	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
-		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
-	} else {
-		go t.serveTCP(ln, streams)
-	}
-	defer func() { _ = ln.Close() }()
-	select {
-	case <-ctx.Done():
-		if g := time.Duration(t.grace.Load()); g > 0 {
-			t.drain(s, ln, srv, streams, g)
-		}
-		return time.Since(start), ctx.Err()
-	case <-s.Done():
-		return time.Since(start), s.Err()
-	}
 }
 
-// drain asks the edge for no new connections, then waits up to grace for
-// those in flight: http.Server.Shutdown closes idle keep-alive channels
-// (the edge dials new ones on another replica) and waits for active
-// requests; TCP streams are waited for. Channels the edge opened just
-// before the drain and nobody accepted fail when the session closes, and
-// the edge retries them on another session of the pool.
-func (t *Tunnel) drain(s *tunnelclient.Session, ln net.Listener, srv *http.Server, streams *tcpStreams, grace time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := s.Drain(ctx); err != nil {
-		t.log.Info("the edge did not take the drain request; closing at once", "error", err.Error())
-		return
+func (t *Tunnel) linkDown() {
+	t.hookMu.Lock()
+	defer t.hookMu.Unlock()
+	if t.up--; t.up == 0 && t.hooks.Disconnected != nil {
+		t.hooks.Disconnected()
 	}
-	t.log.Info("draining the tunnel session", "grace", grace.String())
-	if srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			t.log.Info("requests still in flight at the end of the drain grace period", "error", err.Error())
-		}
-		return
-	}
-	_ = ln.Close()
-	done := make(chan struct{})
-	go func() {
-		<-streams.accepting // no Add after this
-		streams.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.log.Info("TCP streams still open at the end of the drain grace period")
-	}
-}
-
-// tcpStreams counts a session's open TCP pipes; accepting closes when the
-// accept loop has returned, after which the count only falls.
-type tcpStreams struct {
-	wg        sync.WaitGroup
-	accepting chan struct{}
-}
-
-// serveTCP accepts until ln closes.
-func (t *Tunnel) serveTCP(ln net.Listener, streams *tcpStreams) {
-	defer close(streams.accepting)
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		addr := t.traffic.TCPAddr()
-		streams.wg.Add(1)
-		go func() {
-			defer streams.wg.Done()
-			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
-				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
-			}
-		}()
-	}
-}
-
-// reconnectNow reports an end of session that is no error: the edge shut
-// down in order.
-func reconnectNow(err error) bool {
-	var term *tunnelclient.TerminatedError
-	return errors.As(err, &term) && term.Code == protocol.CodeEdgeShuttingDown
-}
-
-// classify maps why a session ended to a condition reason and a message
-// that tells the user what to do.
-func classify(err error) (reason, message string) {
-	var term *tunnelclient.TerminatedError
-	var bind *tunnelclient.BindError
-	var auth *tunnelclient.AuthError
-	switch {
-	case err == nil:
-		return "Connecting", "the session ended; reconnecting"
-	case errors.As(err, &term):
-		if term.Code == protocol.CodeKeyRevoked {
-			return "KeyRevoked", "the edge revoked this tunnel's key: " + term.Reason
-		}
-		if term.Code == protocol.CodeAddressOwned {
-			return "AddressOwned", term.Reason + "; ask the address's owner to add this namespace to spec.sharedWith, or choose another address"
-		}
-		return "EdgeUnreachable", "the edge ended the session (" + term.Code + "): " + term.Reason + "; reconnecting"
-	case errors.As(err, &bind):
-		switch bind.Code {
-		case protocol.CodeAddressTaken:
-			return "AddressTaken", bind.Message + ": another tunnel holds this address; choose another or stop the other tunnel"
-		case protocol.CodeAddressOwned:
-			return "AddressOwned", bind.Message
-		case protocol.CodeAddressNotFound:
-			return "EndpointNotReady", bind.Message
-		case protocol.CodeForbidden:
-			return "APIKeyInvalid", bind.Message
-		}
-		return "EdgeUnreachable", "the edge refused the bind: " + bind.Message
-	case errors.As(err, &auth):
-		if strings.Contains(auth.Error(), "revoked") {
-			return "KeyRevoked", "the edge refused the tunnel's key: " + auth.Error()
-		}
-		return "APIKeyInvalid", "the edge refused the tunnel's key: " + auth.Error()
-	}
-	return "EdgeUnreachable", "cannot reach the edge: " + err.Error() + "; retrying with backoff"
 }

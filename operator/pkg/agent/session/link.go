@@ -1,0 +1,247 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+)
+
+// link is the tunnel's session to one edge node, reconnecting with its own
+// backoff.
+type link struct {
+	addr string
+	// id is the node run it serves, once a node list named it ("" for the
+	// given address before any list).
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    logr.Logger
+	// state is guarded by the tunnel's mu.
+	state State
+	// retire, set when the node left the list, is how long the session may
+	// finish its connections before it closes.
+	retire atomic.Int64
+}
+
+// startLink runs a link to addr; t.mu is held.
+func (t *Tunnel) startLink(addr, id string) {
+	if t.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	l := &link{addr: addr, id: id, ctx: ctx, cancel: cancel, state: connecting(), log: t.log}
+	if addr != t.cfg.Edge.Addr {
+		l.log = t.log.WithValues("edgeNode", addr)
+		t.log.Info("holding a session to another edge node", "edgeNode", addr, "node", id)
+	}
+	t.byAddr[addr] = l
+	t.links.Add(1)
+	go t.run(l)
+}
+
+func (t *Tunnel) run(l *link) {
+	defer t.links.Done()
+	delay := t.backoff.Initial
+	for attempt := 0; ; attempt++ {
+		if t.hooks.Attempt != nil {
+			t.hooks.Attempt(attempt > 0)
+		}
+		connectedFor, err := t.once(l)
+		if l.ctx.Err() != nil {
+			return
+		}
+		reason, msg := classify(err)
+		t.setLinkState(l, State{Phase: PhaseConnecting, Reason: reason, Message: msg})
+		l.log.Info("tunnel session ended, reconnecting", "reason", reason, "error", msg)
+		if connectedFor > time.Minute {
+			delay = t.backoff.Initial // a long healthy session: this is a fresh blip
+		}
+		// Full jitter in [delay/2, delay): many tunnels after an edge restart
+		// must not reconnect in lockstep.
+		wait := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
+		if reconnectNow(err) {
+			// The node is going away, not failing. When other nodes serve
+			// the tunnel, this one is dropped until it comes back as a new
+			// run; else (a single edge, the last node) it takes the session
+			// again at once, restarted; a refused dial from here on backs
+			// off from the start.
+			if t.nodeShutDown(l) {
+				return
+			}
+			wait, delay = 0, t.backoff.Initial
+		}
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		delay = min(delay*2, t.backoff.Max)
+	}
+}
+
+// once runs one session: dial, bind, serve until it ends. It returns how long
+// the link was connected and why it ended.
+func (t *Tunnel) once(l *link) (time.Duration, error) {
+	ctx := l.ctx
+	ecfg := t.cfg.Edge
+	ecfg.Addr = l.addr
+	s, err := tunnelclient.Dial(ctx, ecfg)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = s.Close() }() // the session's end is reported by serve's result
+	reply, err := s.Bind(ctx, t.cfg.Bind)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	t.setLinkState(l, State{Phase: PhaseConnected, URL: reply.URL, SessionID: reply.SessionID, Reason: "Connected",
+		Message: "the tunnel is connected and serving " + reply.URL})
+	if reply.Nodes != nil {
+		t.observe(l, *reply.Nodes)
+	}
+	t.linkUp()
+	defer t.linkDown()
+
+	var srv *http.Server
+	streams := &tcpStreams{accepting: make(chan struct{})}
+	ln := s.Listener()
+	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
+		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
+	} else {
+		go t.serveTCP(ln, streams)
+	}
+	defer func() { _ = ln.Close() }()
+	for {
+		select {
+		case <-ctx.Done():
+			if g := time.Duration(max(t.grace.Load(), l.retire.Load())); g > 0 {
+				t.drain(l, s, ln, srv, streams, g)
+			}
+			return time.Since(start), ctx.Err()
+		case <-s.Done():
+			return time.Since(start), s.Err()
+		case nl := <-s.Nodes():
+			t.observe(l, nl)
+		}
+	}
+}
+
+// drain asks the edge for no new connections, then waits up to grace for
+// those in flight: http.Server.Shutdown closes idle keep-alive channels
+// (the edge dials new ones on another replica) and waits for active
+// requests; TCP streams are waited for. Channels the edge opened just
+// before the drain and nobody accepted fail when the session closes, and
+// the edge retries them on another session of the pool.
+func (t *Tunnel) drain(l *link, s *tunnelclient.Session, ln net.Listener, srv *http.Server, streams *tcpStreams, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		l.log.Info("the edge did not take the drain request; closing at once", "error", err.Error())
+		return
+	}
+	l.log.Info("draining the tunnel session", "grace", grace.String())
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			l.log.Info("requests still in flight at the end of the drain grace period", "error", err.Error())
+		}
+		return
+	}
+	_ = ln.Close()
+	done := make(chan struct{})
+	go func() {
+		<-streams.accepting // no Add after this
+		streams.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		l.log.Info("TCP streams still open at the end of the drain grace period")
+	}
+}
+
+// tcpStreams counts a session's open TCP pipes; accepting closes when the
+// accept loop has returned, after which the count only falls.
+type tcpStreams struct {
+	wg        sync.WaitGroup
+	accepting chan struct{}
+}
+
+// serveTCP accepts until ln closes.
+func (t *Tunnel) serveTCP(ln net.Listener, streams *tcpStreams) {
+	defer close(streams.accepting)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		addr := t.traffic.TCPAddr()
+		streams.wg.Add(1)
+		go func() {
+			defer streams.wg.Done()
+			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
+				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
+			}
+		}()
+	}
+}
+
+// reconnectNow reports an end of session that is no error: the edge shut
+// down in order.
+func reconnectNow(err error) bool {
+	var term *tunnelclient.TerminatedError
+	return errors.As(err, &term) && term.Code == protocol.CodeEdgeShuttingDown
+}
+
+// classify maps why a session ended to a condition reason and a message
+// that tells the user what to do.
+func classify(err error) (reason, message string) {
+	var term *tunnelclient.TerminatedError
+	var bind *tunnelclient.BindError
+	var auth *tunnelclient.AuthError
+	switch {
+	case err == nil:
+		return "Connecting", "the session ended; reconnecting"
+	case errors.As(err, &term):
+		if term.Code == protocol.CodeKeyRevoked {
+			return "KeyRevoked", "the edge revoked this tunnel's key: " + term.Reason
+		}
+		if term.Code == protocol.CodeAddressOwned {
+			return "AddressOwned", term.Reason + "; ask the address's owner to add this namespace to spec.sharedWith, or choose another address"
+		}
+		return "EdgeUnreachable", "the edge ended the session (" + term.Code + "): " + term.Reason + "; reconnecting"
+	case errors.As(err, &bind):
+		switch bind.Code {
+		case protocol.CodeAddressTaken:
+			return "AddressTaken", bind.Message + ": another tunnel holds this address; choose another or stop the other tunnel"
+		case protocol.CodeAddressOwned:
+			return "AddressOwned", bind.Message
+		case protocol.CodeAddressNotFound:
+			return "EndpointNotReady", bind.Message
+		case protocol.CodeForbidden:
+			return "APIKeyInvalid", bind.Message
+		}
+		return "EdgeUnreachable", "the edge refused the bind: " + bind.Message
+	case errors.As(err, &auth):
+		if strings.Contains(auth.Error(), "revoked") {
+			return "KeyRevoked", "the edge refused the tunnel's key: " + auth.Error()
+		}
+		return "APIKeyInvalid", "the edge refused the tunnel's key: " + auth.Error()
+	}
+	return "EdgeUnreachable", "cannot reach the edge: " + err.Error() + "; retrying with backoff"
+}
