@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -104,7 +108,7 @@ func (o *operatorOnCluster) sessions(t *testing.T, want int32) {
 
 // echoed is the echo backend's answer to a request through any node.
 func echoed(_ *harness.EdgeNode, body string) bool {
-	return strings.Contains(body, `"backend":"web-8080"`)
+	return strings.Contains(body, `"backend":"web"`)
 }
 
 // Two agent replicas hold a session to every live node of the edge, so
@@ -120,7 +124,7 @@ func TestAgentsServeThroughEveryNode(t *testing.T) {
 	await(t, "200s through every node", 30*time.Second, func() bool {
 		ok, _ := l.snapshot()
 		return ok[0] > 20 && ok[1] > 20 && ok[2] > 20
-	})
+	}, l.String)
 	if _, failed := l.snapshot(); failed[0]+failed[1]+failed[2] != 0 {
 		t.Fatalf("requests failed with every node up: %v", failed)
 	}
@@ -192,7 +196,48 @@ func TestAgentsServeThroughEveryNode(t *testing.T) {
 			t.Fatalf("requests failed with four nodes up: %v", failed)
 		}
 	})
+
+	t.Run("one etcd member down changes nothing; without quorum writes are refused and the Tunnel serves", func(t *testing.T) {
+		c.Etcd.Stop(2)
+		everyNodeServes(t, l, "with one etcd member down")
+		o.sessions(t, 8)
+		c.Etcd.Stop(1)
+		_, err := c.Client(0, c.OperatorKey).CreateDomain(context.Background(), edgeclient.CreateDomain{Subdomain: "no-quorum"})
+		var ae *edgeclient.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != edgeclient.CodeStateUnavailable {
+			t.Fatalf("write without quorum: %v, want 503 state_unavailable", err)
+		}
+		everyNodeServes(t, l, "without quorum")
+		o.sessions(t, 8)
+		for _, i := range []int{1, 2} {
+			if err := c.Etcd.Restart(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Etcd.WaitHealthy(time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if l.wrong.Load() != 0 {
 		t.Fatalf("%d requests got another answer than the backend's", l.wrong.Load())
+	}
+}
+
+// everyNodeServes waits until every node answered 20 more requests and
+// fails if any request failed meanwhile.
+func everyNodeServes(t *testing.T, l *load, when string) {
+	t.Helper()
+	ok, failedBefore := l.snapshot()
+	await(t, "requests through every node "+when, 10*time.Second, func() bool {
+		now, _ := l.snapshot()
+		for i := range now {
+			if now[i] <= ok[i]+20 {
+				return false
+			}
+		}
+		return true
+	}, l.String)
+	if _, failed := l.snapshot(); !slices.Equal(failed, failedBefore) {
+		t.Fatalf("requests failed %s: %v → %v", when, failedBefore, failed)
 	}
 }

@@ -9,6 +9,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -68,6 +69,7 @@ func (a *agent) attach(i int) *tunnelclient.Session {
 type load struct {
 	ok, failed []atomic.Int64
 	wrong      atomic.Int64
+	lastErr    atomic.Value // string: the last failure, for messages
 	stop       chan struct{}
 	once       sync.Once
 	wg         sync.WaitGroup
@@ -88,6 +90,7 @@ func startLoad(c *harness.EdgeCluster, answered func(n *harness.EdgeNode, body s
 				req.Host = host
 				resp, err := hc.Do(req)
 				if err != nil {
+					l.lastErr.Store(fmt.Sprintf("node %d: %v", i, err))
 					l.failed[i].Add(1)
 					time.Sleep(10 * time.Millisecond)
 					continue
@@ -96,9 +99,11 @@ func startLoad(c *harness.EdgeCluster, answered func(n *harness.EdgeNode, body s
 				_ = resp.Body.Close()
 				switch {
 				case resp.StatusCode != http.StatusOK:
+					l.lastErr.Store(fmt.Sprintf("node %d: %d %s", i, resp.StatusCode, b))
 					l.failed[i].Add(1)
 					time.Sleep(10 * time.Millisecond)
 				case !answered(n, string(b)):
+					l.lastErr.Store(fmt.Sprintf("node %d: wrong answer %s", i, b))
 					l.wrong.Add(1)
 				default:
 					l.ok[i].Add(1)
@@ -115,6 +120,12 @@ func (l *load) snapshot() (ok, failed []int64) {
 		failed = append(failed, l.failed[i].Load())
 	}
 	return ok, failed
+}
+
+// String says what the load saw so far, for a failure's message.
+func (l *load) String() string {
+	ok, failed := l.snapshot()
+	return fmt.Sprintf("ok %v, failed %v, wrong %d, last failure %v", ok, failed, l.wrong.Load(), l.lastErr.Load())
 }
 
 func (l *load) end() { l.once.Do(func() { close(l.stop) }); l.wg.Wait() }

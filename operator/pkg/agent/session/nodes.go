@@ -105,12 +105,48 @@ func (t *Tunnel) followLocked() bool {
 		}
 	}
 	for addr, l := range t.byAddr {
-		if _, ok := want[addr]; !ok {
-			l.log.Info("the edge node left the cluster's list; closing its session", "node", l.id)
-			t.retireLocked(l, retireGrace)
+		if _, ok := want[addr]; ok {
+			continue
 		}
+		if addr == t.cfg.Edge.Addr && !t.servedByListedLocked(want) {
+			// The address the agent was given (a load balancer or DNS
+			// name in front of the nodes) stays until a listed node
+			// serves the tunnel: nodes that advertise an address the
+			// cluster cannot reach must not take the last way in.
+			continue
+		}
+		l.log.Info("the edge node left the cluster's list; closing its session", "node", l.id)
+		t.retireLocked(l, retireGrace)
 	}
 	return t.mergeLocked()
+}
+
+// servedByListedLocked reports whether a link to one of the listed
+// addresses is connected; t.mu is held.
+func (t *Tunnel) servedByListedLocked(want map[string][]string) bool {
+	for addr := range want {
+		if l, ok := t.byAddr[addr]; ok && l.state.Phase == PhaseConnected {
+			return true
+		}
+	}
+	return false
+}
+
+// fallBackLocked dials the address the agent was given again when no link
+// is connected and none goes there: every listed node is unreachable, so
+// the tunnel returns to its way in, which may lead to nodes that replaced
+// them. t.mu is held.
+func (t *Tunnel) fallBackLocked() {
+	if t.stopped || t.byAddr[t.cfg.Edge.Addr] != nil {
+		return
+	}
+	for _, l := range t.byAddr {
+		if l.state.Phase == PhaseConnected {
+			return
+		}
+	}
+	t.log.Info("no edge node of the cluster's list answers; dialling the edge address again", "edge", t.cfg.Edge.Addr)
+	t.startLink(t.cfg.Edge.Addr, "")
 }
 
 // retireLocked ends link l, letting its session finish its connections for

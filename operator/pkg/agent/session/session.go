@@ -169,6 +169,7 @@ func (t *Tunnel) setLinkState(l *link, s State) {
 	l.state = s
 	if s.Phase != PhaseConnected {
 		delete(t.views, l) // its node's list is no longer live
+		t.fallBackLocked()
 	}
 	changed := t.mergeLocked()
 	t.mu.Unlock()
