@@ -2,13 +2,13 @@ package server_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
 
 // BenchmarkClusterRevocation measures how long a key revoked through node
@@ -53,19 +53,8 @@ func BenchmarkClusterRevocation(b *testing.B) {
 			}
 		}
 	}
-	b.ReportMetric(pct(local, 50), "local-p50-ms")
-	b.ReportMetric(pct(remote, 50), "remote-p50-ms")
-	b.ReportMetric(pct(remote, 99), "remote-p99-ms")
-	b.ReportMetric(pct(remote, 100), "remote-max-ms")
-}
-
-// pct is the p-th percentile of ds, in milliseconds.
-func pct(ds []time.Duration, p int) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := min(len(s)-1, (len(s)*p+99)/100-1)
-	return float64(s[max(i, 0)]) / float64(time.Millisecond)
+	b.ReportMetric(stats.Millis(stats.Percentile(local, 50)), "local-p50-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(remote, 50)), "remote-p50-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(remote, 99)), "remote-p99-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(remote, 100)), "remote-max-ms")
 }

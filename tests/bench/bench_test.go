@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
 
 func tunnel(ns, name string) *tunav1.Tunnel {
@@ -91,9 +91,9 @@ func BenchmarkCreateToFirst200(b *testing.B) {
 			resp.Body.Close()
 			baseline = append(baseline, time.Since(s))
 		}
-		b.ReportMetric(pct(took, 50).Seconds()*1000, "p50-ms")
-		b.ReportMetric(pct(took, 99).Seconds()*1000, "p99-ms")
-		b.ReportMetric(pct(baseline, 50).Seconds()*1000, "direct-p50-ms")
+		b.ReportMetric(stats.Percentile(took, 50).Seconds()*1000, "p50-ms")
+		b.ReportMetric(stats.Percentile(took, 99).Seconds()*1000, "p99-ms")
+		b.ReportMetric(stats.Percentile(baseline, 50).Seconds()*1000, "direct-p50-ms")
 		_ = env.cp.Client.DeleteAllOf(ctx, &tunav1.Tunnel{}, client.InNamespace("bench-latency"))
 	}
 }
@@ -154,14 +154,4 @@ func rssMB(b *testing.B) float64 {
 	}
 	b.Fatal("no VmRSS")
 	return 0
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	idx := (len(s)*p + 99) / 100
-	if idx > 0 {
-		idx--
-	}
-	return s[idx]
 }

@@ -16,6 +16,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
 
 // BenchmarkHTTPRouteUpdate is BenchmarkIngressRouteUpdate for the Gateway
@@ -114,10 +115,10 @@ func BenchmarkHTTPRouteUpdate(b *testing.B) {
 		resp.Body.Close()
 		steady = append(steady, time.Since(start))
 	}
-	b.ReportMetric(pct(steady, 50).Seconds()*1000, "steady-get-p50-ms")
-	b.ReportMetric(pct(took, 50).Seconds()*1000, "p50-ms")
-	b.ReportMetric(pct(took, 99).Seconds()*1000, "p99-ms")
-	b.ReportMetric(pct(took, 100).Seconds()*1000, "max-ms")
+	b.ReportMetric(stats.Percentile(steady, 50).Seconds()*1000, "steady-get-p50-ms")
+	b.ReportMetric(stats.Percentile(took, 50).Seconds()*1000, "p50-ms")
+	b.ReportMetric(stats.Percentile(took, 99).Seconds()*1000, "p99-ms")
+	b.ReportMetric(stats.Percentile(took, 100).Seconds()*1000, "max-ms")
 	b.ReportMetric(float64(len(took)), "updates")
 	b.ReportMetric(float64(len(sessions)-1), "reconnects")
 }

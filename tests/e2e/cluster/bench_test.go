@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
 
 // benchTunnel starts an edge cluster of nodes processes and the agent's
@@ -110,9 +110,9 @@ func BenchmarkClusterNodeJoin(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	b.ReportMetric(pct(join, 50), "join-served-p50-ms")
-	b.ReportMetric(pct(join, 100), "join-served-max-ms")
-	b.ReportMetric(pct(api, 50), "baseline-start-api-p50-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(join, 50)), "join-served-p50-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(join, 100)), "join-served-max-ms")
+	b.ReportMetric(stats.Millis(stats.Percentile(api, 50)), "baseline-start-api-p50-ms")
 }
 
 // BenchmarkClusterThroughput measures requests/s through the tunnel with
@@ -156,15 +156,4 @@ func BenchmarkClusterThroughput(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { run(b, []string{ln.Addr().String()}) })
 	b.Run("nodes=1", func(b *testing.B) { run(b, all[:1]) })
 	b.Run("nodes=3", func(b *testing.B) { run(b, all) })
-}
-
-// pct is the p-th percentile of ds, in milliseconds.
-func pct(ds []time.Duration, p int) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := min(len(s)-1, (len(s)*p+99)/100-1)
-	return float64(s[max(i, 0)]) / float64(time.Millisecond)
 }
