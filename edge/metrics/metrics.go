@@ -21,6 +21,7 @@ type Metrics struct {
 	sessions          prometheus.Gauge
 	binds             *prometheus.CounterVec
 	publicConnections *prometheus.CounterVec
+	tcpForwards       *prometheus.CounterVec
 	httpRequests      *prometheus.CounterVec
 	bytes             *prometheus.CounterVec
 	apiRequests       *prometheus.CounterVec
@@ -65,6 +66,9 @@ func New() *Metrics {
 		publicConnections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tuna_edge_public_connections_total", Help: "Public connections forwarded into tunnels, by protocol.",
 		}, []string{"protocol"}),
+		tcpForwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tuna_edge_tcp_forwards_total", Help: "TCP endpoints' connections handed to an agent, by transport: stream (a TLS connection the agent dialled) or channel (inside the SSH session).",
+		}, []string{"transport"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tuna_edge_http_requests_total", Help: "Public HTTP requests by response status code.",
 		}, []string{"code"}),
@@ -89,7 +93,7 @@ func New() *Metrics {
 	for _, l := range allLimits {
 		m.limitRefusals.WithLabelValues(l)
 	}
-	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals, m.secrets, m.secretWatches,
+	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.tcpForwards, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals, m.secrets, m.secretWatches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.store = newStoreMetrics(m.reg)
 	return m
@@ -128,6 +132,19 @@ func (m *Metrics) Bind(protocol, result string) {
 func (m *Metrics) PublicConnection(protocol string) {
 	if m != nil {
 		m.publicConnections.WithLabelValues(protocol).Inc()
+	}
+}
+
+// Transports of tuna_edge_tcp_forwards_total.
+const (
+	TransportStream  = "stream"
+	TransportChannel = "channel"
+)
+
+// TCPForward counts a TCP connection handed to an agent over transport.
+func (m *Metrics) TCPForward(transport string) {
+	if m != nil {
+		m.tcpForwards.WithLabelValues(transport).Inc()
 	}
 }
 

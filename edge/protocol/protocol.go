@@ -17,7 +17,16 @@
 //     BindReply, and sends NodesRequestType (no reply) with a JSON NodeList
 //     whenever that set changes, so that the agent holds a session to every
 //     node. A single edge lists none.
-//  6. Before the edge ends a session (key revoked or expired, edge shutting
+//  6. A TCP endpoint's public connection may travel outside the session
+//     (package edge/streams): the edge sends StreamRequestType (no reply)
+//     with a JSON StreamOpen; the agent dials a TLS connection to the
+//     edge's SSH address, pins the certificate whose SHA-256 the bind reply
+//     named (BindReply.StreamCert) and writes the token, or, when it
+//     cannot, sends StreamFailedRequestType (no reply) with a JSON
+//     StreamFailed, and the edge opens a channel instead. An agent that
+//     does not know the request ignores it, and the edge falls back to
+//     channels when its stream does not come.
+//  7. Before the edge ends a session (key revoked or expired, edge shutting
 //     down) it sends TerminateRequestType with a JSON Terminate, then closes.
 //
 // A refused login carries its reason in the SSH auth banner,
@@ -39,6 +48,10 @@ const (
 	DrainRequestType     = "tuna-drain@tuna.am"
 	ForwardChannelType   = "tuna-forward@tuna.am"
 	NodesRequestType     = "tuna-nodes@tuna.am"
+	// StreamRequestType and StreamFailedRequestType carry public
+	// connections outside the session (step 6 above).
+	StreamRequestType       = "tuna-stream@tuna.am"
+	StreamFailedRequestType = "tuna-stream-failed@tuna.am"
 )
 
 // Protocols a tunnel can carry.
@@ -76,6 +89,25 @@ type BindReply struct {
 	// one included; nil from a single edge. Later changes come as
 	// NodesRequestType. (A pointer keeps the reply comparable.)
 	Nodes *NodeList `json:"nodes,omitempty"`
+	// StreamCert is the hex SHA-256 of the certificate that the edge's
+	// stream connections present; empty when the edge sends no streams.
+	StreamCert string `json:"stream_cert_sha256,omitempty"`
+}
+
+// StreamOpen asks the agent to dial a stream connection for one public
+// connection.
+type StreamOpen struct {
+	// Token is what the agent writes first on the stream connection.
+	Token string `json:"token"`
+	// Info describes the public connection, as a channel's extra data does.
+	Info ForwardInfo `json:"info"`
+}
+
+// StreamFailed tells the edge that the agent could not dial Token's
+// stream, so it opens a channel at once instead of waiting.
+type StreamFailed struct {
+	Token string `json:"token"`
+	Error string `json:"error"`
 }
 
 // Node is one edge node an agent should hold a session to.

@@ -119,6 +119,13 @@ type Config struct {
 	// (default 15s and 3 intervals).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 
+	// NoStreams keeps every public connection on SSH channels. By default
+	// a TCP endpoint's connections travel on stream connections that the
+	// agent dials to the SSH port (package edge/streams): TLS, pinned
+	// through the session, about three times the bulk throughput of a
+	// channel (docs/benchmarks.md).
+	NoStreams bool
+
 	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
 	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log
 	// in and its session is ended with key_expired. 0 takes the default

@@ -30,6 +30,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/sshd"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
@@ -107,7 +108,15 @@ func New(cfg Config) (*Edge, error) {
 			return nil, err
 		}
 	}
+	var hub *streams.Hub
+	if !cfg.NoStreams {
+		if hub, err = streams.NewHub(); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
 	e.ssh = sshd.New(sshd.Config{
+		Streams:           hub,
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
 		PublicURL:         e.publicURL,

@@ -21,6 +21,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
@@ -52,7 +53,11 @@ type Config struct {
 	KeepaliveInterval time.Duration
 	KeepaliveTimeout  time.Duration
 	Limits            Limits
-	Logger            *slog.Logger
+	// Streams, when set, carries TCP endpoints' public connections on
+	// stream connections that agents dial to this port (package
+	// edge/streams) instead of SSH channels; nil sends channels only.
+	Streams *streams.Hub
+	Logger  *slog.Logger
 }
 
 // Limits bound what one agent, or a crowd of connections, can hold on the
@@ -252,7 +257,20 @@ func (s *Server) refuseHandshake(c net.Conn) {
 }
 
 func (s *Server) handle(raw net.Conn) {
-	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	deadline := time.Now().Add(handshakeTimeout)
+	_ = raw.SetDeadline(deadline)
+	if s.cfg.Streams != nil {
+		var isStream bool
+		raw, isStream = peekStream(raw, deadline)
+		if isStream {
+			err := s.cfg.Streams.Serve(raw, streamHandshakeTimeout)
+			s.handshakes.Put()
+			if err != nil {
+				s.log.Debug("stream connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+	}
 	sc, chans, reqs, err := ssh.NewServerConn(raw, s.sshCfg)
 	s.handshakes.Put()
 	pa, _ := s.pending.LoadAndDelete(raw.RemoteAddr().String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type session struct {
 	// draining: the agent asked for no new public connections; they go to
 	// the other sessions of its pool while it finishes what it carries.
 	draining atomic.Bool
+	streams  sessionStreams
 
 	mu    sync.Mutex
 	binds map[string]protocol.BindReply // resolved address -> reply
@@ -74,6 +76,8 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		switch req.Type {
 		case protocol.KeepaliveRequestType:
 			_ = req.Reply(true, nil)
+		case protocol.StreamFailedRequestType:
+			ss.streams.fail(req.Payload)
 		case protocol.DrainRequestType:
 			if !ss.draining.Swap(true) {
 				ss.srv.log.Info("session draining", "session", ss.id)
@@ -86,6 +90,9 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				continue
 			}
 			reply.Nodes = ss.srv.nodeList()
+			if hub := ss.srv.cfg.Streams; hub != nil {
+				reply.StreamCert = hub.Fingerprint()
+			}
 			_ = req.Reply(true, protocol.Marshal(reply))
 		default:
 			if req.WantReply {
@@ -99,6 +106,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	// reserved ports stay with the edge; a port's listener is detached
 	// only when this was the last session of its pool.
 	_ = ss.conn.Close()
+	ss.streams.closeAll()
 	ss.srv.reg.Remove(ss.id)
 	ss.mu.Lock()
 	for p, pool := range ss.ports {
@@ -206,12 +214,35 @@ func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (
 		return nil, &registry.LimitError{Limit: metrics.LimitChannelsPerSession, Value: limit,
 			What: fmt.Sprintf("tunnel session %s has too many open connections", ss.id)}
 	}
-	c, err := ss.openForward(ctx, info)
+	c, err := ss.openStreamOrChannel(ctx, info)
 	if err != nil {
 		ss.chans.Put()
 		return nil, err
 	}
 	return &slotConn{Conn: c, put: ss.chans.Put}, nil
+}
+
+// openStreamOrChannel carries a TCP endpoint's connection on a stream
+// when the edge and the agent can, and on a channel otherwise. HTTP stays
+// on channels: its connections are many and short, where a channel opens
+// in one round trip and a stream needs a TLS handshake.
+func (ss *session) openStreamOrChannel(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
+	tcp := info.Host == ""
+	if tcp && ss.srv.cfg.Streams != nil && ss.streams.usable() {
+		c, err := ss.openStream(ctx, info)
+		if err == nil {
+			ss.srv.m.TCPForward(metrics.TransportStream)
+			return c, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			return nil, err
+		}
+	}
+	c, err := ss.openForward(ctx, info)
+	if err == nil && tcp {
+		ss.srv.m.TCPForward(metrics.TransportChannel)
+	}
+	return c, err
 }
 
 // slotConn gives its channel's slot back when closed, once.
@@ -226,6 +257,25 @@ func (c *slotConn) Close() error {
 	c.once.Do(c.put)
 	return err
 }
+
+// WriteTo and ReadFrom let io.Copy use the connection's own copy (a
+// channel read in place, a stream's large buffers).
+func (c *slotConn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, onlyReader{c.Conn})
+}
+
+func (c *slotConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(onlyWriter{c.Conn}, r)
+}
+
+type onlyWriter struct{ io.Writer }
+type onlyReader struct{ io.Reader }
 
 // CloseWrite passes half-closes through (see Pipe).
 func (c *slotConn) CloseWrite() error {

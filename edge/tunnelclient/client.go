@@ -37,22 +37,28 @@ type Config struct {
 	// KeepaliveInterval and KeepaliveTimeout tune our keepalives (default
 	// 15s and 3 intervals); the session ends when the edge stops answering.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// NoStreams refuses the edge's stream connections (package
+	// edge/streams), so every public connection comes on an SSH channel:
+	// for a network where only the SSH session may pass.
+	NoStreams bool
 }
 
 // Session is one connection to the edge.
 type Session struct {
 	cfg    Config
 	conn   ssh.Conn
-	queue  chan ssh.NewChannel
+	queue  chan incoming
 	done   chan struct{}
 	closed chan struct{}
 	// nodes holds the latest node list a cluster's edge sent, unread.
 	nodes chan protocol.NodeList
 
-	mu        sync.Mutex
-	err       error
-	term      *TerminatedError
-	closeOnce sync.Once
+	mu         sync.Mutex
+	streamCert string             // the fingerprint the bind reply named
+	streams    map[*Conn]struct{} // open stream connections, closed with the session
+	err        error
+	term       *TerminatedError
+	closeOnce  sync.Once
 }
 
 // Dial connects and authenticates. A refused login returns *AuthError whose
@@ -114,7 +120,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	_ = raw.SetDeadline(time.Time{})
 	s := &Session{
 		cfg: cfg, conn: sc,
-		queue:  make(chan ssh.NewChannel, acceptQueue),
+		queue:  make(chan incoming, acceptQueue),
 		done:   make(chan struct{}),
 		closed: make(chan struct{}),
 		nodes:  make(chan protocol.NodeList, 1),
@@ -126,6 +132,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 		err := sc.Wait()
 		s.setErr(fmt.Errorf("tunnel connection to %s ended: %w", cfg.Addr, err))
 		close(s.done)
+		s.closeStreams()
 	}()
 	return s, nil
 }
@@ -146,7 +153,7 @@ func (s *Session) channels(chans <-chan ssh.NewChannel) {
 			continue
 		}
 		select {
-		case s.queue <- nc:
+		case s.queue <- incoming{channel: nc}:
 		default:
 			_ = nc.Reject(ssh.ResourceShortage, "agent is not accepting connections fast enough")
 		}
@@ -167,6 +174,8 @@ func (s *Session) requests(reqs <-chan *ssh.Request) {
 			}
 			s.mu.Unlock()
 			_ = req.Reply(true, nil)
+		case protocol.StreamRequestType:
+			go s.dialStream(req.Payload)
 		case protocol.NodesRequestType:
 			var l protocol.NodeList
 			if json.Unmarshal(req.Payload, &l) == nil {
@@ -263,6 +272,11 @@ func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.
 	if err := json.Unmarshal(res.payload, &reply); err != nil {
 		return protocol.BindReply{}, fmt.Errorf("tunnelclient: decoding bind reply: %w", err)
 	}
+	if reply.StreamCert != "" {
+		s.mu.Lock()
+		s.streamCert = reply.StreamCert
+		s.mu.Unlock()
+	}
 	return reply, nil
 }
 
@@ -297,7 +311,11 @@ func (s *Session) Accept() (*Conn, error) { return s.accept(nil) }
 func (s *Session) accept(stop <-chan struct{}) (*Conn, error) {
 	for {
 		select {
-		case nc := <-s.queue:
+		case in := <-s.queue:
+			if in.stream != nil {
+				return in.stream, nil
+			}
+			nc := in.channel
 			var info protocol.ForwardInfo
 			_ = json.Unmarshal(nc.ExtraData(), &info)
 			ch, reqs, err := nc.Accept()
@@ -354,10 +372,13 @@ func (s *Session) Listener() net.Listener {
 	return &listener{s: s, closed: make(chan struct{})}
 }
 
-// Conn is one public connection.
+// Conn is one public connection, on an SSH channel or a stream.
 type Conn struct {
-	*chanconn.Conn
+	net.Conn
 	info protocol.ForwardInfo
+	// stream is set on a stream connection, which the session closes
+	// when it ends.
+	stream *Session
 }
 
 // Info describes the public connection (client address, host, scheme).
