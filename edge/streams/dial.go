@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 )
 
 // ErrFingerprint: the edge's certificate is not the one the session named.
@@ -21,7 +22,7 @@ func Dial(ctx context.Context, addr, fingerprint, token string) (*Conn, error) {
 	if fingerprint == "" {
 		return nil, errors.New("streams: no fingerprint to pin")
 	}
-	d := tls.Dialer{Config: &tls.Config{
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// Verification is the pin below, not a CA chain: the certificate
 		// is self-signed and its fingerprint came over the
@@ -33,14 +34,20 @@ func Dial(ctx context.Context, addr, fingerprint, token string) (*Conn, error) {
 			}
 			return nil
 		},
-	}}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	}
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("streams: dialing %s: %w", addr, err)
+	}
+	c := newConn(raw, func(c net.Conn) *tls.Conn { return tls.Client(c, cfg) })
+	if err := c.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, fmt.Errorf("streams: TLS handshake with %s: %w", addr, err)
 	}
 	if _, err := c.Write([]byte(token)); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("streams: sending the token to %s: %w", addr, err)
 	}
-	return &Conn{Conn: c.(*tls.Conn)}, nil
+	return c, nil
 }

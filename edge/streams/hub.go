@@ -70,7 +70,8 @@ func (h *Hub) Expect() (token string, conn <-chan *Conn, cancel func()) {
 // that token. It closes the connection on any failure and returns why.
 func (h *Hub) Serve(raw net.Conn, timeout time.Duration) error {
 	_ = raw.SetDeadline(time.Now().Add(timeout))
-	c := tls.Server(raw, h.cfg)
+	sc := newConn(raw, func(c net.Conn) *tls.Conn { return tls.Server(c, h.cfg) })
+	c := sc.Conn
 	if err := c.Handshake(); err != nil {
 		_ = raw.Close()
 		return fmt.Errorf("streams: TLS handshake: %w", err)
@@ -89,7 +90,7 @@ func (h *Hub) Serve(raw net.Conn, timeout time.Duration) error {
 		_ = c.Close()
 		return ErrUnknownToken
 	}
-	ch <- &Conn{Conn: c} // buffered, and only this Serve took the token
+	ch <- sc // buffered, and only this Serve took the token
 	return nil
 }
 
