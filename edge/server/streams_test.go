@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -180,7 +181,7 @@ func TestRevocationEndsStreams(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the public connection still carried %q after the key was revoked", buf[:n])
 	}
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		t.Fatal("the public connection stayed open after the key was revoked")
 	}
 }
