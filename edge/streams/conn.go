@@ -14,6 +14,9 @@ const copyBufferSize = 256 << 10
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
+// maxRecord is the most plaintext one TLS record carries.
+const maxRecord = 16 << 10
+
 // batches hold the records of one Write, sent in one system call.
 var batches = sync.Pool{New: func() any { b := make([]byte, 0, copyBufferSize+copyBufferSize/16); return &b }}
 
@@ -34,6 +37,11 @@ func newConn(raw net.Conn, wrap func(net.Conn) *tls.Conn) *Conn {
 // system call, not one per record: a bulk copy spends most of its time in
 // system calls.
 func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) <= maxRecord {
+		// One record: nothing to batch (small round trips, such as
+		// a database's, stay as they were).
+		return c.Conn.Write(p)
+	}
 	c.out.start()
 	n, err := c.Conn.Write(p)
 	if ferr := c.out.flush(); err == nil {
