@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
@@ -209,5 +213,79 @@ func TestStreamWithUnknownTokenIsClosed(t *testing.T) {
 	case info := <-infos:
 		t.Fatalf("the agent received a connection from %s", info.RemoteAddr)
 	default:
+	}
+}
+
+// An agent from before streams answers no stream request: the first
+// connection waits for its stream, then goes on a channel; later ones go
+// on channels at once.
+func TestAgentWithoutStreamsIsServedOnChannels(t *testing.T) {
+	e := startEdge(t, t.TempDir())
+	_, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	info := e.info(t)
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(info.SSHHostKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A raw SSH agent: it binds, declines every global request it does not
+	// know (as x/crypto/ssh does for want-reply ones, and ignores the rest)
+	// and echoes on the channels it is given.
+	conn, chans, reqs, err := ssh.NewClientConn(mustDialTCP(t, info.SSHAddr), info.SSHAddr, &ssh.ClientConfig{
+		User: protocol.SSHUser, Auth: []ssh.AuthMethod{ssh.Password(tk.Key)}, HostKeyCallback: ssh.FixedHostKey(pk),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := ssh.NewClient(conn, nil, nil)
+	defer sc.Close()
+	var streamAsks atomic.Int32
+	go func() {
+		for r := range reqs {
+			if r.Type == protocol.StreamRequestType {
+				streamAsks.Add(1)
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+	}()
+	go func() {
+		for nc := range chans {
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				continue
+			}
+			go ssh.DiscardRequests(creqs)
+			go func() {
+				_, _ = io.Copy(ch, ch)
+				_ = ch.CloseWrite()
+			}()
+		}
+	}()
+	ok, payload, err := conn.SendRequest(protocol.BindRequestType, true,
+		protocol.Marshal(protocol.BindRequest{Protocol: "tcp", Alias: "db"}))
+	if err != nil || !ok {
+		t.Fatalf("bind: %v %s", err, payload)
+	}
+	var reply protocol.BindReply
+	if err := json.Unmarshal(payload, &reply); err != nil {
+		t.Fatal(err)
+	}
+	addr := reply.URL[len("tcp://"):]
+	echoOnce(t, addr, []byte("first, after the stream wait"))
+	echoOnce(t, addr, []byte("second, on a channel at once"))
+	if got := tcpForwards(t, e, metrics.TransportChannel); got != 2 {
+		t.Fatalf("tcp forwards on channels = %v, want 2", got)
+	}
+	if got := tcpForwards(t, e, metrics.TransportStream); got != 0 {
+		t.Fatalf("tcp forwards on streams = %v, want 0", got)
+	}
+	// The edge asked once and gave up on streams for this session.
+	if n := streamAsks.Load(); n != 1 {
+		t.Fatalf("the edge asked for %d streams, want 1", n)
 	}
 }
