@@ -21,24 +21,33 @@ import (
 // limitRefusals reads tuna_edge_limit_refusals_total{limit=limit}.
 func limitRefusals(t *testing.T, e *testEdge, limit string) float64 {
 	t.Helper()
+	v, ok := counterValue(t, e, "tuna_edge_limit_refusals_total", "limit", limit)
+	if !ok {
+		t.Fatalf("no tuna_edge_limit_refusals_total{limit=%q}", limit)
+	}
+	return v
+}
+
+// counterValue reads the counter name{label=value} of e's registry.
+func counterValue(t *testing.T, e *testEdge, name, label, value string) (float64, bool) {
+	t.Helper()
 	mfs, err := e.Metrics().Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "tuna_edge_limit_refusals_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "limit" && l.GetValue() == limit {
-					return m.GetCounter().GetValue()
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue(), true
 				}
 			}
 		}
 	}
-	t.Fatalf("no tuna_edge_limit_refusals_total{limit=%q}", limit)
-	return 0
+	return 0, false
 }
 
 func TestHandshakeLimit(t *testing.T) {

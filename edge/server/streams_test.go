@@ -22,26 +22,21 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
 
-// tcpForwards reads tuna_edge_tcp_forwards_total{transport=transport}.
+// tcpForwards reads tuna_edge_tcp_forwards_total{transport=transport}, 0
+// before the first of its kind.
 func tcpForwards(t *testing.T, e *testEdge, transport string) float64 {
 	t.Helper()
-	mfs, err := e.Metrics().Registry().Gather()
-	if err != nil {
+	v, _ := counterValue(t, e, "tuna_edge_tcp_forwards_total", "transport", transport)
+	return v
+}
+
+// dbKey reserves the TCP endpoint db and issues a tunnel key for it.
+func dbKey(t *testing.T, e *testEdge) *client.TunnelKey {
+	t.Helper()
+	if _, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "tuna_edge_tcp_forwards_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "transport" && l.GetValue() == transport {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
 }
 
 // echoTunnel serves every connection of s as an echo, reporting each
@@ -109,11 +104,7 @@ func TestTCPConnectionsTravelOnStreams(t *testing.T) {
 
 func TestTCPFallsBackToChannelsWhenTheAgentDialsNoStreams(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	_, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := dbKey(t, e)
 	info := e.info(t)
 	s, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{
 		Addr: info.SSHAddr, Key: tk.Key, HostKey: info.SSHHostKey, NoStreams: true,
@@ -153,11 +144,7 @@ func TestEdgeWithoutStreamsSendsChannels(t *testing.T) {
 // public connection ends, though the stream is a TCP connection of its own.
 func TestRevocationEndsStreams(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	_, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := dbKey(t, e)
 	s := e.mustDial(t, tk.Key)
 	reply := bind(t, s, protocol.BindRequest{Protocol: "tcp", Alias: "db"})
 	echoTunnel(s)
@@ -221,11 +208,7 @@ func TestStreamWithUnknownTokenIsClosed(t *testing.T) {
 // on channels at once.
 func TestAgentWithoutStreamsIsServedOnChannels(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	_, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := dbKey(t, e)
 	info := e.info(t)
 	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(info.SSHHostKey))
 	if err != nil {

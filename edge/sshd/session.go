@@ -17,6 +17,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
+	"code.tuna.am/tuna/k8s-operator/internal/connio"
 )
 
 // terminateAckTimeout bounds how long Terminate waits for the agent to
@@ -260,22 +261,8 @@ func (c *slotConn) Close() error {
 
 // WriteTo and ReadFrom let io.Copy use the connection's own copy (a
 // channel read in place, a stream's large buffers).
-func (c *slotConn) WriteTo(w io.Writer) (int64, error) {
-	if wt, ok := c.Conn.(io.WriterTo); ok {
-		return wt.WriteTo(w)
-	}
-	return io.Copy(w, onlyReader{c.Conn})
-}
-
-func (c *slotConn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(onlyWriter{c.Conn}, r)
-}
-
-type onlyWriter struct{ io.Writer }
-type onlyReader struct{ io.Reader }
+func (c *slotConn) WriteTo(w io.Writer) (int64, error)  { return connio.WriteTo(c.Conn, w) }
+func (c *slotConn) ReadFrom(r io.Reader) (int64, error) { return connio.ReadFrom(c.Conn, r) }
 
 // CloseWrite passes half-closes through (see Pipe).
 func (c *slotConn) CloseWrite() error {

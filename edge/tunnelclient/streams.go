@@ -12,6 +12,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
+	"code.tuna.am/tuna/k8s-operator/internal/connio"
 )
 
 // streamDialTimeout bounds dialing one stream connection; the edge waits
@@ -124,19 +125,5 @@ func (c *Conn) CloseWrite() error {
 
 // WriteTo and ReadFrom let io.Copy use the connection's own copy (a
 // channel read in place, a stream's large buffers).
-func (c *Conn) WriteTo(w io.Writer) (int64, error) {
-	if wt, ok := c.Conn.(io.WriterTo); ok {
-		return wt.WriteTo(w)
-	}
-	return io.Copy(w, onlyReader{c.Conn})
-}
-
-func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(onlyWriter{c.Conn}, r)
-}
-
-type onlyWriter struct{ io.Writer }
-type onlyReader struct{ io.Reader }
+func (c *Conn) WriteTo(w io.Writer) (int64, error)  { return connio.WriteTo(c.Conn, w) }
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) { return connio.ReadFrom(c.Conn, r) }
