@@ -183,11 +183,16 @@ func (ss *session) ping() error {
 	}
 }
 
-// Terminate tells the agent why the session ends, closes it and waits until
-// it is unregistered, so that when a revocation call returns the key's
-// session is gone.
+// Terminate takes the session out of the table, tells the agent why it
+// ends, closes it and waits until it has ended, so that when a revocation
+// call returns the key's session is gone.
 func (ss *session) Terminate(code, reason string) {
 	ss.termOnce.Do(func() {
+		// Out of the table first: once the agent hears why its session
+		// ends, nothing is routed to it any more (a host that was only
+		// its own answers 404 at once, not 502 until the connection is
+		// gone). run's own Remove then finds nothing left to do.
+		ss.srv.reg.Remove(ss.id)
 		payload := protocol.Marshal(protocol.Terminate{Code: code, Reason: reason})
 		acked := make(chan struct{})
 		go func() {
