@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -61,6 +62,20 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 		return 1, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// SyscallConn hands a stream its socket for reads that do not wait, once
+// the peeked byte has been read: before that, reading the socket directly
+// would skip it.
+func (c *peekedConn) SyscallConn() (syscall.RawConn, error) {
+	if c.has {
+		return nil, errors.New("sshd: the peeked byte is still unread")
+	}
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("sshd: not a socket")
+	}
+	return sc.SyscallConn()
 }
 
 // sessionStreams is what a session knows of its stream connections.

@@ -23,7 +23,8 @@ func Dial(ctx context.Context, addr, fingerprint, token string) (*Conn, error) {
 		return nil, errors.New("streams: no fingerprint to pin")
 	}
 	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS13,
+		MinVersion:                  tls.VersionTLS13,
+		DynamicRecordSizingDisabled: fullRecords,
 		// Verification is the pin below, not a CA chain: the certificate
 		// is self-signed and its fingerprint came over the
 		// authenticated SSH session.

@@ -33,6 +33,8 @@ func NewHub() (*Hub, error) {
 		cfg: &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			MinVersion:   tls.VersionTLS13,
+			// Full records from the first byte: see fullRecords.
+			DynamicRecordSizingDisabled: fullRecords,
 		},
 		fingerprint: Fingerprint(cert.Certificate[0]),
 		waiting:     map[string]chan *Conn{},
