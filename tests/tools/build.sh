@@ -46,7 +46,9 @@ build() { # name package
   total=$(go list -deps "$pkg" | wc -l)
   echo "tools: building $name ($total packages; the first build takes minutes)" >&2
   # go build -v names each package as it compiles it: count them for progress.
-  go build -v -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg" 2>&1 |
+  # -dwarf=false: the linker strips DWARF anyway (-s -w), so the compiler
+  # need not make it: about 2 % less CPU over kube-apiserver's packages.
+  go build -v -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg" 2>&1 |
     while IFS= read -r line; do
       if [[ $line == *" "* || $line == *":"* ]]; then echo "$line" >&2; continue; fi
       n=$((n + 1))
