@@ -22,11 +22,11 @@ type postgres struct {
 }
 
 // pgSection runs pgbench select-only against a fresh PostgreSQL: direct,
-// through a tuna tcp tunnel and through a two-hop io.Copy relay.
+// through a tuna tcp tunnel and through the two-hop io.Copy relays.
 func (b *bench) pgSection() error {
 	pg, why := b.startPostgres()
 	if why != "" {
-		for _, p := range []string{"direct", "tuna tcp tunnel", "io.Copy relay, 2 hops"} {
+		for _, p := range []string{"direct", "tuna tcp tunnel", relayOneProcess, relayTwoProcesses} {
 			b.skip(pgBench, p, why)
 		}
 		return nil
@@ -41,25 +41,29 @@ func (b *bench) pgSection() error {
 	if err != nil {
 		return err
 	}
-	if err := b.tunaTCP("pg", pg.addr, func(addr string, _ *edgeProc, _ *agentProc) error {
-		_, err := b.pgRow("tuna tcp tunnel", addr, direct)
-		return err
+	if err := b.tunaTCP("pg", pg.addr, func(addr string, e *edgeProc, a *agentProc) error {
+		if _, err := b.pgRow("tuna tcp tunnel", addr, direct); err != nil {
+			return err
+		}
+		if b.profileDir == "" {
+			return nil
+		}
+		return b.profile("pg", e, a, func(d time.Duration) error {
+			_, err := b.pgbench(addr, d)
+			return err
+		})
 	}); err != nil {
 		return err
 	}
-	addrs, err := takeAddrs(2)
+	one, two, stop, err := b.startRelays("pg", pg.addr)
 	if err != nil {
 		return err
 	}
-	hops, err := startProc(b.dir, "pg-relay2", b.self, "tcp-relay2", addrs[0], addrs[1], pg.addr)
-	if err != nil {
+	defer stop()
+	if _, err := b.pgRow(relayOneProcess, one, direct); err != nil {
 		return err
 	}
-	defer hops.stop()
-	if err := waitListening(hops, addrs[1], 30*time.Second); err != nil {
-		return err
-	}
-	_, err = b.pgRow("io.Copy relay, 2 hops", addrs[0], direct)
+	_, err = b.pgRow(relayTwoProcesses, two, direct)
 	return err
 }
 
@@ -133,12 +137,10 @@ var (
 
 func (b *bench) pgRow(path, addr string, direct float64) (float64, error) {
 	step("%s: pgbench -S -c 16 -T %d", path, b.pgSeconds)
-	host, port, _ := strings.Cut(addr, ":")
 	load := loadavg()
-	out, err := exec.Command("pgbench", "-S", "-c", "16", "-j", "2", "-T", strconv.Itoa(b.pgSeconds),
-		"-h", host, "-p", port, "-U", "postgres", "postgres").CombinedOutput()
+	out, err := b.pgbench(addr, time.Duration(b.pgSeconds)*time.Second)
 	if err != nil {
-		return 0, fmt.Errorf("%s: pgbench: %w\n%s", path, err, out)
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	m := tpsRE.FindSubmatch(out)
 	if m == nil {
@@ -152,4 +154,17 @@ func (b *bench) pgRow(path, addr string, direct float64) (float64, error) {
 	}
 	b.rows = append(b.rows, r)
 	return tps, nil
+}
+
+// pgbench runs select-only with 16 clients against addr for d (whole
+// seconds, at least one) and returns its output.
+func (b *bench) pgbench(addr string, d time.Duration) ([]byte, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	secs := max(1, int(d/time.Second))
+	out, err := exec.Command("pgbench", "-S", "-c", "16", "-j", "2", "-T", strconv.Itoa(secs),
+		"-h", host, "-p", port, "-U", "postgres", "postgres").CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	return out, nil
 }

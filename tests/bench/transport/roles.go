@@ -24,6 +24,11 @@ var roles = map[string]func(args []string) error{
 	"http-relay2": func(a []string) error { return need(a, 3, func() error { return httpRelay2(a[0], a[1], a[2]) }) },
 	// tcp-relay2 HOP1 HOP2 TO: two chained io.Copy relays.
 	"tcp-relay2": func(a []string) error { return need(a, 3, func() error { return tcpRelay2(a[0], a[1], a[2]) }) },
+	// tcp-relay LISTEN TO: one io.Copy relay; two of them chained are two
+	// hops in processes of their own, as the edge and the agent are.
+	"tcp-relay": func(a []string) error {
+		return need(a, 2, func() error { return serveTCP(a[0], func(c net.Conn) { relay(c, a[1]) }) })
+	},
 }
 
 func need(args []string, n int, fn func() error) error {
@@ -105,6 +110,11 @@ func serveTCP(addr string, handle func(net.Conn)) error {
 	if err != nil {
 		return err
 	}
+	return acceptLoop(ln, handle)
+}
+
+// acceptLoop hands each connection of ln to handle until ln is closed.
+func acceptLoop(ln net.Listener, handle func(net.Conn)) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {

@@ -87,9 +87,14 @@ func (b *bench) targets() string {
 	check("TCP echo through tuna ≥ 0.5× direct", ok && echo.value >= 0.5*echo.direct, ok,
 		fmt.Sprintf("%.2f× direct", echo.value/max(echo.direct, 1)))
 	pg, ok1 := find(pgBench, "tuna tcp tunnel")
-	pgRelay, ok2 := find(pgBench, "io.Copy relay, 2 hops")
-	check("pgbench through tuna ≥ the 2-hop relay", pg.value >= pgRelay.value, ok1 && ok2,
-		fmt.Sprintf("%.0f against %.0f tps", pg.value, pgRelay.value))
+	pgRelay, ok2 := find(pgBench, relayOneProcess)
+	detail := fmt.Sprintf("%.0f against %.0f tps", pg.value, pgRelay.value)
+	if apart, ok := find(pgBench, relayTwoProcesses); ok {
+		// The yardstick stays the one-process relay; this says
+		// how much of the distance two processes explain.
+		detail += fmt.Sprintf("; the relay with a process per hop: %.0f tps", apart.value)
+	}
+	check("pgbench through tuna ≥ the 2-hop relay", pg.value >= pgRelay.value, ok1 && ok2, detail)
 	mem, ok := find(idleBench, fmt.Sprintf("tuna-edge, %d sessions", b.idle))
 	check("edge memory < 100 KiB per idle session", mem.value < 100, ok, fmt.Sprintf("%.1f KiB", mem.value))
 	return s.String()

@@ -8,9 +8,9 @@ import (
 const echoBench = "TCP echo"
 
 // tcpSection streams echoBytes through an echo server: direct, through a
-// tuna tcp tunnel and through a two-hop io.Copy relay.
+// tuna tcp tunnel and through the two-hop io.Copy relays.
 func (b *bench) tcpSection() error {
-	addrs, err := takeAddrs(3)
+	addrs, err := takeAddrs(1)
 	if err != nil {
 		return err
 	}
@@ -45,15 +45,15 @@ func (b *bench) tcpSection() error {
 	}); err != nil {
 		return err
 	}
-	hops, err := startProc(b.dir, "tcp-relay2", b.self, "tcp-relay2", addrs[1], addrs[2], echo)
+	one, two, stop, err := b.startRelays("echo", echo)
 	if err != nil {
 		return err
 	}
-	defer hops.stop()
-	if err := waitListening(hops, addrs[2], 30*time.Second); err != nil {
+	defer stop()
+	if _, err := b.echoRow(relayOneProcess, one, direct); err != nil {
 		return err
 	}
-	_, err = b.echoRow("io.Copy relay, 2 hops", addrs[1], direct)
+	_, err = b.echoRow(relayTwoProcesses, two, direct)
 	return err
 }
 
