@@ -1,14 +1,14 @@
 // Package public is the edge's public HTTP(S) side: it routes each request
-// by Host to the tunnel session bound to that host and reverse-proxies it
-// over an SSH channel. HTTP/1.1 runs inside the channel; WebSocket upgrades
-// pass through; clients may speak HTTP/2 to the edge over TLS.
+// by Host to the tunnel session bound to that host and forwards it over an
+// SSH channel pinned to the public connection (forward.go). HTTP/1.1 runs
+// inside the channel; WebSocket upgrades pass through ReverseProxy; clients
+// may speak HTTP/2 to the edge over TLS.
 package public
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +21,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
+	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 )
 
 // KnownHost reports whether a host that has no live route is nevertheless
@@ -50,14 +51,26 @@ const (
 	keyRoute
 )
 
-// connState is per public connection: its own http.Transport, so every
-// channel it opens carries this client's address, and the channels it pools
-// are reused only by this client (one channel per public connection).
+// connState is per public connection: the channels it opens carry this
+// client's address, and are reused only by this client, for the host they
+// were opened for. Plain requests keep theirs in idle (internal/httpfwd);
+// upgrades go through ReverseProxy and tr, a Transport of the connection's
+// own.
 type connState struct {
 	remote string
 	scheme string
-	once   sync.Once
-	tr     *http.Transport
+	idle   httpfwd.Idle
+
+	once sync.Once
+	tr   *http.Transport
+}
+
+// closeIdle runs when the public connection closes.
+func (cs *connState) closeIdle() {
+	cs.idle.Close()
+	if cs.tr != nil {
+		cs.tr.CloseIdleConnections()
+	}
 }
 
 // New returns the handler; zero timeouts take the defaults of Timeouts.
@@ -104,8 +117,8 @@ func (h *Handler) Server(scheme string) *http.Server {
 			cs := states[c]
 			delete(states, c)
 			mu.Unlock()
-			if cs != nil && cs.tr != nil {
-				cs.tr.CloseIdleConnections()
+			if cs != nil {
+				cs.closeIdle()
 			}
 		},
 		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
@@ -136,6 +149,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil {
 			cs.scheme = "https"
 		}
+		defer cs.closeIdle()
 	}
 	if !rt.Pool.ACL().AllowedAddr(cs.remote) {
 		h.limitLocal(w)
@@ -150,32 +164,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rt.Pool.Conns.Put()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
+	if !httpfwd.IsUpgrade(r) {
+		h.forward(w, r, cs, rt)
+		return
+	}
 	ctx := context.WithValue(r.Context(), keyRoute, rt)
+	ctx = context.WithValue(ctx, keyConn, cs)
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// rewrite sets the forwarding headers. ReverseProxy's Rewrite mode has
-// already removed any client-supplied X-Forwarded-* headers, so a client
-// cannot spoof its address: we write the values, we never append.
+// rewrite prepares an upgrade request for ReverseProxy, with the same
+// forwarding headers as a plain request's (setForwarded).
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	cs, _ := pr.In.Context().Value(keyConn).(*connState)
-	remote, scheme := pr.In.RemoteAddr, "http"
-	if cs != nil {
-		remote, scheme = cs.remote, cs.scheme
-	}
-	ip, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		ip = remote
-	}
-	host := names.Normalize(pr.In.Host)
 	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = host
+	pr.Out.URL.Host = names.Normalize(pr.In.Host)
 	pr.Out.Host = pr.In.Host
-	// A client-supplied RFC 7239 header would contradict ours.
-	pr.Out.Header.Del("Forwarded")
-	pr.Out.Header.Set("X-Forwarded-For", ip)
-	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
-	pr.Out.Header.Set("X-Forwarded-Proto", scheme)
+	setForwarded(pr.Out.Header, pr.In.Host, cs)
 }
 
 // limitExceeded answers 503: the tunnel is there, but busy. Retry-After
@@ -195,6 +200,27 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	http.Error(w, "tuna-edge: the tunnel did not answer: "+err.Error(), http.StatusBadGateway)
 }
 
+// forward sends a plain request on a channel pinned to the public
+// connection (internal/httpfwd), opened on the pool's pick.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState, rt *registry.Route) {
+	host := names.Normalize(r.Host)
+	out := httpfwd.Outgoing(r)
+	setForwarded(out.Header, r.Host, cs)
+	dial := func(ctx context.Context) (net.Conn, error) {
+		// An agent that stops accepting must not hold the client forever.
+		ctx, cancel := context.WithTimeout(ctx, openTimeout)
+		defer cancel()
+		c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme})
+		if err != nil {
+			return nil, err
+		}
+		return metrics.TunnelConn{Conn: c, M: h.m}, nil
+	}
+	if err := httpfwd.Forward(w, out, &cs.idle, host, dial, nil); err != nil {
+		h.proxyError(w, r, err)
+	}
+}
+
 // roundTripper picks the per-connection transport; it exists because
 // ReverseProxy takes one Transport for all requests.
 type roundTripper struct{ h *Handler }
@@ -206,7 +232,7 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	cs, _ := r.Context().Value(keyConn).(*connState)
 	if cs == nil {
-		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
+		return nil, fmt.Errorf("no connection in request context")
 	}
 	cs.once.Do(func() { cs.tr = rt.h.newTransport(cs) })
 	resp, err := cs.tr.RoundTrip(r)
@@ -216,25 +242,10 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	// itself would replay on a reused connection) is sent again: the pool
 	// no longer picks the draining session, so it reaches another replica.
 	// Only EOF: a refusal (a limit, no session) must not be multiplied.
-	for retry := 0; closedUnanswered(err) && retry < 2 && replayable(r) && r.Context().Err() == nil; retry++ {
+	for retry := 0; httpfwd.ClosedUnanswered(err) && retry < 2 && httpfwd.Replayable(r) && r.Context().Err() == nil; retry++ {
 		resp, err = cs.tr.RoundTrip(r)
 	}
 	return resp, err
-}
-
-// closedUnanswered is a channel that closed before any answer.
-func closedUnanswered(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
-// replayable is a request that may be sent twice: idempotent and without
-// a body.
-func replayable(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return r.Body == nil || r.Body == http.NoBody
-	}
-	return false
 }
 
 // newTransport dials by opening a forward channel on the session of the

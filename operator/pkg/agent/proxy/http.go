@@ -63,7 +63,12 @@ func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h := &HTTP{}
 	h.SetUpstream(u)
 	h.handler = metered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.current.Load().proxy.ServeHTTP(w, r)
+		t := h.current.Load()
+		if idle, ok := t.pinnable(r); ok {
+			t.forward(w, r, idle)
+			return
+		}
+		t.proxy.ServeHTTP(w, r)
 	}), meter)
 	return h
 }
@@ -77,15 +82,8 @@ func (h *HTTP) SetUpstream(u Upstream) {
 		FlushInterval: -1, // stream responses (SSE, chunked) as they come
 		BufferPool:    bufpool.Shared,
 		ErrorHandler:  t.fail,
-		// A response with trailers (gRPC's grpc-status) must not go out
-		// with a Content-Length: HTTP/1.1 carries trailers only in a
-		// chunked body. An HTTP/2 upstream may send both.
 		ModifyResponse: func(res *http.Response) error {
-			grpcStatusToTrailers(res)
-			if len(res.Trailer) > 0 {
-				res.Header.Del("Content-Length")
-				res.ContentLength = -1
-			}
+			trailersChunked(res)
 			return nil
 		},
 	}
@@ -155,6 +153,17 @@ func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("X-Tuna-Error", code)
 	w.WriteHeader(http.StatusBadGateway)
 	fmt.Fprintf(w, "tuna: upstream %s (%s) %s: %s\n", u.Display, u.Addr, what, cause)
+}
+
+// trailersChunked makes a response with trailers (gRPC's grpc-status) go
+// out without a Content-Length: HTTP/1.1 carries trailers only in a
+// chunked body. An HTTP/2 upstream may send both.
+func trailersChunked(res *http.Response) {
+	grpcStatusToTrailers(res)
+	if len(res.Trailer) > 0 {
+		res.Header.Del("Content-Length")
+		res.ContentLength = -1
+	}
 }
 
 // grpcStatusToTrailers turns a gRPC "trailers-only" response (the status in

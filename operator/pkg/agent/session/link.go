@@ -120,6 +120,7 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
 		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
+		proxy.PinUpstreams(srv)
 		go func() { _ = srv.Serve(ln) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {

@@ -1,0 +1,68 @@
+package httpfwd
+
+import (
+	"net/http"
+	"strings"
+)
+
+// hopHeaders apply to one connection only, so a proxy never passes them on
+// (RFC 9110 section 7.6.1), nor any header that Connection names.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// RemoveHopHeaders removes the hop-by-hop headers from h.
+func RemoveHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// hasToken reports whether a comma-separated header holds token, in any
+// case.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// IsUpgrade is a request that asks to switch protocols (WebSocket): it
+// needs a connection of its own, so it goes through httputil.ReverseProxy.
+func IsUpgrade(r *http.Request) bool {
+	return hasToken(r.Header["Connection"], "upgrade") && r.Header.Get("Upgrade") != ""
+}
+
+// Outgoing is r as the next hop gets it: the hop-by-hop headers removed
+// (Te: trailers kept, gRPC needs it), no User-Agent added where the client
+// sent none, no body when it has none.
+func Outgoing(r *http.Request) *http.Request {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.Close = false
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	trailers := hasToken(r.Header["Te"], "trailers")
+	RemoveHopHeaders(out.Header)
+	if trailers {
+		out.Header.Set("Te", "trailers")
+	}
+	if _, ok := out.Header["User-Agent"]; !ok {
+		// Not Go's default: the next hop sees what the client sent.
+		out.Header.Set("User-Agent", "")
+	}
+	return out
+}
