@@ -13,8 +13,8 @@ import (
 const httpBench = "HTTP 64 B, wrk -t2 -c64"
 
 // httpSection measures small requests to one backend: direct, through
-// tuna (one session, then a pool of two), two Go reverse proxies and two
-// nginx hops.
+// tuna (one session, then a pool of two), two Go reverse proxies, two hops
+// of tuna's forwarder without the tunnel, and two nginx hops.
 func (b *bench) httpSection() error {
 	addrs, err := takeAddrs(4)
 	if err != nil {
@@ -54,7 +54,29 @@ func (b *bench) httpSection() error {
 	if err != nil {
 		return err
 	}
+	if err := b.httpFwd(backend, direct); err != nil {
+		return err
+	}
 	return b.httpNginx(backend, direct)
+}
+
+// httpFwd measures two hops of tuna's own forwarder without SSH: what the
+// edge and the agent would reach if the tunnel cost nothing.
+func (b *bench) httpFwd(backend string, direct float64) error {
+	addrs, err := takeAddrs(2)
+	if err != nil {
+		return err
+	}
+	hops, err := startProc(b.dir, "http-fwd2", b.self, "http-fwd2", addrs[0], addrs[1], backend)
+	if err != nil {
+		return err
+	}
+	defer hops.stop()
+	if err := waitListening(hops, addrs[1], 30*time.Second); err != nil {
+		return err
+	}
+	_, err = b.wrkRow("Go pinned forwarder (internal/httpfwd), 2 hops", "http://"+addrs[0]+"/", "", direct)
+	return err
 }
 
 // httpTuna measures the path client -> tuna-edge -> SSH session(s) ->

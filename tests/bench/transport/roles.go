@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 )
 
 // The benchmark binary doubles as the backends and the reference proxies:
@@ -22,6 +26,9 @@ var roles = map[string]func(args []string) error{
 	"echo": func(a []string) error { return need(a, 1, func() error { return echoServer(a[0]) }) },
 	// http-relay2 HOP1 HOP2 TO: two chained httputil.ReverseProxy hops.
 	"http-relay2": func(a []string) error { return need(a, 3, func() error { return httpRelay2(a[0], a[1], a[2]) }) },
+	// http-fwd2 HOP1 HOP2 TO: two chained hops of the forwarder that the
+	// edge and the agent use (internal/httpfwd).
+	"http-fwd2": func(a []string) error { return need(a, 3, func() error { return httpFwd2(a[0], a[1], a[2]) }) },
 	// tcp-relay2 HOP1 HOP2 TO: two chained io.Copy relays.
 	"tcp-relay2": func(a []string) error { return need(a, 3, func() error { return tcpRelay2(a[0], a[1], a[2]) }) },
 	// tcp-relay LISTEN TO: one io.Copy relay; two of them chained are two
@@ -70,6 +77,46 @@ func httpRelay2(hop1, hop2, to string) error {
 	errc := make(chan error, 2)
 	for _, h := range []struct{ listen, next string }{{hop1, hop2}, {hop2, to}} {
 		srv := &http.Server{Addr: h.listen, Handler: mk(h.next), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- srv.ListenAndServe() }()
+	}
+	return <-errc
+}
+
+// httpFwd2 chains two plain forwarders, each with a connection to the
+// next hop pinned to every inbound connection, as the edge and the agent
+// forward plain requests; no SSH, no encryption.
+func httpFwd2(hop1, hop2, to string) error {
+	errc := make(chan error, 2)
+	for _, h := range []struct{ listen, next string }{{hop1, hop2}, {hop2, to}} {
+		var mu sync.Mutex
+		sets := map[net.Conn]*httpfwd.Idle{}
+		type idleKey struct{}
+		dial := func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", h.next)
+		}
+		srv := &http.Server{Addr: h.listen, ReadHeaderTimeout: 10 * time.Second,
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				idle := &httpfwd.Idle{}
+				mu.Lock()
+				sets[c] = idle
+				mu.Unlock()
+				return context.WithValue(ctx, idleKey{}, idle)
+			},
+			ConnState: func(c net.Conn, st http.ConnState) {
+				if st == http.StateClosed {
+					mu.Lock()
+					sets[c].Close()
+					delete(sets, c)
+					mu.Unlock()
+				}
+			},
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				idle, _ := r.Context().Value(idleKey{}).(*httpfwd.Idle)
+				if err := httpfwd.Forward(w, httpfwd.Outgoing(r), idle, h.next, dial, nil); err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+				}
+			})}
 		go func() { errc <- srv.ListenAndServe() }()
 	}
 	return <-errc
