@@ -60,8 +60,7 @@ func TestSubdomainChangeReKeys(t *testing.T) {
 	oldURL, oldKey := tun.Status.URL, tun.Status.KeyID
 	assert.Equal(t, "web-8080", getEcho(t, oldURL+"/").Backend)
 
-	tun.Spec.Subdomain = newSub
-	require.NoError(t, env.cp.Client.Update(ctx, tun))
+	update(t, tun, func(tun *tunav1.Tunnel) { tun.Spec.Subdomain = newSub })
 	// The agent may report Ready for the new generation on the old session
 	// before the controller re-keys, so wait for the new address itself.
 	newURL := strings.Replace(oldURL, oldSub, newSub, 1)

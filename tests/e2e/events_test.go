@@ -60,8 +60,7 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 		require.NoError(t, env.cp.Client.Patch(ctx, tun, client.RawPatch(types.MergePatchType, []byte(patch))))
 	}
 	// Then a real transition, whose event proves the reconciles ran.
-	tun.Spec.Upstream.URL = "http://missing:8080"
-	require.NoError(t, env.cp.Client.Update(ctx, tun))
+	update(t, tun, func(tun *tunav1.Tunnel) { tun.Spec.Upstream.URL = "http://missing:8080" })
 	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonUpstreamNotFound)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, int32(1), reasons(t, ns, "web")[tunav1.ReasonUpstreamNotFound])

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
@@ -160,4 +161,20 @@ func waitCondition(t *testing.T, obj client.Object, k types.NamespacedName, cond
 func tag(ns string) string {
 	parts := strings.SplitN(ns, "-", 3)
 	return "e" + parts[1]
+}
+
+// update reads the latest version of obj into it, applies change and
+// writes it, again when a write of the operator's (a finalizer, status)
+// came in between: a test must not fail on a conflict the user's kubectl
+// edit would simply retry.
+func update[T client.Object](t *testing.T, obj T, change func(T)) {
+	t.Helper()
+	k := client.ObjectKeyFromObject(obj)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.cp.Client.Get(context.Background(), k, obj); err != nil {
+			return err
+		}
+		change(obj)
+		return env.cp.Client.Update(context.Background(), obj)
+	}))
 }

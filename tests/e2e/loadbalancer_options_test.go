@@ -240,7 +240,6 @@ func TestLoadBalancerClassless(t *testing.T) {
 	require.Len(t, got.Status.LoadBalancer.Ingress, 1)
 	assert.Equal(t, "198.51.100.7", got.Status.LoadBalancer.Ingress[0].IP, "another load balancer's status was changed")
 	assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, "cloud-5433"), &tunav1.Tunnel{})))
-	got.Finalizers = nil
-	require.NoError(t, env.cp.Client.Update(ctx, &got))
+	update(t, &got, func(s *corev1.Service) { s.Finalizers = nil })
 	deleteAndWait(t, &corev1.Service{}, key(ns, "after"))
 }

@@ -46,8 +46,7 @@ func TestKeyPendingThenKeyIssueFailed(t *testing.T) {
 	assert.NotZero(t, p.failed.Load())
 
 	p.heal()
-	got.Spec.Subdomain = "issued-" + tag(ns)
-	require.NoError(t, env.cp.Client.Update(ctx, got))
+	update(t, got, func(tun *tunav1.Tunnel) { tun.Spec.Subdomain = "issued-" + tag(ns) })
 	up := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "web-8080", getEcho(t, up.Status.URL+"/").Backend)
 	deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "web"))

@@ -95,9 +95,7 @@ func TestTenancyReservedSubdomain(t *testing.T) {
 
 	// Shared: the attacker's namespace may use the address once the owner's
 	// own tunnel lets it go.
-	require.NoError(t, env.cp.Client.Get(ctx, key(owner, "shop"), d))
-	d.Spec.SharedWith = []string{attacker}
-	require.NoError(t, env.cp.Client.Update(ctx, d))
+	update(t, d, func(d *tunav1.Domain) { d.Spec.SharedWith = []string{attacker} })
 	deleteAndWait(t, &tunav1.Tunnel{}, key(owner, "shop"))
 	shared := waitReady(t, key(attacker, "shop"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, mine.Status.URL, shared.Status.URL)

@@ -67,8 +67,8 @@ func TestUpstreamPortChangeTakesEffect(t *testing.T) {
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web-8080", getEcho(t, tun.Status.URL).Backend)
 
-	tun.Spec.Upstream.URL = "http://web:9090"
-	require.NoError(t, env.cp.Client.Update(ctx, tun))
+	before := tun.Status
+	update(t, tun, func(tun *tunav1.Tunnel) { tun.Spec.Upstream.URL = "http://web:9090" })
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, body := get(t, tun.Status.URL)
 		assert.Equal(c, http.StatusOK, code)
@@ -76,8 +76,8 @@ func TestUpstreamPortChangeTakesEffect(t *testing.T) {
 	}, wait, 50*time.Millisecond)
 
 	after := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	assert.Equal(t, tun.Status.SessionID, after.Status.SessionID, "an upstream change must not reconnect the tunnel")
-	assert.Equal(t, tun.Status.KeyID, after.Status.KeyID, "an upstream change keeps the tunnel's key")
+	assert.Equal(t, before.SessionID, after.Status.SessionID, "an upstream change must not reconnect the tunnel")
+	assert.Equal(t, before.KeyID, after.Status.KeyID, "an upstream change keeps the tunnel's key")
 }
 
 // Deleting the Tunnel revokes its key on the edge and the address stops
