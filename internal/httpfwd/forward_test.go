@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,25 +49,7 @@ func startFront(t *testing.T, to string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	sets := map[net.Conn]*Idle{}
-	type key struct{}
 	srv := &http.Server{
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			idle := &Idle{}
-			mu.Lock()
-			sets[c] = idle
-			mu.Unlock()
-			return context.WithValue(ctx, key{}, idle)
-		},
-		ConnState: func(c net.Conn, st http.ConnState) {
-			if st == http.StateClosed {
-				mu.Lock()
-				sets[c].Close()
-				delete(sets, c)
-				mu.Unlock()
-			}
-		},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			addr := to
 			if v := r.Header.Get("X-To"); v != "" {
@@ -78,11 +59,18 @@ func startFront(t *testing.T, to string) string {
 				var d net.Dialer
 				return d.DialContext(ctx, "tcp", addr)
 			}
-			if err := Forward(w, Outgoing(r), r.Context().Value(key{}).(*Idle), addr, dial, nil); err != nil {
+			idle, ok := IdleOf(r.Context())
+			if !ok {
+				t.Error("Pin set no Idle in the request's context")
+				http.Error(w, "front: no idle set", http.StatusInternalServerError)
+				return
+			}
+			if err := Forward(w, Outgoing(r), idle, addr, dial, nil); err != nil {
 				http.Error(w, "front: "+err.Error(), http.StatusBadGateway)
 			}
 		}),
 	}
+	Pin(srv)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String()

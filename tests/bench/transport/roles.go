@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
@@ -88,35 +87,18 @@ func httpRelay2(hop1, hop2, to string) error {
 func httpFwd2(hop1, hop2, to string) error {
 	errc := make(chan error, 2)
 	for _, h := range []struct{ listen, next string }{{hop1, hop2}, {hop2, to}} {
-		var mu sync.Mutex
-		sets := map[net.Conn]*httpfwd.Idle{}
-		type idleKey struct{}
 		dial := func(ctx context.Context) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", h.next)
 		}
 		srv := &http.Server{Addr: h.listen, ReadHeaderTimeout: 10 * time.Second,
-			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				idle := &httpfwd.Idle{}
-				mu.Lock()
-				sets[c] = idle
-				mu.Unlock()
-				return context.WithValue(ctx, idleKey{}, idle)
-			},
-			ConnState: func(c net.Conn, st http.ConnState) {
-				if st == http.StateClosed {
-					mu.Lock()
-					sets[c].Close()
-					delete(sets, c)
-					mu.Unlock()
-				}
-			},
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				idle, _ := r.Context().Value(idleKey{}).(*httpfwd.Idle)
+				idle, _ := httpfwd.IdleOf(r.Context())
 				if err := httpfwd.Forward(w, httpfwd.Outgoing(r), idle, h.next, dial, nil); err != nil {
 					http.Error(w, err.Error(), http.StatusBadGateway)
 				}
 			})}
+		httpfwd.Pin(srv)
 		go func() { errc <- srv.ListenAndServe() }()
 	}
 	return <-errc

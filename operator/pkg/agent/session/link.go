@@ -15,6 +15,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 )
 
@@ -120,7 +121,7 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
 		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
-		proxy.PinUpstreams(srv)
+		httpfwd.Pin(srv) // plain requests keep their upstream per channel
 		go func() { _ = srv.Serve(ln) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
