@@ -124,10 +124,25 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	metrics.ObserveReservations(mgr.GetClient())
 	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
+	gateways := gatewaysInstalled(mgr)
+	apiReader := mgr.GetAPIReader()
+	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
+		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
+		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
+		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
+			hosts, err := ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+			if err != nil || !gateways {
+				return hosts, err
+			}
+			// Gateway hosts hold Ingress host keys too.
+			gwHosts, err := gateway.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
+			maps.Copy(hosts, gwHosts)
+			return hosts, err
+		}}
 	keys := &tunnelkey.Reconciler{Info: info, Resync: o.ReservationResync,
 		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,
-		AllowExternalUpstreams: o.AllowExternalUpstreams,
-		Hooks:                  tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
+		AllowExternalUpstreams: o.AllowExternalUpstreams, Sweep: gc.CollectTunnel,
+		Hooks: tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
 	}
 	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel key controller: %w", err)
@@ -143,7 +158,6 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}
-	gateways := gatewaysInstalled(mgr)
 	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
 		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync, Gateways: gateways,
 		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
@@ -185,20 +199,6 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 			return fmt.Errorf("setting up the SecretSync controller: %w", err)
 		}
 	}
-	apiReader := mgr.GetAPIReader()
-	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
-		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
-		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
-		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
-			hosts, err := ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
-			if err != nil || !gateways {
-				return hosts, err
-			}
-			// Gateway hosts hold Ingress host keys too.
-			gwHosts, err := gateway.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
-			maps.Copy(hosts, gwHosts)
-			return hosts, err
-		}}
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}

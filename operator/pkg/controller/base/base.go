@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -23,12 +25,21 @@ type Reconciler[T client.Object] struct {
 	Finalize func(ctx context.Context, obj T) (reconcile.Result, error)
 	// Converge makes the world match the object and writes its status.
 	Converge func(ctx context.Context, obj T) (reconcile.Result, error)
+	// Gone, when set, runs for an object that no longer exists: it releases
+	// what the object may still hold although its finalizer did not run
+	// (removed by hand, or skipped by the apiserver when it was added while
+	// the deletion was in flight). It must tell a re-created object of the
+	// same name from the gone one. An error retries with backoff.
+	Gone func(ctx context.Context, key types.NamespacedName) error
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (b *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj := b.New()
 	if err := b.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) && b.Gone != nil {
+			return reconcile.Result{}, b.Gone(ctx, req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {

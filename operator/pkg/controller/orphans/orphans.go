@@ -71,14 +71,33 @@ func (c *Collector) Start(ctx context.Context) error {
 // Collect revokes this cluster's keys whose owner is gone and returns how
 // many it revoked.
 func (c *Collector) Collect(ctx context.Context) (int, error) {
-	keys, err := c.Edge.ListTunnelKeys(ctx, map[string]string{edgeapi.LabelCluster: c.ClusterID})
+	return c.collect(ctx, map[string]string{edgeapi.LabelCluster: c.ClusterID})
+}
+
+// CollectTunnel revokes the keys of the Tunnel namespace/name whose Tunnel
+// is gone (or is another Tunnel of the same name now), at once rather than
+// at the next sweep. The Tunnel reconciler calls it when a Tunnel it was
+// told about no longer exists: its finalizer is not always what let it go.
+// The kube-apiserver may delete an object whose finalizer was added while
+// the deletion was in flight (kubernetes/kubernetes#77988), and a user may
+// remove a finalizer by hand; either way a key issued for the Tunnel would
+// otherwise hold its address (its claim on a bare subdomain) until the hourly sweep.
+func (c *Collector) CollectTunnel(ctx context.Context, key types.NamespacedName) (int, error) {
+	return c.collect(ctx, map[string]string{edgeapi.LabelCluster: c.ClusterID, edgeapi.LabelKind: "Tunnel",
+		edgeapi.LabelNamespace: key.Namespace, edgeapi.LabelName: key.Name})
+}
+
+// collect revokes the keys matching selector (which names this cluster)
+// whose owner is gone.
+func (c *Collector) collect(ctx context.Context, selector map[string]string) (int, error) {
+	keys, err := c.Edge.ListTunnelKeys(ctx, selector)
 	if err != nil {
 		return 0, fmt.Errorf("listing tunnel keys: %w", err)
 	}
 	revoked := 0
 	var hosts map[string]bool // read once, on the first Ingress key
 	for _, k := range keys {
-		if k.Labels[edgeapi.LabelCluster] != c.ClusterID {
+		if !selects(selector, k.Labels) {
 			continue // the edge filtered already; never trust that alone
 		}
 		if k.Labels[edgeapi.LabelKind] == "Ingress" && hosts == nil && c.IngressHosts != nil {
@@ -139,4 +158,14 @@ func (c *Collector) ownerExists(ctx context.Context, labels map[string]string, h
 		return false, fmt.Errorf("reading %s %s: %w", labels[edgeapi.LabelKind], key, err)
 	}
 	return string(obj.GetUID()) == labels[edgeapi.LabelUID], nil
+}
+
+// selects reports whether labels carry every label of selector.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }

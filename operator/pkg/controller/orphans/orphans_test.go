@@ -93,3 +93,30 @@ func TestCollectKeepsUnwatchedNamespaces(t *testing.T) {
 		t.Errorf("revoked %d; watched key kept = %v (want false), unwatched key kept = %v (want true)", n, edge.Has(watched), edge.Has(elsewhere))
 	}
 }
+
+// CollectTunnel, which the Tunnel reconciler runs when a Tunnel is gone,
+// revokes only that Tunnel's keys (by namespace and name), and among them
+// keeps the key of a Tunnel re-created under the same name.
+func TestCollectTunnel(t *testing.T) {
+	ctx := context.Background()
+	recreated := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-new"}}
+	kube := crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(recreated).Build()
+	edge := fake.New()
+	goneWeb := edge.AddKey(labels("c1", "team", "web", "uid-old"))
+	newWeb := edge.AddKey(labels("c1", "team", "web", "uid-new"))
+	goneOther := edge.AddKey(labels("c1", "team", "api", "uid-api")) // gone too, but not asked about
+	otherNamespace := edge.AddKey(labels("c1", "dev", "web", "uid-dev"))
+	c := &Collector{Reader: kube, Writer: kube, Edge: edge, ClusterID: "c1", Namespace: "tuna-system"}
+	n, err := c.CollectTunnel(ctx, types.NamespacedName{Namespace: "team", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("revoked %d keys, want 1 (the gone team/web's)", n)
+	}
+	for id, want := range map[string]bool{goneWeb: false, newWeb: true, goneOther: true, otherNamespace: true} {
+		if edge.Has(id) != want {
+			t.Errorf("key %s exists = %v, want %v", id, !want, want)
+		}
+	}
+}

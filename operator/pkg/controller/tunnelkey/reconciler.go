@@ -47,6 +47,11 @@ type Reconciler struct {
 	// key revoked there by hand is replaced (default 2 minutes). A key is
 	// also looked at when it is due for renewal, if that comes sooner.
 	Resync time.Duration
+	// Sweep revokes the keys of a deleted Tunnel (by namespace/name) whose
+	// Tunnel is gone, and says how many: orphans.Collector.CollectTunnel.
+	// Nil: a Tunnel that went without its finalizer keeps its key until
+	// the orphan collector's next sweep.
+	Sweep func(ctx context.Context, key types.NamespacedName) (int, error)
 	// Now is the clock that decides renewals (default time.Now; unit tests
 	// pin it with the fake edge's).
 	Now func() time.Time

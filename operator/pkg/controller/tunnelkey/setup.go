@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,7 +40,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&tunav1.Domain{}, handler.EnqueueRequestsFromMapFunc(r.tunnelsOfDomain)).
 		Complete(&base.Reconciler[*tunav1.Tunnel]{
 			Client: r.Client, New: func() *tunav1.Tunnel { return &tunav1.Tunnel{} },
-			Finalizer: tunav1.FinalizerTunnelKey, Finalize: r.finalize, Converge: r.converge,
+			Finalizer: tunav1.FinalizerTunnelKey, Finalize: r.finalize, Converge: r.converge, Gone: r.gone,
 		})
 }
 
@@ -52,4 +54,23 @@ func (r *Reconciler) tunnelsOfDomain(ctx context.Context, o client.Object) []rec
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
 	}
 	return reqs
+}
+
+// gone revokes what a deleted Tunnel may still hold on the edge: its
+// finalizer normally did that, but an apiserver can let a Tunnel go with a
+// finalizer added while its deletion was in flight, after which this
+// reconciler may still have issued its key (kubernetes/kubernetes#77988),
+// and a user can remove the finalizer by hand.
+func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	if r.Sweep == nil {
+		return nil
+	}
+	n, err := r.Sweep(ctx, key)
+	if err != nil {
+		return fmt.Errorf("revoking the keys of deleted Tunnel %s: %w", key, err)
+	}
+	if n > 0 {
+		log.FromContext(ctx).Info("revoked the keys of a Tunnel that went without its finalizer", "count", n)
+	}
+	return nil
 }
