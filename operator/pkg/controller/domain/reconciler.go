@@ -180,7 +180,7 @@ func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclie
 
 // failed records an edge failure on Ready and picks the retry.
 func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (reconcile.Result, error) {
-	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, r.ClusterID, err)
+	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, r.ClusterID, reservation.Resync(r.Resync), err)
 }
 
 // finalize releases the reservation unless it is adopted or retained.

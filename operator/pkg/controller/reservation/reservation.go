@@ -74,11 +74,11 @@ func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorde
 // Failed records an edge failure on Ready and returns the retry (see
 // edgeapi.Failure): a transient failure shows Ready=Unknown and backs off,
 // keeping the reservation as it was; an address another owner holds is
-// looked at again after a resync (its owner may release or share it); the
-// other refusals show Ready=False and wait for a spec change. clusterID
-// turns edge owners into namespace names.
+// looked at again after recheck, the reconciler's resync (its owner may
+// release or share it); the other refusals show Ready=False and wait for a
+// spec change. clusterID turns edge owners into namespace names.
 func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
-	existing []metav1.Condition, generation int64, clusterID string, err error) (reconcile.Result, error) {
+	existing []metav1.Condition, generation int64, clusterID string, recheck time.Duration, err error) (reconcile.Result, error) {
 	f := edgeapi.Classify(err, tunav1.ReasonReservationFailed)
 	if m, ok := edgeapi.Owned(err, clusterID, obj.GetNamespace()); ok {
 		// Sharing lets this namespace publish on the address, never manage it.
@@ -88,7 +88,7 @@ func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, ob
 		if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
 			return reconcile.Result{}, werr
 		}
-		return reconcile.Result{RequeueAfter: Resync(0)}, nil
+		return reconcile.Result{RequeueAfter: recheck}, nil
 	}
 	if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
 		return reconcile.Result{}, werr

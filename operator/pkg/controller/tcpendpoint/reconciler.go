@@ -48,7 +48,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
 	ep, adopted, err := r.ensure(ctx, e)
 	if err != nil {
-		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, r.ClusterID, err)
+		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, r.ClusterID, reservation.Resync(r.Resync), err)
 	}
 	reason, msg := tunav1.ReasonReserved, fmt.Sprintf("port %d is reserved for alias %s: %s", ep.Port, ep.Alias, ep.Address)
 	if adopted {
