@@ -24,7 +24,8 @@ import (
 
 // applyExample creates every object of examples/<file> in namespace ns, as
 // `kubectl apply -n ns -f examples/<file>` would, after edit changes each
-// object (nil: as written). It returns the objects.
+// object (nil: as written). It returns the objects, and deletes those
+// still there when the test ends.
 func applyExample(t *testing.T, ns, file string, edit func(*unstructured.Unstructured)) []*unstructured.Unstructured {
 	t.Helper()
 	objs := readManifests(t, filepath.Join(harness.RepoRoot(), "examples", file))
@@ -34,6 +35,11 @@ func applyExample(t *testing.T, ns, file string, edit func(*unstructured.Unstruc
 			edit(u)
 		}
 		require.NoError(t, env.cp.Client.Create(context.Background(), u), "creating %s %s from examples/%s", u.GetKind(), u.GetName(), file)
+		// Examples publish on fixed addresses (my-app, postgres) that
+		// later tests take too: a test that fails before deleting them
+		// must not fail the next one as well.
+		gone := u.DeepCopy()
+		t.Cleanup(func() { deleteAndWait(t, gone, client.ObjectKeyFromObject(gone)) })
 	}
 	require.NotEmpty(t, objs, "examples/%s holds no object", file)
 	return objs
