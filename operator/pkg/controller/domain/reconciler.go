@@ -6,9 +6,11 @@ package domain
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,13 +39,15 @@ type Reconciler struct {
 	VerifyInterval time.Duration
 	// Resync re-reads the reservation to notice one deleted on the edge.
 	Resync time.Duration
+
+	held reservation.Ledger
 }
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("domain").For(&tunav1.Domain{}).Complete(&base.Reconciler[*tunav1.Domain]{
 		Client: r.Client, New: func() *tunav1.Domain { return &tunav1.Domain{} },
-		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge,
+		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge, Gone: r.gone,
 	})
 }
 
@@ -58,6 +62,8 @@ func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.
 	if err != nil {
 		return r.failed(ctx, d, err)
 	}
+	r.held.Hold(client.ObjectKeyFromObject(d), reservation.Held{UID: d.UID, Address: res.Name,
+		Release: reservation.Release(adopted, d.Spec.ReclaimPolicy)})
 	if res.Custom && !res.Verified && r.verifyDue(d) {
 		if res, err = r.Edge.VerifyDomain(ctx, fqdn); err != nil {
 			return r.failed(ctx, d, err)
@@ -189,12 +195,43 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 	if err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if reservation.Release(d.Status.Adopted, d.Spec.ReclaimPolicy) && d.Status.FQDN != "" {
-		if err := r.Edge.DeleteDomain(ctx, d.Status.FQDN); err != nil && !edgeclient.IsNotFound(err) {
-			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation,
-				"domain "+d.Status.FQDN, reservation.Resync(r.Resync), err)
-		}
-		log.FromContext(ctx).Info("released domain", "domain", d.Status.FQDN)
+	fqdn, release := d.Status.FQDN, reservation.Release(d.Status.Adopted, d.Spec.ReclaimPolicy)
+	if h, ok := r.held.Lookup(client.ObjectKeyFromObject(d), d.UID); ok && fqdn == "" {
+		// Reserved, but the status write did not land before the delete.
+		fqdn, release = h.Address, h.Release
 	}
+	if release && fqdn != "" {
+		if err := r.Edge.DeleteDomain(ctx, fqdn); err != nil && !edgeclient.IsNotFound(err) {
+			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation,
+				"domain "+fqdn, reservation.Resync(r.Resync), err)
+		}
+		log.FromContext(ctx).Info("released domain", "domain", fqdn)
+	}
+	r.held.Forget(client.ObjectKeyFromObject(d))
 	return reconcile.Result{}, nil
+}
+
+// gone releases the reservation of a Domain that went without its
+// finalizer, as the finalizer would have, unless a Domain of the namespace
+// (read live) holds or asks for the name.
+func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	return r.held.Gone(ctx, key, "Domain", func(ctx context.Context, h reservation.Held) (bool, error) {
+		var list tunav1.DomainList
+		if err := r.Reader.List(ctx, &list, client.InNamespace(key.Namespace)); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			d := &list.Items[i]
+			if d.UID == h.UID || d.Status.FQDN == h.Address || d.Spec.Domain == h.Address ||
+				(d.Spec.Subdomain != "" && strings.HasPrefix(h.Address, d.Spec.Subdomain+".")) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, func(ctx context.Context, fqdn string) error {
+		if err := r.Edge.DeleteDomain(ctx, fqdn); err != nil && !edgeclient.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,13 +35,15 @@ type Reconciler struct {
 	ClusterID string
 	// Resync re-reads the reservation to notice one deleted on the edge.
 	Resync time.Duration
+
+	held reservation.Ledger
 }
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("tcpendpoint").For(&tunav1.TCPEndpoint{}).Complete(&base.Reconciler[*tunav1.TCPEndpoint]{
 		Client: r.Client, New: func() *tunav1.TCPEndpoint { return &tunav1.TCPEndpoint{} },
-		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge,
+		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge, Gone: r.gone,
 	})
 }
 
@@ -50,6 +53,8 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	if err != nil {
 		return reservation.Failed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation, r.ClusterID, reservation.Resync(r.Resync), err)
 	}
+	r.held.Hold(client.ObjectKeyFromObject(e), reservation.Held{UID: e.UID, Address: ep.Alias,
+		Release: reservation.Release(adopted, e.Spec.ReclaimPolicy)})
 	reason, msg := tunav1.ReasonReserved, fmt.Sprintf("port %d is reserved for alias %s: %s", ep.Port, ep.Alias, ep.Address)
 	if adopted {
 		reason, msg = tunav1.ReasonAdopted, fmt.Sprintf("alias %s (port %d) already existed on the account and is adopted; the operator will never delete it", ep.Alias, ep.Port)
@@ -119,12 +124,41 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	if err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if reservation.Release(e.Status.Adopted, e.Spec.ReclaimPolicy) && e.Status.Port != 0 {
+	recorded, release := e.Status.Port != 0, reservation.Release(e.Status.Adopted, e.Spec.ReclaimPolicy)
+	if h, ok := r.held.Lookup(client.ObjectKeyFromObject(e), e.UID); ok && !recorded {
+		// Reserved, but the status write did not land before the delete.
+		recorded, release = true, h.Release
+	}
+	if release && recorded {
 		if err := r.Edge.DeleteTCPEndpoint(ctx, e.Spec.Alias); err != nil && !edgeclient.IsNotFound(err) {
 			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation,
 				"TCP endpoint "+e.Spec.Alias, reservation.Resync(r.Resync), err)
 		}
 		log.FromContext(ctx).Info("released TCP endpoint", "alias", e.Spec.Alias)
 	}
+	r.held.Forget(client.ObjectKeyFromObject(e))
 	return reconcile.Result{}, nil
+}
+
+// gone releases the port of a TCPEndpoint that went without its
+// finalizer, as the finalizer would have, unless a TCPEndpoint of the
+// namespace (read live) holds or asks for the alias.
+func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	return r.held.Gone(ctx, key, "TCPEndpoint", func(ctx context.Context, h reservation.Held) (bool, error) {
+		var list tunav1.TCPEndpointList
+		if err := r.Reader.List(ctx, &list, client.InNamespace(key.Namespace)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.UID == h.UID || e.Spec.Alias == h.Address {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, func(ctx context.Context, alias string) error {
+		if err := r.Edge.DeleteTCPEndpoint(ctx, alias); err != nil && !edgeclient.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
 }
