@@ -32,8 +32,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Hub.Events, &handler.EnqueueRequestForObject{})).
 		Complete(&base.Reconciler[*tunav1.SecretSync]{
 			Client: r.Client, New: func() *tunav1.SecretSync { return &tunav1.SecretSync{} },
-			Finalizer: tunav1.FinalizerSecretSync, Finalize: r.finalize, Converge: r.converge,
+			Finalizer: tunav1.FinalizerSecretSync, Finalize: r.finalize, Converge: r.converge, Gone: r.gone,
 		})
+}
+
+// gone stops the Hub's long poll for, and drops the metrics of, a
+// SecretSync that went without its finalizer (removed by hand, or skipped
+// by the apiserver: kubernetes/kubernetes#77988); otherwise the poll would
+// run until the controller restarts. The target Secret carries the
+// SecretSync's owner reference, so the garbage collector deletes it, even
+// under deletionPolicy Retain, which only the finalizer can honour.
+func (r *Reconciler) gone(_ context.Context, key types.NamespacedName) error {
+	r.Hub.Unsubscribe(key)
+	metrics.ForgetSecretSync(key.Namespace, key.Name)
+	return nil
 }
 
 // finalize applies spec.deletionPolicy to the target Secret, if this
