@@ -7,8 +7,10 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,6 +59,11 @@ type Fields struct {
 }
 
 // Apply server-side-applies fields to the status of the object of kind gvk.
+// An object that no longer exists is not an error: a status write cannot
+// create it, nothing is left to report on, and its deletion wakes the
+// reconciler, which releases what the object held. Counting it as a
+// failed reconcile would make churn (Tunnels created and deleted at once,
+// as CI pipelines do) look like a broken controller (TunaReconcileErrors).
 func Apply(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, key client.ObjectKey, owner string, f Fields) error {
 	st := map[string]any{}
 	for k, v := range f.Values {
@@ -78,7 +85,21 @@ func Apply(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ke
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
 	if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(owner), client.ForceOwnership); err != nil {
+		if objectGone(err, key) {
+			return nil
+		}
 		return fmt.Errorf("applying status of %s %s: %w", gvk.Kind, key, err)
 	}
 	return nil
+}
+
+// objectGone reports whether err says that the object key itself does not
+// exist, not that its kind is not served (a 404 that names no object).
+func objectGone(err error, key client.ObjectKey) bool {
+	var se *apierrors.StatusError
+	if !apierrors.IsNotFound(err) || !errors.As(err, &se) {
+		return false
+	}
+	d := se.ErrStatus.Details
+	return d != nil && d.Name == key.Name
 }
