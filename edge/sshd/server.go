@@ -216,9 +216,16 @@ func (s *Server) password(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, e
 	return &ssh.Permissions{}, nil
 }
 
-// Serve accepts connections on ln until it is closed.
+// Serve accepts connections on ln until it is closed. A Serve that starts
+// after Close (the edge starts it in a goroutine, and a test may close the
+// edge at once) closes ln and returns: Close closed only the listeners it
+// knew, and this one would block the edge's Close forever.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return ln.Close()
+	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	for {
