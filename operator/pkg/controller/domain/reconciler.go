@@ -228,10 +228,5 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
 			}
 		}
 		return false, nil
-	}, func(ctx context.Context, fqdn string) error {
-		if err := r.Edge.DeleteDomain(ctx, fqdn); err != nil && !edgeclient.IsNotFound(err) {
-			return err
-		}
-		return nil
-	})
+	}, r.Edge.DeleteDomain)
 }

@@ -81,7 +81,8 @@ func (c *Collector) Collect(ctx context.Context) (int, error) {
 // The kube-apiserver may delete an object whose finalizer was added while
 // the deletion was in flight (kubernetes/kubernetes#77988), and a user may
 // remove a finalizer by hand; either way a key issued for the Tunnel would
-// otherwise hold its address (its claim on a bare subdomain) until the hourly sweep.
+// otherwise hold its address (its claim on a bare subdomain) until the
+// hourly sweep.
 func (c *Collector) CollectTunnel(ctx context.Context, key types.NamespacedName) (int, error) {
 	return c.collect(ctx, map[string]string{edgeapi.LabelCluster: c.ClusterID, edgeapi.LabelKind: "Tunnel",
 		edgeapi.LabelNamespace: key.Namespace, edgeapi.LabelName: key.Name})

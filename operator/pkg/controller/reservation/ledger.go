@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 )
 
 // Held is a reservation a resource holds, as its reconciler last saw it.
@@ -63,9 +65,10 @@ func (l *Ledger) Forget(key types.NamespacedName) {
 // Gone settles the reservation of key, a resource found deleted whose
 // finalizer did not forget it. inUse reports whether a live resource (read
 // uncached) holds or asks for the address, the gone one included if the
-// cache was behind; release deletes the reservation on the edge. A
-// reservation that is adopted, retained or in use is left, and an error
-// keeps the entry so that the retry can release it.
+// cache was behind; release deletes the reservation on the edge (one
+// already gone there counts as released). A reservation that is adopted,
+// retained or in use is left, and an error keeps the entry so that the
+// retry can release it.
 func (l *Ledger) Gone(ctx context.Context, key types.NamespacedName, kind string,
 	inUse func(ctx context.Context, h Held) (bool, error), release func(ctx context.Context, address string) error) error {
 	l.mu.Lock()
@@ -80,7 +83,7 @@ func (l *Ledger) Gone(ctx context.Context, key types.NamespacedName, kind string
 			return fmt.Errorf("checking whether %s of deleted %s %s is in use: %w", h.Address, kind, key, err)
 		}
 		if !used {
-			if err := release(ctx, h.Address); err != nil {
+			if err := release(ctx, h.Address); err != nil && !edgeclient.IsNotFound(err) {
 				return fmt.Errorf("releasing %s of %s %s, which went without its finalizer: %w", h.Address, kind, key, err)
 			}
 			log.FromContext(ctx).Info("released the reservation of a resource that went without its finalizer", "address", h.Address)

@@ -155,10 +155,5 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
 			}
 		}
 		return false, nil
-	}, func(ctx context.Context, alias string) error {
-		if err := r.Edge.DeleteTCPEndpoint(ctx, alias); err != nil && !edgeclient.IsNotFound(err) {
-			return err
-		}
-		return nil
-	})
+	}, r.Edge.DeleteTCPEndpoint)
 }
