@@ -6,7 +6,6 @@ package domain
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,9 +221,11 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
 		}
 		for i := range list.Items {
 			d := &list.Items[i]
-			if d.UID == h.UID || d.Status.FQDN == h.Address || d.Spec.Domain == h.Address ||
-				(d.Spec.Subdomain != "" && strings.HasPrefix(h.Address, d.Spec.Subdomain+".")) {
+			if d.UID == h.UID || d.Status.FQDN == h.Address {
 				return true, nil
+			}
+			if want, err := r.fqdn(ctx, d); err != nil || want == h.Address {
+				return true, err
 			}
 		}
 		return false, nil
