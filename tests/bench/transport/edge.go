@@ -151,7 +151,12 @@ func (b *bench) startAgent(e *edgeProc, name, protocol, upstream string, keys []
 		return nil, err
 	}
 	args := []string{"-edge", e.info.SSHAddr, "-host-key", e.info.SSHHostKey, "-keys", keyFile,
-		"-protocol", protocol, "-upstream", upstream, "-sessions", strconv.Itoa(sessions)}
+		"-upstream", upstream, "-sessions", strconv.Itoa(sessions)}
+	if protocol == "http-piped" { // an http tunnel whose agent does not parse
+		args = append(args, "-protocol", "http", "-pipe-http")
+	} else {
+		args = append(args, "-protocol", protocol)
+	}
 	a := &agentProc{}
 	if b.profileDir != "" {
 		addr, err := ports.TakeAddr()

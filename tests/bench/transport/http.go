@@ -10,11 +10,15 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
-const httpBench = "HTTP 64 B, wrk -t2 -c64"
+const (
+	httpBench = "HTTP 64 B, wrk -t2 -c64"
+	pipedPath = "tuna, agent piping bytes (HTTP parsed at the edge only)"
+)
 
 // httpSection measures small requests to one backend: direct, through
-// tuna (one session, then a pool of two), two Go reverse proxies, two hops
-// of tuna's forwarder without the tunnel, and two nginx hops.
+// tuna (one session, then a pool of two, then one session whose agent
+// pipes bytes), two Go reverse proxies, two hops of tuna's forwarder
+// without the tunnel, and two nginx hops.
 func (b *bench) httpSection() error {
 	addrs, err := takeAddrs(4)
 	if err != nil {
@@ -34,10 +38,13 @@ func (b *bench) httpSection() error {
 		return err
 	}
 
-	if err := b.httpTuna(backend, direct, 1); err != nil {
+	if err := b.httpTuna(backend, direct, 1, false); err != nil {
 		return err
 	}
-	if err := b.httpTuna(backend, direct, 2); err != nil {
+	if err := b.httpTuna(backend, direct, 2, false); err != nil {
+		return err
+	}
+	if err := b.httpTuna(backend, direct, 1, true); err != nil {
 		return err
 	}
 
@@ -80,11 +87,16 @@ func (b *bench) httpFwd(backend string, direct float64) error {
 }
 
 // httpTuna measures the path client -> tuna-edge -> SSH session(s) ->
-// agent -> backend, with sessions sessions serving the tunnel.
-func (b *bench) httpTuna(backend string, direct float64, sessions int) error {
+// agent -> backend, with sessions sessions serving the tunnel. With pipe,
+// the agent pipes channels to the backend without parsing HTTP: HTTP
+// parsed once, at the edge, as the design's next step would have it.
+func (b *bench) httpTuna(backend string, direct float64, sessions int, pipe bool) error {
 	name := "edge-http"
 	label, path := "bench", "tuna (edge + agent, 1 session)"
-	if sessions > 1 {
+	switch {
+	case pipe:
+		name, label, path = "edge-http-pipe", "bench-pipe", pipedPath
+	case sessions > 1:
 		name, label, path = "edge-http-pool", "bench-pool", fmt.Sprintf("tuna, pool of %d sessions", sessions)
 	}
 	step("%s: starting the edge and the agent", path)
@@ -97,7 +109,11 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int) error {
 	if err != nil {
 		return err
 	}
-	a, err := b.startAgent(e, name+"-agent", "http", backend, keys, sessions)
+	protocol := "http"
+	if pipe {
+		protocol = "http-piped"
+	}
+	a, err := b.startAgent(e, name+"-agent", protocol, backend, keys, sessions)
 	if err != nil {
 		return err
 	}
@@ -106,7 +122,7 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int) error {
 	if _, err := b.wrkRow(path, "http://"+e.httpAddr+"/", host, direct); err != nil {
 		return err
 	}
-	if b.profileDir == "" || sessions > 1 {
+	if b.profileDir == "" || sessions > 1 || pipe {
 		return nil
 	}
 	// A run of its own: the measured one above is not slowed by profiling.

@@ -119,7 +119,7 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	var srv *http.Server
 	streams := &tcpStreams{accepting: make(chan struct{})}
 	ln := s.Listener()
-	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP {
+	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP && t.traffic.Handler != nil {
 		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
 		httpfwd.Pin(srv) // plain requests keep their upstream per channel
 		go func() { _ = srv.Serve(ln) }()

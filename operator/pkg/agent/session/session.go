@@ -63,6 +63,13 @@ var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Sec
 // Traffic is what a tunnel serves: each forwarded connection of an http
 // tunnel goes to Handler; each one of a tcp tunnel is piped to TCPAddr().
 // Both may change what they do while the session stays up.
+//
+// An http tunnel without a Handler has its channels piped to TCPAddr() as
+// they come, so HTTP is parsed once, by the edge. The agent then keeps no
+// per-request metrics, answers no 502 of its own (the edge answers one when
+// the channel closes without an answer), and its drain waits for every
+// channel, idle or not, up to the grace period. The transport bench
+// measures that path against the parsing agent (-pipe-http).
 type Traffic struct {
 	Handler http.Handler
 	TCPAddr func() string

@@ -56,6 +56,7 @@ func run() error {
 		upstream  = flag.String("upstream", "", "host:port the tunnels' traffic goes to")
 		sessions  = flag.Int("sessions", 1, "sessions per tunnel (a pool, as agent replicas)")
 		pprofAddr = flag.String("pprof-addr", "", "serve /debug/pprof/ on this loopback address")
+		pipeHTTP  = flag.Bool("pipe-http", false, "pipe http tunnels' channels to the upstream without parsing HTTP")
 	)
 	flag.Parse()
 	if *edge == "" || *hostKey == "" || *keysFile == "" || *upstream == "" {
@@ -76,10 +77,11 @@ func run() error {
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	up := proxy.Upstream{Scheme: "http", Addr: *upstream, Display: *upstream}
 	traffic := session.Traffic{}
-	if *proto == protocol.ProtocolHTTP {
+	switch {
+	case *proto == protocol.ProtocolHTTP && !*pipeHTTP:
 		// One proxy per tunnel in the agent; they share one transport.
 		traffic.Handler = proxy.NewHTTP(up, nil)
-	} else {
+	default: // tcp, or http without a Handler: piped
 		traffic.TCPAddr = func() string { return *upstream }
 	}
 
