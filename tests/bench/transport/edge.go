@@ -144,19 +144,15 @@ type agentProc struct {
 }
 
 // startAgent runs the tunnel agent with keys to upstream, sessions per
-// tunnel, and waits until every session is connected.
-func (b *bench) startAgent(e *edgeProc, name, protocol, upstream string, keys []string, sessions int) (*agentProc, error) {
+// tunnel, and extra flags, and waits until every session is connected.
+func (b *bench) startAgent(e *edgeProc, name, protocol, upstream string, keys []string, sessions int, extra ...string) (*agentProc, error) {
 	keyFile := filepath.Join(b.dir, name+".keys")
 	if err := os.WriteFile(keyFile, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	args := []string{"-edge", e.info.SSHAddr, "-host-key", e.info.SSHHostKey, "-keys", keyFile,
-		"-upstream", upstream, "-sessions", strconv.Itoa(sessions)}
-	if protocol == "http-piped" { // an http tunnel whose agent does not parse
-		args = append(args, "-protocol", "http", "-pipe-http")
-	} else {
-		args = append(args, "-protocol", protocol)
-	}
+		"-protocol", protocol, "-upstream", upstream, "-sessions", strconv.Itoa(sessions)}
+	args = append(args, extra...)
 	a := &agentProc{}
 	if b.profileDir != "" {
 		addr, err := ports.TakeAddr()

@@ -109,11 +109,11 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, pipe bool
 	if err != nil {
 		return err
 	}
-	protocol := "http"
+	var extra []string
 	if pipe {
-		protocol = "http-piped"
+		extra = append(extra, "-pipe-http")
 	}
-	a, err := b.startAgent(e, name+"-agent", protocol, backend, keys, sessions)
+	a, err := b.startAgent(e, name+"-agent", "http", backend, keys, sessions, extra...)
 	if err != nil {
 		return err
 	}
