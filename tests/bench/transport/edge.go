@@ -28,8 +28,9 @@ type edgeProc struct {
 }
 
 // startEdge runs tuna-edge serve in a data dir of its own under dir, with
-// a bootstrap admin key, and waits until its API answers.
-func (b *bench) startEdge(name string) (*edgeProc, error) {
+// a bootstrap admin key and the flags in extra, and waits until its API
+// answers.
+func (b *bench) startEdge(name string, extra ...string) (*edgeProc, error) {
 	data := filepath.Join(b.dir, name)
 	addrs := make([]string, 4)
 	for i := range addrs {
@@ -53,6 +54,7 @@ func (b *bench) startEdge(name string) (*edgeProc, error) {
 		// rate is not what is measured.
 		"--api-rate-limit", "10000", "--api-rate-burst", "10000",
 	}
+	args = append(args, extra...)
 	e := &edgeProc{httpAddr: addrs[2]}
 	if b.profileDir != "" {
 		e.pprofAddr = addrs[3]

@@ -13,12 +13,17 @@ import (
 const (
 	httpBench = "HTTP 64 B, wrk -t2 -c64"
 	pipedPath = "tuna, agent piping bytes (HTTP parsed at the edge only)"
+	// tcpCarriesHTTP is HTTP through a tcp tunnel, on its TLS streams:
+	// parsed by neither end. tcpChannelsCarryHTTP is the same on SSH
+	// channels, the transport of http tunnels.
+	tcpCarriesHTTP       = "tuna tcp tunnel, streams (HTTP parsed by neither end)"
+	tcpChannelsCarryHTTP = "tuna tcp tunnel, SSH channels (HTTP parsed by neither end)"
 )
 
 // httpSection measures small requests to one backend: direct, through
 // tuna (one session, then a pool of two, then one session whose agent
 // pipes bytes), two Go reverse proxies, two hops of tuna's forwarder
-// without the tunnel, and two nginx hops.
+// without the tunnel, paths that parse no HTTP, and two nginx hops.
 func (b *bench) httpSection() error {
 	addrs, err := takeAddrs(4)
 	if err != nil {
@@ -64,7 +69,43 @@ func (b *bench) httpSection() error {
 	if err := b.httpFwd(backend, direct); err != nil {
 		return err
 	}
+	if err := b.httpBytes(backend, direct); err != nil {
+		return err
+	}
 	return b.httpNginx(backend, direct)
+}
+
+// httpBytes carries the same HTTP load through paths that parse none of
+// it: a tuna tcp tunnel (the edge and the agent only pipe bytes), on its
+// streams and on SSH channels, and the two-hop io.Copy relays. They bound
+// what any HTTP work at the edge or the agent can reach on each
+// transport: parsing only adds to them.
+func (b *bench) httpBytes(backend string, direct float64) error {
+	for _, t := range []struct {
+		alias, path string
+		edgeArgs    []string
+	}{
+		{"http", tcpCarriesHTTP, nil},
+		// The transport HTTP tunnels use, without the parse.
+		{"http-channels", tcpChannelsCarryHTTP, []string{"--no-streams"}},
+	} {
+		if err := b.tunaTCP(t.alias, backend, t.edgeArgs, func(addr string, _ *edgeProc, _ *agentProc) error {
+			_, err := b.wrkRow(t.path, "http://"+addr+"/", "", direct)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	one, two, stop, err := b.startRelays("http", backend)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := b.wrkRow(relayOneProcess, "http://"+one+"/", "", direct); err != nil {
+		return err
+	}
+	_, err = b.wrkRow(relayTwoProcesses, "http://"+two+"/", "", direct)
+	return err
 }
 
 // httpFwd measures two hops of tuna's own forwarder without SSH: what the

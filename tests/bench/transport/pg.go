@@ -41,7 +41,7 @@ func (b *bench) pgSection() error {
 	if err != nil {
 		return err
 	}
-	if err := b.tunaTCP("pg", pg.addr, func(addr string, e *edgeProc, a *agentProc) error {
+	if err := b.tunaTCP("pg", pg.addr, nil, func(addr string, e *edgeProc, a *agentProc) error {
 		if _, err := b.pgRow("tuna tcp tunnel", addr, direct); err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ func (b *bench) tcpSection() error {
 	if err != nil {
 		return err
 	}
-	if err := b.tunaTCP("echo", echo, func(addr string, e *edgeProc, a *agentProc) error {
+	if err := b.tunaTCP("echo", echo, nil, func(addr string, e *edgeProc, a *agentProc) error {
 		if _, err := b.echoRow("tuna tcp tunnel", addr, direct); err != nil {
 			return err
 		}
@@ -58,10 +58,11 @@ func (b *bench) tcpSection() error {
 }
 
 // tunaTCP runs fn with the public address of a tuna tcp tunnel (a fresh
-// edge, an endpoint alias, an agent) to upstream, then tears it down.
-func (b *bench) tunaTCP(alias, upstream string, fn func(addr string, e *edgeProc, a *agentProc) error) error {
+// edge started with the flags in edgeArgs, an endpoint alias, an agent) to
+// upstream, then tears it down.
+func (b *bench) tunaTCP(alias, upstream string, edgeArgs []string, fn func(addr string, e *edgeProc, a *agentProc) error) error {
 	step("tuna tcp tunnel %s: starting the edge and the agent", alias)
-	e, err := b.startEdge("edge-" + alias)
+	e, err := b.startEdge("edge-"+alias, edgeArgs...)
 	if err != nil {
 		return err
 	}
