@@ -238,10 +238,10 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 }
 
 // A hard close of one replica's sessions: the agent closes them at once,
-// without draining (--drain-grace negative). It is not a SIGKILL, since the
-// agents run in this process, but the edge sees the same thing: the
-// connection ends with requests in flight. Only those may fail; the other
-// replica serves the rest.
+// without draining (--drain-grace negative), and the edge sees what a
+// SIGKILL shows it: the connection ends with requests in flight. Only
+// those may fail; the other replica serves the rest. The SIGKILL itself,
+// of the shipped binary, is TestSIGKILLedAgentFailsOnlyRequestsInFlight.
 func TestHardClosedAgentFailsOnlyRequestsInFlight(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

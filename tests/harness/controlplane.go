@@ -138,6 +138,12 @@ func (cp *ControlPlane) Stop() error { return cp.Env.Stop() }
 
 // WriteKubeconfig writes a kubeconfig for kubectl to path.
 func (cp *ControlPlane) WriteKubeconfig(path string) error {
+	return cp.WriteKubeconfigAs(path, rest.ImpersonationConfig{})
+}
+
+// WriteKubeconfigAs writes a kubeconfig that acts as as (the identities of
+// ChartIdentities), for a component that runs as a process of its own.
+func (cp *ControlPlane) WriteKubeconfigAs(path string, as rest.ImpersonationConfig) error {
 	user, err := cp.Env.ControlPlane.AddUser(envtestAdmin, nil)
 	if err != nil {
 		return fmt.Errorf("creating a kubectl user: %w", err)
@@ -149,6 +155,9 @@ func (cp *ControlPlane) WriteKubeconfig(path string) error {
 	cfg, err := clientcmd.Load(kc)
 	if err != nil {
 		return err
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate, auth.ImpersonateGroups = as.UserName, as.Groups
 	}
 	renameContext(cfg, "tuna-demo")
 	return clientcmd.WriteToFile(*cfg, path)

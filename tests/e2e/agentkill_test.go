@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
+)
+
+// One of two agent replicas is the shipped binary in a process of its own,
+// killed with SIGKILL under load while it serves a share of it: nothing
+// runs in it after the signal, the kernel closes its sockets. Only the
+// requests in flight on it may fail, the other replica serves on, and once
+// the killed replica's Lease lapses the Tunnel says its pool is below the
+// desired size.
+func TestSIGKILLedAgentFailsOnlyRequestsInFlight(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	ownAgents(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+
+	dir := t.TempDir()
+	bin, err := harness.BuildOperator(dir)
+	require.NoError(t, err)
+	kubeconfig := dir + "/kubeconfig"
+	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
+	metricsAddr := ports.Addr(t)
+	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir,
+		"--replica=pool-a", "--replicas=2", "--metrics-bind-address="+metricsAddr,
+		"--keepalive-interval=1s", "--keepalive-timeout=3s", "--heartbeat-ttl=3s")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !killed.Exited() {
+			assert.NoError(t, killed.Stop())
+		}
+		if t.Failed() {
+			if log, err := os.ReadFile(killed.Log); err == nil {
+				t.Logf("the agent process's log:\n%s", log)
+			}
+		}
+	})
+	b := poolAgent("pool-b")
+	t.Cleanup(func() { assert.NoError(t, b.Stop()) })
+	web := waitPool(t, key(ns, "web"), "pool-a", "pool-b")
+
+	const workers = 4
+	load := poolLoad(t, web.Status.URL, workers)
+	// The process serves its share: its own metrics count the requests.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := scrapeTunnelRequests(metricsAddr, ns, "web")
+		require.NoError(c, err)
+		assert.Greater(c, n, 20.0, "2xx requests served by the process")
+	}, wait, 20*time.Millisecond)
+
+	require.NoError(t, killed.Kill())
+	okAtKill, _, _ := load.counts()
+	require.Eventually(t, func() bool { ok, _, _ := load.counts(); return ok > okAtKill+100 }, wait, 10*time.Millisecond,
+		"the other replica serves on after the kill")
+
+	ok, failed, causes := load.stop()
+	t.Logf("SIGKILL of one of two agents under load (%d workers): %d requests served, %d failed: %v", workers, ok, failed, causes)
+	// Each worker has at most one request in flight when the process dies.
+	assert.LessOrEqual(t, failed, int64(workers), "only requests in flight on the killed replica may fail: %v", causes)
+	// Nothing removed the killed replica's entry but its lapsed Lease.
+	degraded := meta.FindStatusCondition(waitPool(t, key(ns, "web"), "pool-b").Status.Conditions, tunav1.ConditionDegraded)
+	require.NotNil(t, degraded)
+	assert.Equal(t, tunav1.ReasonPoolBelowDesired, degraded.Reason)
+}
+
+// scrapeTunnelRequests reads an agent's /metrics and returns the 2xx
+// requests it counted for the Tunnel ns/name.
+func scrapeTunnelRequests(addr, ns, name string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	want := []string{`code="2xx"`, `name="` + name + `"`, `namespace="` + ns + `"`}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		series, value, found := strings.Cut(line, " ")
+		if !found || !strings.HasPrefix(series, "tuna_tunnel_requests_total{") {
+			continue
+		}
+		labels := strings.Split(strings.TrimSuffix(strings.TrimPrefix(series, "tuna_tunnel_requests_total{"), "}"), ",")
+		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(labels, w) }) {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
