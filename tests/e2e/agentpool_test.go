@@ -62,6 +62,23 @@ func waitPool(t *testing.T, k types.NamespacedName, names ...string) *tunav1.Tun
 	return &tun
 }
 
+// waitHostSessions waits until the Ingress host's key has n live sessions
+// that take new connections (not draining), one per replica that holds it.
+func waitHostSessions(t *testing.T, host string, n int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		keys := hostKeys(c, host)
+		require.Len(c, keys, 1, "one key per host")
+		serving := 0
+		for _, s := range keys[0].Sessions {
+			if !s.Draining {
+				serving++
+			}
+		}
+		assert.Equal(c, n, serving, "serving sessions of %s: %+v", host, keys[0].Sessions)
+	}, wait, 50*time.Millisecond)
+}
+
 // loadRun is a running load: counts reads its figures so far, stop ends
 // it and returns them.
 type loadRun struct {
@@ -145,14 +162,18 @@ func echoLine(conn net.Conn, r *bufio.Reader, i int) error {
 
 // Two agent replicas are replaced one by one, as a rolling update does
 // (the new one first, then the old one stops the way SIGTERM stops it: its
-// context ends, it leaves the pools and drains): the tunnel serves every
-// request of a constant load, and a TCP stream open on a replica that
-// drains keeps working through the drain and ends cleanly within grace.
+// context ends, it leaves the pools and drains): the tunnel and an Ingress
+// host each serve every request of a constant load, and a TCP stream open
+// on a replica that drains keeps working through the drain and ends
+// cleanly within grace.
 func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	ctx := context.Background()
+	ensureTunaClass(t)
 	ns := namespace(t)
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	host := reserve(t, ns, "site")
+	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "site", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "postgres", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
@@ -183,6 +204,7 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	assert.Equal(t, tunav1.ReasonPoolBelowDesired, degraded.Reason)
 	assert.Contains(t, degraded.Message, "1 of 2")
 	tcp := waitPool(t, key(ns, "postgres"), "pool-a")
+	waitHostSessions(t, host, 1)
 	addr := tcp.Status.URL[len("tcp://"):]
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
@@ -196,14 +218,18 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	start("pool-b")
 	web = waitPool(t, key(ns, "web"), "pool-a", "pool-b")
 	waitPool(t, key(ns, "postgres"), "pool-a", "pool-b")
+	waitHostSessions(t, host, 2)
+	waitBackend(t, hostURL(host)+"/", "web-8080")
 	assert.Equal(t, metav1.ConditionFalse, meta.FindStatusCondition(web.Status.Conditions, tunav1.ConditionDegraded).Status, "two of two live")
 
 	stopLoad := poolLoad(t, web.Status.URL, 4)
+	stopHostLoad := poolLoad(t, hostURL(host)+"/", 4)
 
 	// Replace pool-a: pool-c first, then pool-a stops and drains while the
 	// stream on it goes on for a second, well within the 5s grace.
 	start("pool-c")
 	waitPool(t, key(ns, "web"), "pool-a", "pool-b", "pool-c")
+	waitHostSessions(t, host, 3)
 	stoppedA := make(chan error, 1)
 	go func() { stoppedA <- agents["pool-a"].Stop() }()
 	stopped["pool-a"] = true
@@ -223,14 +249,20 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	// Replace pool-b the same way.
 	start("pool-d")
 	waitPool(t, key(ns, "web"), "pool-b", "pool-c", "pool-d")
+	waitHostSessions(t, host, 3)
 	stopped["pool-b"] = true
 	require.NoError(t, agents["pool-b"].Stop())
 	web = waitPool(t, key(ns, "web"), "pool-c", "pool-d")
 	waitPool(t, key(ns, "postgres"), "pool-c", "pool-d")
+	waitHostSessions(t, host, 2)
 
 	ok, failed, causes := stopLoad.stop()
 	t.Logf("rolling replacement of two agents under load: %d requests served, %d failed", ok, failed)
 	assert.Zero(t, failed, "failed requests during the rolling replacement: %v", causes)
+	assert.Positive(t, ok)
+	ok, failed, causes = stopHostLoad.stop()
+	t.Logf("the Ingress host through the same replacement: %d requests served, %d failed", ok, failed)
+	assert.Zero(t, failed, "failed requests on the Ingress host during the rolling replacement: %v", causes)
 	assert.Positive(t, ok)
 	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(web.Status.Conditions, tunav1.ConditionReady).Status)
 	code, _ := get(t, web.Status.URL)
