@@ -21,12 +21,16 @@ type postgres struct {
 	asUser         []string // runuser prefix when the benchmark runs as root
 }
 
+// pgOnChannels is the tcp tunnel with the edge's streams off.
+const pgOnChannels = "tuna tcp tunnel, SSH channels (--no-streams)"
+
 // pgSection runs pgbench select-only against a fresh PostgreSQL: direct,
-// through a tuna tcp tunnel and through the two-hop io.Copy relays.
+// through a tuna tcp tunnel (on streams, then on SSH channels) and through
+// the two-hop io.Copy relays.
 func (b *bench) pgSection() error {
 	pg, why := b.startPostgres()
 	if why != "" {
-		for _, p := range []string{"direct", "tuna tcp tunnel", relayOneProcess, relayTwoProcesses} {
+		for _, p := range []string{"direct", "tuna tcp tunnel", pgOnChannels, relayOneProcess, relayTwoProcesses} {
 			b.skip(pgBench, p, why)
 		}
 		return nil
@@ -52,6 +56,14 @@ func (b *bench) pgSection() error {
 			_, err := b.pgbench(addr, d)
 			return err
 		})
+	}); err != nil {
+		return err
+	}
+	// The same endpoint on SSH channels: small round trips, as HTTP's, may
+	// cost less there than on TLS streams.
+	if err := b.tunaTCP("pg-channels", pg.addr, []string{"--no-streams"}, func(addr string, _ *edgeProc, _ *agentProc) error {
+		_, err := b.pgRow(pgOnChannels, addr, direct)
+		return err
 	}); err != nil {
 		return err
 	}
