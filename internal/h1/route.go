@@ -1,0 +1,135 @@
+package h1
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Router decides from a request's head whether the relay forwards it, and
+// how.
+type Router interface {
+	// Route returns how to forward the request, or false to leave the
+	// connection, from this request on, to the fallback http.Server: a
+	// request the router's owner answers itself (no tunnel, refused, over a
+	// limit) is answered there exactly as before the relay existed.
+	Route(h *Head, remote string) (Route, bool)
+}
+
+// Route is how one request is forwarded.
+type Route struct {
+	// Key names what an upstream connection may carry: a host at the edge,
+	// an address at the agent. A request for another key gets a new one.
+	Key string
+	// Dial opens an upstream connection for Key; it bounds its own wait.
+	Dial func(ctx context.Context) (net.Conn, error)
+	// Set are fields written after the client's; Drop names (lower case)
+	// fields of the client's that are not passed on. Drop must name the
+	// fields of Set, so that a client cannot send its own.
+	Set  []Field
+	Drop []string
+	// Fail is the answer to a request that found no upstream, or none that
+	// answered.
+	Fail func(err error) Answer
+	// Done, if set, is told how the exchange ended: the status sent to the
+	// client (0 when none), the body bytes of the request and of the
+	// answer, and how long it took.
+	Done func(status int, in, out int64, took time.Duration)
+}
+
+// Answer is a short answer the relay writes itself.
+type Answer struct {
+	Status int
+	Header []Field
+	Body   string
+}
+
+// TextAnswer is what http.Error would write: msg and a newline, as plain
+// text the browser must not sniff.
+func TextAnswer(status int, msg string, header ...Field) Answer {
+	h := append([]Field{
+		{Name: []byte("Content-Type"), Value: []byte("text/plain; charset=utf-8")},
+		{Name: []byte("X-Content-Type-Options"), Value: []byte("nosniff")},
+	}, header...)
+	return Answer{Status: status, Header: h, Body: msg + "\n"}
+}
+
+// appendAnswer appends a as a complete message.
+func appendAnswer(b []byte, a Answer, closing bool) []byte {
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(a.Status), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(a.Status)...)
+	b = append(b, "\r\n"...)
+	for _, f := range a.Header {
+		b = appendField(b, f.Name, f.Value)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(a.Body)), 10)
+	b = append(b, "\r\n"...)
+	if closing {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	return append(b, a.Body...)
+}
+
+// appendRequest appends the head the next hop gets: the client's request
+// line and fields, without the hop-by-hop ones and those the route
+// drops, then "TE: trailers" when the client asked for trailers (gRPC
+// needs it), then the route's own fields.
+func appendRequest(b []byte, h *Head, rt *Route) []byte {
+	line, _ := cutLine(h.Raw)
+	b = append(b, line...)
+	b = append(b, "\r\n"...)
+	for _, f := range h.Fields {
+		if h.hopByHop(f.Name) || dropped(f.Name, rt.Drop) {
+			continue
+		}
+		b = appendField(b, f.Name, f.Value)
+	}
+	if h.Trailers {
+		b = append(b, "Te: trailers\r\n"...)
+	}
+	for _, f := range rt.Set {
+		b = appendField(b, f.Name, f.Value)
+	}
+	return append(b, "\r\n"...)
+}
+
+// appendResponse appends the head the client gets: HTTP/1.1, the
+// status, and the answer's fields without the hop-by-hop ones.
+func appendResponse(b []byte, h *Head, closing bool) []byte {
+	line, _ := cutLine(h.Raw)
+	b = append(b, "HTTP/1.1 "...)
+	b = append(b, line[9:]...)
+	b = append(b, "\r\n"...)
+	for _, f := range h.Fields {
+		if h.hopByHop(f.Name) {
+			continue
+		}
+		b = appendField(b, f.Name, f.Value)
+	}
+	if closing {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	return append(b, "\r\n"...)
+}
+
+func appendField(b, name, value []byte) []byte {
+	b = append(b, name...)
+	b = append(b, ": "...)
+	b = append(b, value...)
+	return append(b, "\r\n"...)
+}
+
+func dropped(name []byte, drop []string) bool {
+	for _, d := range drop {
+		if equalFold(name, d) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,230 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server accepts connections and relays their plain requests itself; it
+// hands a connection whose request it does not take to Fallback, which
+// serves it from that request on.
+type Server struct {
+	Router Router
+	// Fallback serves the connections handed over. Server runs its Serve
+	// and its Shutdown.
+	Fallback *http.Server
+	// ReadHeaderTimeout bounds the wait for a new connection's first
+	// request and the reading of every head; IdleTimeout the wait for the
+	// next request on a kept connection. Zero: no bound.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+
+	once sync.Once
+	hand *handoff
+
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[*conn]bool // true while a request is in flight
+	closing bool
+	// stopping is closing, read without the lock on every answer: an
+	// answer given during a shutdown says the connection closes.
+	stopping atomic.Bool
+}
+
+// ErrServerClosed is what Serve returns after Shutdown or Close.
+var ErrServerClosed = http.ErrServerClosed
+
+const (
+	clientBuffer   = 8 << 10
+	upstreamBuffer = 16 << 10
+)
+
+var (
+	clientReaders   = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, clientBuffer) }}
+	upstreamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, upstreamBuffer) }}
+	writers         = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
+)
+
+// Serve accepts connections on ln until Shutdown or Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.start(ln.Addr())
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond) // out of descriptors: as net/http does, wait
+				continue
+			}
+			return err
+		}
+		go s.serveConn(nc)
+	}
+}
+
+// start runs the fallback server on the hand-off listener, once.
+func (s *Server) start(addr net.Addr) {
+	s.once.Do(func() {
+		s.hand = newHandoff(addr)
+		go func() { _ = s.Fallback.Serve(s.hand) }()
+	})
+}
+
+// track registers a new connection, idle; false once shutting down.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[*conn]bool{}
+	}
+	s.conns[c] = false
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// setActive marks c busy: a request has begun to arrive.
+func (s *Server) setActive(c *conn) {
+	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		s.conns[c] = true
+	}
+	s.mu.Unlock()
+}
+
+// setIdle marks c waiting for its next request; false when the server
+// shuts down, and c must close.
+func (s *Server) setIdle(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = false
+	return true
+}
+
+// Shutdown stops accepting, closes the connections that wait for a
+// request, waits for those with one in flight to finish it (or for ctx),
+// then shuts the fallback server down the same way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClose()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		for c, busy := range s.conns {
+			if !busy {
+				_ = c.nc.Close()
+			}
+		}
+		left := len(s.conns)
+		s.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			_ = s.Fallback.Shutdown(ctx)
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return s.Fallback.Shutdown(ctx)
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	return s.Fallback.Close()
+}
+
+func (s *Server) beginClose() {
+	s.start(nil)
+	s.mu.Lock()
+	s.closing = true
+	s.stopping.Store(true)
+	ln := s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	// Closing the hand-off listener is the fallback server's to do in its
+	// own Shutdown or Close; a connection handed over after that is closed.
+}
+
+// serveConn relays requests on nc until one is not the relay's, or the
+// connection ends.
+func (s *Server) serveConn(nc net.Conn) {
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	if !s.track(c) {
+		_ = nc.Close()
+		return
+	}
+	c.br = clientReaders.Get().(*bufio.Reader)
+	c.br.Reset(nc)
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(nc)
+	handed := false
+	defer func() {
+		s.untrack(c)
+		c.dropAll()
+		c.bw.Reset(nil)
+		writers.Put(c.bw)
+		if !handed {
+			_ = nc.Close()
+			c.br.Reset(nil)
+			clientReaders.Put(c.br)
+		}
+	}()
+	for first := true; ; first = false {
+		err := c.readRequest(first)
+		var rt Route
+		ok := err == nil
+		if ok {
+			rt, ok = s.Router.Route(&c.req, c.remote)
+		}
+		if err == nil && !ok || errors.Is(err, errNotSimple) {
+			// The reader goes with the connection: it holds the head.
+			handed = true
+			s.untrack(c)
+			c.dropAll()
+			s.hand.give(nc, c.br)
+			return
+		}
+		if err != nil || !c.exchange(&rt) || !s.setIdle(c) {
+			return
+		}
+	}
+}
