@@ -192,12 +192,21 @@ func limitExceeded(w http.ResponseWriter, err *registry.LimitError) {
 
 func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Debug("proxying through tunnel failed", "err", err)
+	code, msg, retry := failure(err)
+	if retry {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, msg, code)
+}
+
+// failure is the answer to a request the tunnel did not take: 503 with
+// Retry-After for a limit, else 502.
+func failure(err error) (code int, msg string, retryAfter bool) {
 	var le *registry.LimitError
 	if errors.As(err, &le) {
-		limitExceeded(w, le)
-		return
+		return http.StatusServiceUnavailable, "tuna-edge: " + le.Error(), true
 	}
-	http.Error(w, "tuna-edge: the tunnel did not answer: "+err.Error(), http.StatusBadGateway)
+	return http.StatusBadGateway, "tuna-edge: the tunnel did not answer: " + err.Error(), false
 }
 
 // forward sends a plain request on a channel pinned to the public

@@ -126,6 +126,12 @@ type Config struct {
 	// channel (docs/benchmarks.md).
 	NoStreams bool
 
+	// NoHTTPRelay serves every request of the public HTTP listener with
+	// net/http. By default plain HTTP/1.1 requests for a bound host go
+	// through the h1 relay (package internal/h1), which parses each head
+	// once and pipes bodies; net/http keeps the rest.
+	NoHTTPRelay bool
+
 	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
 	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log
 	// in and its session is ended with key_expired. 0 takes the default

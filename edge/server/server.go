@@ -61,7 +61,7 @@ type Edge struct {
 	mu        sync.Mutex
 	started   bool
 	closed    bool
-	servers   []*http.Server
+	servers   []publicServer
 	apiURL    string
 	sshAddr   string
 	httpAddr  string
@@ -260,7 +260,13 @@ func (e *Edge) start(ctx context.Context) error {
 			// HTTP-01 challenges arrive here; everything else is routed.
 			srv.Handler = e.acme.HTTPHandler(e.public)
 		}
-		e.serveHTTP("public HTTP", srv, ln, false)
+		if e.cfg.NoHTTPRelay {
+			e.serveHTTP("public HTTP", srv, ln, false)
+		} else {
+			relay := e.public.Relay(srv)
+			e.servers = append(e.servers, relay)
+			e.goServe("public HTTP", func() error { return relay.Serve(ln) })
+		}
 	}
 
 	if e.cfg.HTTPSListen != "" {
@@ -344,8 +350,16 @@ func (e *Edge) goServe(what string, serve func() error) {
 	}()
 }
 
+// publicServer is a server Close shuts down: an http.Server, or the h1
+// relay in front of one.
+type publicServer interface {
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // serveHTTP serves srv on ln; with TLS, ServeTLS adds "h2" to the ALPN
 // protocols so TLS clients get HTTP/2.
+
 func (e *Edge) serveHTTP(what string, srv *http.Server, ln net.Listener, useTLS bool) {
 	e.servers = append(e.servers, srv)
 	e.goServe(what, func() error {

@@ -104,6 +104,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", 15*time.Second, "SSH keepalive interval")
 	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "drop a session whose keepalive is unanswered this long")
 	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
+	f.BoolVar(&cfg.NoHTTPRelay, "no-http-relay", false, "serve every public HTTP request with net/http, not plain HTTP/1.1 requests through the relay that parses each head once")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "carry TCP endpoints' connections on SSH channels only, not on stream connections that agents dial to the SSH port")
 	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")
 	f.IntVar(&cfg.MaxSessionsPerKey, "max-sessions-per-key", server.DefaultMaxSessionsPerKey, "live sessions of one tunnels:connect API key (-1: no limit)")

@@ -1,0 +1,83 @@
+package public
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/metrics"
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
+)
+
+// Relay returns the public HTTP listener's server: plain HTTP/1.1
+// requests for a bound host go through the h1 relay, each head parsed
+// once and the rest piped; fallback (Server("http")) keeps everything
+// else, from the connection's first request that is not the relay's on:
+// upgrades, HTTP/1.0, unusual framing, ACME challenges, and every answer
+// the edge gives itself (no tunnel, not connected, refused address,
+// over a limit).
+func (h *Handler) Relay(fallback *http.Server) *h1.Server {
+	return &h1.Server{Router: relayRouter{h}, Fallback: fallback, ReadHeaderTimeout: h.t.ReadHeader, IdleTimeout: h.t.Idle}
+}
+
+type relayRouter struct{ h *Handler }
+
+var acmeChallenge = []byte("/.well-known/acme-challenge/")
+
+// forwardedFields are dropped from what a client sends: the edge writes
+// its own, so that a client cannot spoof its address (setForwarded).
+var forwardedFields = []string{"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"}
+
+// Route takes a request for a host with a live session, from an allowed
+// address, within the host's limit of requests in flight; it counts and
+// forwards it as serve does.
+func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
+	h := r.h
+	if bytes.HasPrefix(hd.Target, acmeChallenge) {
+		return h1.Route{}, false
+	}
+	host := names.Normalize(string(hd.Host))
+	rt := h.reg.Lookup(host)
+	if rt == nil || !rt.Pool.ACL().AllowedAddr(remote) || !rt.Pool.Conns.Take(h.maxConns) {
+		return h1.Route{}, false
+	}
+	h.m.PublicConnection(protocol.ProtocolHTTP)
+	ip, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		ip = remote
+	}
+	return h1.Route{
+		Key: host,
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, openTimeout)
+			defer cancel()
+			c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: remote, Host: host, Scheme: "http"})
+			if err != nil {
+				return nil, err
+			}
+			return metrics.TunnelConn{Conn: c, M: h.m}, nil
+		},
+		Set: []h1.Field{
+			{Name: []byte("X-Forwarded-For"), Value: []byte(ip)},
+			{Name: []byte("X-Forwarded-Host"), Value: bytes.Clone(hd.Host)},
+			{Name: []byte("X-Forwarded-Proto"), Value: []byte("http")},
+		},
+		Drop: forwardedFields,
+		Fail: func(err error) h1.Answer {
+			h.log.Debug("relaying through tunnel failed", "err", err)
+			code, msg, retry := failure(err)
+			if retry {
+				return h1.TextAnswer(code, msg, h1.Field{Name: []byte("Retry-After"), Value: []byte("1")})
+			}
+			return h1.TextAnswer(code, msg)
+		},
+		Done: func(status int, _, _ int64, _ time.Duration) {
+			rt.Pool.Conns.Put()
+			h.m.HTTPRequest(status)
+		},
+	}, true
+}
