@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -36,6 +37,8 @@ type Conn struct {
 	rd      *deadline
 	wd      *deadline
 	started sync.Once
+	// pumping is set once the background reader runs.
+	pumping atomic.Bool
 }
 
 // New wraps ch; local and remote are what LocalAddr/RemoteAddr report.
@@ -91,7 +94,7 @@ func (c *Conn) pump() {
 }
 
 func (c *Conn) Read(p []byte) (int, error) {
-	c.started.Do(func() { go c.pump() })
+	c.started.Do(func() { c.pumping.Store(true); go c.pump() })
 	for {
 		select {
 		case <-c.closed:
@@ -176,6 +179,19 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 		}
 		return end(er)
 	}
+}
+
+// DirectReader returns the channel itself to read from, without the
+// background reader and its copy of every byte, while nothing has read
+// through Read: the h1 relay reads channels through it, as WriteTo does,
+// since it sets no read deadline on them (none applies to these reads).
+// The caller must stop reading it before anything calls Read, which
+// then starts the background reader for good.
+func (c *Conn) DirectReader() (io.Reader, bool) {
+	if c.pumping.Load() {
+		return nil, false
+	}
+	return c.ch, true
 }
 
 // readerOnly hides WriteTo, so that io.Copy in WriteTo uses Read.

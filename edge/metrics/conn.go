@@ -1,6 +1,11 @@
 package metrics
 
-import "net"
+import (
+	"io"
+	"net"
+
+	"code.tuna.am/tuna/k8s-operator/internal/connio"
+)
 
 // TunnelConn counts the bytes of a tunnel channel seen from the edge: what
 // it writes into the channel comes from the public client ("in"), what it
@@ -19,5 +24,26 @@ func (c TunnelConn) Read(p []byte) (int, error) {
 func (c TunnelConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.M.Bytes("in", n)
+	return n, err
+}
+
+// DirectReader passes the channel's direct reader on (see
+// chanconn.Conn.DirectReader), still counted.
+func (c TunnelConn) DirectReader() (io.Reader, bool) {
+	r, ok := connio.DirectReaderOf(c.Conn)
+	if !ok {
+		return nil, false
+	}
+	return countingReader{r: r, m: c.M}, true
+}
+
+type countingReader struct {
+	r io.Reader
+	m *Metrics
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.m.Bytes("out", n)
 	return n, err
 }

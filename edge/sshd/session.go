@@ -269,6 +269,9 @@ func (c *slotConn) Close() error {
 func (c *slotConn) WriteTo(w io.Writer) (int64, error)  { return connio.WriteTo(c.Conn, w) }
 func (c *slotConn) ReadFrom(r io.Reader) (int64, error) { return connio.ReadFrom(c.Conn, r) }
 
+// DirectReader passes a channel's direct reader on, for the h1 relay.
+func (c *slotConn) DirectReader() (io.Reader, bool) { return connio.DirectReaderOf(c.Conn) }
+
 // CloseWrite passes half-closes through (see Pipe).
 func (c *slotConn) CloseWrite() error {
 	if cw, ok := c.Conn.(closeWriter); ok {

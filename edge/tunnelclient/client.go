@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/internal/connio"
 )
 
 // acceptQueue bounds public connections waiting for Accept; beyond it the
@@ -383,6 +385,10 @@ type Conn struct {
 
 // Info describes the public connection (client address, host, scheme).
 func (c *Conn) Info() protocol.ForwardInfo { return c.info }
+
+// DirectReader is the channel's (chanconn.Conn.DirectReader), for the
+// agent's h1 relay; a stream has none.
+func (c *Conn) DirectReader() (io.Reader, bool) { return connio.DirectReaderOf(c.Conn) }
 
 type listener struct {
 	s      *Session

@@ -28,3 +28,13 @@ func ReadFrom(inner net.Conn, r io.Reader) (int64, error) {
 	}
 	return io.Copy(onlyWriter{inner}, r)
 }
+
+// DirectReaderOf is inner's DirectReader (an SSH channel read without
+// its background reader; chanconn.Conn.DirectReader), for wrappers to
+// forward; false when inner has none.
+func DirectReaderOf(inner net.Conn) (io.Reader, bool) {
+	if d, ok := inner.(interface{ DirectReader() (io.Reader, bool) }); ok {
+		return d.DirectReader()
+	}
+	return nil, false
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -22,6 +23,9 @@ type conn struct {
 	remote string
 	br     *bufio.Reader
 	bw     *bufio.Writer
+	// direct is set when br reads nc's DirectReader, which no deadline
+	// interrupts.
+	direct io.Reader
 	// ups are the pinned upstream connections, at most maxPinned; up is
 	// the one of the exchange in progress.
 	ups []*upstream
@@ -170,7 +174,11 @@ func (c *conn) endBody(b *bodyCopy) bool {
 		return b.wait()
 	}
 	c.dropUpstream()
-	_ = c.nc.SetReadDeadline(time.Now())
+	if c.direct != nil {
+		_ = c.nc.Close() // the answer is out; the connection ends anyway
+	} else {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
 	b.wait()
 	return false
 }
@@ -202,7 +210,7 @@ func (c *conn) upstream(rt *Route) (*upstream, error) {
 	}
 	u := &upstream{nc: nc, key: rt.Key}
 	u.br = upstreamReaders.Get().(*bufio.Reader)
-	u.br.Reset(nc)
+	u.br.Reset(readerOf(nc))
 	u.bw = writers.Get().(*bufio.Writer)
 	u.bw.Reset(nc)
 	c.ups = append(c.ups, u)

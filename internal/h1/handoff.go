@@ -54,11 +54,20 @@ func (l *handoff) Close() error {
 
 func (l *handoff) Addr() net.Addr { return l.addr }
 
-// handedConn reads through the relay's reader, so the head it peeked at
-// and anything after it reach net/http first.
+// handedConn gives net/http what the relay's reader holds (the head it
+// peeked at, and anything after it) first, then reads the connection
+// itself, with its deadlines, which net/http relies on.
 type handedConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *handedConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}

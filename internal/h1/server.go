@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -184,6 +185,25 @@ func (s *Server) beginClose() {
 	// own Shutdown or Close; a connection handed over after that is closed.
 }
 
+// DirectReader is a connection that can be read without what its Read
+// does to honour deadlines: an SSH channel's background reader, which
+// costs a goroutine hand-off and a copy per read. The relay reads
+// upstream connections, on which it sets no deadline, through it, and
+// client connections too when it has no timeouts (the agent's channels).
+type DirectReader interface {
+	DirectReader() (io.Reader, bool)
+}
+
+// readerOf is nc's direct reader, or nc.
+func readerOf(nc net.Conn) io.Reader {
+	if d, ok := nc.(DirectReader); ok {
+		if r, ok := d.DirectReader(); ok {
+			return r
+		}
+	}
+	return nc
+}
+
 // serveConn relays requests on nc until one is not the relay's, or the
 // connection ends.
 func (s *Server) serveConn(nc net.Conn) {
@@ -193,7 +213,12 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	c.br = clientReaders.Get().(*bufio.Reader)
-	c.br.Reset(nc)
+	if s.ReadHeaderTimeout <= 0 && s.IdleTimeout <= 0 {
+		c.direct = readerOf(nc)
+		c.br.Reset(c.direct)
+	} else {
+		c.br.Reset(nc)
+	}
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(nc)
 	handed := false
@@ -207,6 +232,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.br.Reset(nil)
 			clientReaders.Put(c.br)
 		}
+		// A handed-over reader is dropped by its connection once empty.
 	}()
 	for first := true; ; first = false {
 		err := c.readRequest(first)

@@ -7,6 +7,7 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
 )
 
 // Upstream is where traffic goes: the address to dial and how to describe it.
@@ -47,6 +49,7 @@ var transport = &http.Transport{
 type HTTP struct {
 	current atomic.Pointer[target]
 	handler http.Handler
+	meter   Meter
 }
 
 // target is one upstream and the reverse proxy bound to it. A swap
@@ -56,11 +59,15 @@ type HTTP struct {
 type target struct {
 	up    Upstream
 	proxy *httputil.ReverseProxy
+	// relay is how the h1 relay forwards a plain request to up (an http
+	// upstream only): made once per upstream, so the request path
+	// allocates nothing for it.
+	relay h1.Route
 }
 
 // NewHTTP returns a proxy to u; meter may be nil.
 func NewHTTP(u Upstream, meter Meter) *HTTP {
-	h := &HTTP{}
+	h := &HTTP{meter: meter}
 	h.SetUpstream(u)
 	h.handler = metered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := h.current.Load()
@@ -87,6 +94,7 @@ func (h *HTTP) SetUpstream(u Upstream) {
 			return nil
 		},
 	}
+	t.relay = t.route(h.meter)
 	h.current.Store(t)
 }
 
@@ -137,10 +145,19 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 // fail answers 502 with a message that names the upstream and the cause;
 // the tunnel itself stays up.
 func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := t.failure(err)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Tuna-Error", code)
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = io.WriteString(w, msg)
+}
+
+// failure is the X-Tuna-Error code and the text of a 502 for err.
+func (t *target) failure(err error) (code, msg string) {
 	u := t.up
 	cause, code, what := err.Error(), "upstream-unavailable", "is not answering"
-	if msg, ok := tlsFailure(err); ok && u.Scheme == "https" {
-		cause, code, what = msg, "upstream-tls", "fails the TLS check"
+	if m, ok := tlsFailure(err); ok && u.Scheme == "https" {
+		cause, code, what = m, "upstream-tls", "fails the TLS check"
 	} else {
 		switch {
 		case strings.Contains(cause, "connection refused"):
@@ -149,10 +166,7 @@ func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
 			cause = "timed out"
 		}
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Tuna-Error", code)
-	w.WriteHeader(http.StatusBadGateway)
-	fmt.Fprintf(w, "tuna: upstream %s (%s) %s: %s\n", u.Display, u.Addr, what, cause)
+	return code, fmt.Sprintf("tuna: upstream %s (%s) %s: %s\n", u.Display, u.Addr, what, cause)
 }
 
 // trailersChunked makes a response with trailers (gRPC's grpc-status) go

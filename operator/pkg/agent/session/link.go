@@ -15,6 +15,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
 	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 )
@@ -116,12 +117,11 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	t.linkUp()
 	defer t.linkDown()
 
-	var srv *http.Server
+	var srv httpServer
 	streams := &tcpStreams{accepting: make(chan struct{})}
 	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP && t.traffic.Handler != nil {
-		srv = &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: 30 * time.Second}
-		httpfwd.Pin(srv) // plain requests keep their upstream per channel
+		srv = t.httpServer()
 		go func() { _ = srv.Serve(ln) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
@@ -143,13 +143,44 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	}
 }
 
+// httpServer serves an http tunnel's channels: an http.Server, or the h1
+// relay in front of one.
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
+// httpServer returns the server of an http session's channels. A
+// handler that can route for the h1 relay (an http Tunnel's proxy) gets
+// the relay in front: plain requests have their head parsed once and are
+// piped to the upstream; net/http serves the rest, as it serves every
+// request of any other handler (an Ingress host's router).
+func (t *Tunnel) httpServer() httpServer {
+	srv := &http.Server{Handler: t.traffic.Handler, ReadHeaderTimeout: channelHeaderTimeout}
+	httpfwd.Pin(srv) // plain requests keep their upstream per channel
+	router, ok := t.traffic.Handler.(h1.Router)
+	if !ok || t.traffic.NoRelay {
+		return srv
+	}
+	// No timeouts: a channel's requests come from the edge, which bounds
+	// the public client's pace itself, and an idle channel is the edge's
+	// to close. Without deadlines the relay reads the channel directly,
+	// not through chanconn's background reader.
+	return &h1.Server{Router: router, Fallback: srv}
+}
+
+// channelHeaderTimeout bounds net/http's reading of a request's head on
+// a channel.
+const channelHeaderTimeout = 30 * time.Second
+
 // drain asks the edge for no new connections, then waits up to grace for
-// those in flight: http.Server.Shutdown closes idle keep-alive channels
+// those in flight: the server's Shutdown closes idle keep-alive channels
 // (the edge dials new ones on another replica) and waits for active
 // requests; TCP streams are waited for. Channels the edge opened just
 // before the drain and nobody accepted fail when the session closes, and
 // the edge retries them on another session of the pool.
-func (t *Tunnel) drain(l *link, s *tunnelclient.Session, ln net.Listener, srv *http.Server, streams *tcpStreams, grace time.Duration) {
+func (t *Tunnel) drain(l *link, s *tunnelclient.Session, ln net.Listener, srv httpServer, streams *tcpStreams, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := s.Drain(ctx); err != nil {

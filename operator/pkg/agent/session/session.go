@@ -70,9 +70,14 @@ var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Sec
 // the channel closes without an answer), and its drain waits for every
 // channel, idle or not, up to the grace period. The transport bench
 // measures that path against the parsing agent (-pipe-http).
+//
+// A Handler that is also an h1.Router (an http Tunnel's proxy.HTTP) has
+// its plain requests relayed by package h1, their heads parsed once and
+// their bodies piped, unless NoRelay is set; net/http serves the rest.
 type Traffic struct {
 	Handler http.Handler
 	TCPAddr func() string
+	NoRelay bool
 }
 
 // Tunnel is one running tunnel: a link to the edge address it was given
