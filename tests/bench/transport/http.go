@@ -13,6 +13,9 @@ import (
 const (
 	httpBench = "HTTP 64 B, wrk -t2 -c64"
 	pipedPath = "tuna, agent piping bytes (HTTP parsed at the edge only)"
+	// netHTTPPath is the data plane before the h1 relay: net/http serves
+	// every request at the edge and at the agent.
+	netHTTPPath = "tuna, net/http at both ends (--no-http-relay, agent -no-relay)"
 	// tcpCarriesHTTP is HTTP through a tcp tunnel, on its TLS streams:
 	// parsed by neither end. tcpChannelsCarryHTTP is the same on SSH
 	// channels, the transport of http tunnels.
@@ -43,14 +46,13 @@ func (b *bench) httpSection() error {
 		return err
 	}
 
-	if err := b.httpTuna(backend, direct, 1, false); err != nil {
-		return err
-	}
-	if err := b.httpTuna(backend, direct, 2, false); err != nil {
-		return err
-	}
-	if err := b.httpTuna(backend, direct, 1, true); err != nil {
-		return err
+	for _, t := range []struct {
+		sessions int
+		mode     tunaMode
+	}{{1, relayed}, {2, relayed}, {1, netHTTP}, {1, piped}} {
+		if err := b.httpTuna(backend, direct, t.sessions, t.mode); err != nil {
+			return err
+		}
 	}
 
 	hops, err := startProc(b.dir, "http-relay2", b.self, "http-relay2", addrs[1], addrs[2], backend)
@@ -127,21 +129,38 @@ func (b *bench) httpFwd(backend string, direct float64) error {
 	return err
 }
 
+// tunaMode is how the edge and the agent handle an http tunnel's
+// requests in a row of the bench.
+type tunaMode int
+
+const (
+	// relayed: what ships, the h1 relay at the edge and at the agent.
+	relayed tunaMode = iota
+	// netHTTP: net/http at both ends, the data plane before the relay.
+	netHTTP
+	// piped: the edge relays, the agent pipes channels without parsing.
+	piped
+)
+
 // httpTuna measures the path client -> tuna-edge -> SSH session(s) ->
-// agent -> backend, with sessions sessions serving the tunnel. With pipe,
-// the agent pipes channels to the backend without parsing HTTP: HTTP
-// parsed once, at the edge, as the design's next step would have it.
-func (b *bench) httpTuna(backend string, direct float64, sessions int, pipe bool) error {
+// agent -> backend, with sessions sessions serving the tunnel, in mode.
+func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tunaMode) error {
 	name := "edge-http"
 	label, path := "bench", "tuna (edge + agent, 1 session)"
+	var edgeArgs, extra []string
 	switch {
-	case pipe:
+	case mode == piped:
 		name, label, path = "edge-http-pipe", "bench-pipe", pipedPath
+		extra = append(extra, "-pipe-http")
+	case mode == netHTTP:
+		name, label, path = "edge-http-nethttp", "bench-nethttp", netHTTPPath
+		edgeArgs = append(edgeArgs, "--no-http-relay")
+		extra = append(extra, "-no-relay")
 	case sessions > 1:
 		name, label, path = "edge-http-pool", "bench-pool", fmt.Sprintf("tuna, pool of %d sessions", sessions)
 	}
 	step("%s: starting the edge and the agent", path)
-	e, err := b.startEdge(name)
+	e, err := b.startEdge(name, edgeArgs...)
 	if err != nil {
 		return err
 	}
@@ -149,10 +168,6 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, pipe bool
 	keys, err := e.httpKeys(label, 1)
 	if err != nil {
 		return err
-	}
-	var extra []string
-	if pipe {
-		extra = append(extra, "-pipe-http")
 	}
 	a, err := b.startAgent(e, name+"-agent", "http", backend, keys, sessions, extra...)
 	if err != nil {
@@ -163,7 +178,7 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, pipe bool
 	if _, err := b.wrkRow(path, "http://"+e.httpAddr+"/", host, direct); err != nil {
 		return err
 	}
-	if b.profileDir == "" || sessions > 1 || pipe {
+	if b.profileDir == "" || sessions > 1 || mode != relayed {
 		return nil
 	}
 	// A run of its own: the measured one above is not slowed by profiling.

@@ -57,6 +57,7 @@ func run() error {
 		sessions  = flag.Int("sessions", 1, "sessions per tunnel (a pool, as agent replicas)")
 		pprofAddr = flag.String("pprof-addr", "", "serve /debug/pprof/ on this loopback address")
 		pipeHTTP  = flag.Bool("pipe-http", false, "pipe http tunnels' channels to the upstream without parsing HTTP")
+		noRelay   = flag.Bool("no-relay", false, "serve http tunnels' requests with net/http only, not the h1 relay")
 	)
 	flag.Parse()
 	if *edge == "" || *hostKey == "" || *keysFile == "" || *upstream == "" {
@@ -76,7 +77,7 @@ func run() error {
 	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	up := proxy.Upstream{Scheme: "http", Addr: *upstream, Display: *upstream}
-	traffic := session.Traffic{}
+	traffic := session.Traffic{NoRelay: *noRelay}
 	switch {
 	case *proto == protocol.ProtocolHTTP && !*pipeHTTP:
 		// One proxy per tunnel in the agent; they share one transport.
