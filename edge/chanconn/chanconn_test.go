@@ -187,3 +187,31 @@ type bytesSink struct{ b []byte }
 func (s *bytesSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
 
 func equal(a, b []byte) bool { return string(a) == string(b) }
+
+// DirectReader gives the channel itself until Read has run, and nothing
+// after: the background reader then owns the channel.
+func TestDirectReaderOnlyBeforeRead(t *testing.T) {
+	ch, b := channelPair(t)
+	a := New(ch, &net.TCPAddr{}, &net.TCPAddr{})
+	defer a.Close()
+	if _, err := b.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := a.DirectReader()
+	if !ok {
+		t.Fatal("no direct reader before any Read")
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("direct read %q, %v", buf, err)
+	}
+	if _, err := b.Write([]byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "world" {
+		t.Fatalf("Read after the direct reader: %q, %v", buf, err)
+	}
+	if _, ok := a.DirectReader(); ok {
+		t.Fatal("a direct reader after Read ran")
+	}
+}

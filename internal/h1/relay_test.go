@@ -457,3 +457,105 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// directConn is a connection with a DirectReader, like an SSH channel:
+// reads through Read, which the relay should not use while it sets no
+// deadline, are counted apart from direct ones.
+type directConn struct {
+	net.Conn
+	viaRead, viaDirect *atomic.Int64
+}
+
+func (c directConn) Read(p []byte) (int, error) {
+	c.viaRead.Add(1)
+	return c.Conn.Read(p)
+}
+
+func (c directConn) DirectReader() (io.Reader, bool) { return countedReader{c.Conn, c.viaDirect}, true }
+
+type countedReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (r countedReader) Read(p []byte) (int, error) {
+	r.n.Add(1)
+	return r.r.Read(p)
+}
+
+// directListener hands out directConns.
+type directListener struct {
+	net.Listener
+	viaRead, viaDirect *atomic.Int64
+}
+
+func (l directListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return directConn{Conn: c, viaRead: l.viaRead, viaDirect: l.viaDirect}, nil
+}
+
+// A relay without timeouts reads its client connections, and every relay
+// its upstream ones, through their DirectReader; a connection handed
+// over is read through Read again once the relay's buffer is empty, so
+// that net/http's deadlines work on it.
+func TestRelayReadsDirectlyWhereNoDeadlineApplies(t *testing.T) {
+	addr, _ := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	var upRead, upDirect, inRead, inDirect atomic.Int64
+	rt := &testRouter{addr: addr}
+	router := routerFunc(func(h *Head, remote string) (Route, bool) {
+		r, ok := rt.Route(h, remote)
+		dial := r.Dial
+		r.Dial = func(ctx context.Context) (net.Conn, error) {
+			c, err := dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return directConn{Conn: c, viaRead: &upRead, viaDirect: &upDirect}, nil
+		}
+		return r, ok
+	})
+	fallback := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "fallback %d", len(b))
+	})}
+	s := &Server{Router: router, Fallback: fallback}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(directListener{Listener: ln, viaRead: &inRead, viaDirect: &inDirect}) }()
+	t.Cleanup(func() { _ = s.Close() })
+
+	c := dialRaw(t, ln.Addr().String())
+	for range 3 {
+		if _, body := c.do(t, "GET", get("relay.test", "/")); body != "ok" {
+			t.Fatalf("relayed answer %q", body)
+		}
+	}
+	if upRead.Load() != 0 || upDirect.Load() == 0 || inRead.Load() != 0 || inDirect.Load() == 0 {
+		t.Fatalf("reads: upstream %d through Read, %d direct; client %d through Read, %d direct", upRead.Load(), upDirect.Load(), inRead.Load(), inDirect.Load())
+	}
+	// Handed over with the head and a part of the body in the relay's
+	// buffer; the rest of the body comes through Read.
+	if _, err := io.WriteString(c.c, "POST / HTTP/1.1\r\nHost: elsewhere.test\r\nContent-Length: 10\r\n\r\n01234"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return inRead.Load() > 0 })
+	if _, err := io.WriteString(c.c, "56789"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := io.ReadAll(res.Body); string(body) != "fallback 10" {
+		t.Fatalf("handed-over answer %q, want the fallback's with the whole body", body)
+	}
+}
+
+type routerFunc func(h *Head, remote string) (Route, bool)
+
+func (f routerFunc) Route(h *Head, remote string) (Route, bool) { return f(h, remote) }
