@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"strconv"
 )
@@ -18,7 +19,7 @@ func fill(w *bufio.Writer, r *bufio.Reader) error {
 		return err
 	}
 	_, err := r.Peek(r.Buffered() + 1)
-	if err == bufio.ErrBufferFull {
+	if errors.Is(err, bufio.ErrBufferFull) {
 		return nil
 	}
 	return err
@@ -50,7 +51,7 @@ func copyUntilEOF(w *bufio.Writer, r *bufio.Reader) (int64, error) {
 	for {
 		if r.Buffered() == 0 {
 			if err := fill(w, r); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					return done, nil
 				}
 				return done, err
@@ -173,7 +174,7 @@ func chunkSize(line []byte) (int64, bool) {
 		return 0, false
 	}
 	for _, c := range hex {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+		if !isHex(c) {
 			return 0, false
 		}
 	}
@@ -181,9 +182,13 @@ func chunkSize(line []byte) (int64, bool) {
 	return n, err == nil
 }
 
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
 // noEOF: a body that ends before its framing says is cut short.
 func noEOF(err error) error {
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
 	}
 	return err

@@ -94,6 +94,7 @@ func FuzzResponseFraming(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the relay takes an answer head net/http refuses (%v):\n%q", err, msg[:n])
 		}
+		_ = res.Body.Close()
 		if res.StatusCode != h.Status {
 			t.Fatalf("status: relay %d, net/http %d", h.Status, res.StatusCode)
 		}
@@ -110,6 +111,7 @@ func FuzzResponseFraming(f *testing.F) {
 			if err != nil {
 				return nil, 0, err
 			}
+			defer func() { _ = res.Body.Close() }()
 			body, err := io.ReadAll(res.Body)
 			return body, r.Buffered(), err
 		})

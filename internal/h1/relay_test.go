@@ -98,8 +98,15 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 	return &rawClient{c: c, br: bufio.NewReader(c)}
 }
 
+// answer is what a client read of one answer, its body read whole.
+type answer struct {
+	StatusCode      int
+	Header, Trailer http.Header
+	Close           bool
+}
+
 // do sends raw and reads one answer to a request of method.
-func (rc *rawClient) do(t *testing.T, method, raw string) (*http.Response, string) {
+func (rc *rawClient) do(t *testing.T, method, raw string) (answer, string) {
 	t.Helper()
 	if _, err := io.WriteString(rc.c, raw); err != nil {
 		t.Fatal(err)
@@ -108,11 +115,13 @@ func (rc *rawClient) do(t *testing.T, method, raw string) (*http.Response, strin
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)
 	}
+	defer func() { _ = res.Body.Close() }()
+	defer func() { _ = res.Body.Close() }()
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatalf("reading the body: %v", err)
 	}
-	return res, string(body)
+	return answer{StatusCode: res.StatusCode, Header: res.Header, Trailer: res.Trailer, Close: res.Close}, string(body)
 }
 
 func get(host, path string, extra ...string) string {
@@ -356,6 +365,7 @@ func TestRelayStreamsAnswerAsItComes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = res.Body.Close() }()
 	buf := make([]byte, len("first;"))
 	if _, err := io.ReadFull(res.Body, buf); err != nil || string(buf) != "first;" {
 		t.Fatalf("first piece %q, %v: the relay held it back", buf, err)
@@ -382,6 +392,7 @@ func TestRelayEarlyAnswerClosesTheConnection(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("answer %v, %v: want the backend's 413", res, err)
 	}
+	defer func() { _ = res.Body.Close() }()
 	_, _ = io.ReadAll(res.Body)
 	// The rest of the body was never read, so the connection ends.
 	_ = c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -439,6 +450,7 @@ func TestRelayShutdown(t *testing.T) {
 	if err != nil || res.StatusCode != 200 || !res.Close {
 		t.Fatalf("in-flight request: %v %v; want 200 with Connection: close", res, err)
 	}
+	defer func() { _ = res.Body.Close() }()
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
@@ -551,6 +563,7 @@ func TestRelayReadsDirectlyWhereNoDeadlineApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = res.Body.Close() }()
 	if body, _ := io.ReadAll(res.Body); string(body) != "fallback 10" {
 		t.Fatalf("handed-over answer %q, want the fallback's with the whole body", body)
 	}

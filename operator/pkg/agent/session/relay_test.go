@@ -111,6 +111,7 @@ func TestHTTPTunnelRelaysPlainRequests(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer func() { _ = res.Body.Close() }()
 				body, _ := io.ReadAll(res.Body)
 				if res.StatusCode != 200 || string(body) != "ok" {
 					t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
