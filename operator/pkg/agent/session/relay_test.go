@@ -2,7 +2,6 @@ package session
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+	"code.tuna.am/tuna/k8s-operator/tests/rawhttp"
 )
 
 // headBackend answers every request on a keep-alive connection with "ok"
@@ -37,18 +37,11 @@ func headBackend(t *testing.T) (string, <-chan string) {
 				defer func() { _ = c.Close() }()
 				br := bufio.NewReader(c)
 				for {
-					var head bytes.Buffer
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
+					head, err := rawhttp.ReadHead(br)
+					if err != nil {
+						return
 					}
-					heads <- head.String()
+					heads <- head
 					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
 						return
 					}
