@@ -32,6 +32,13 @@ var acmeChallenge = []byte("/.well-known/acme-challenge/")
 // its own, so that a client cannot spoof its address (setForwarded).
 var forwardedFields = []string{"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"}
 
+var (
+	xForwardedFor   = []byte("X-Forwarded-For")
+	xForwardedHost  = []byte("X-Forwarded-Host")
+	xForwardedProto = []byte("X-Forwarded-Proto")
+	schemeHTTP      = []byte("http")
+)
+
 // Route takes a request for a host with a live session, from an allowed
 // address, within the host's limit of requests in flight; it counts and
 // forwards it as serve does.
@@ -62,9 +69,9 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 			return metrics.TunnelConn{Conn: c, M: h.m}, nil
 		},
 		Set: []h1.Field{
-			{Name: []byte("X-Forwarded-For"), Value: []byte(ip)},
-			{Name: []byte("X-Forwarded-Host"), Value: bytes.Clone(hd.Host)},
-			{Name: []byte("X-Forwarded-Proto"), Value: []byte("http")},
+			{Name: xForwardedFor, Value: []byte(ip)},
+			{Name: xForwardedHost, Value: bytes.Clone(hd.Host)},
+			{Name: xForwardedProto, Value: schemeHTTP},
 		},
 		Drop: forwardedFields,
 		Fail: func(err error) h1.Answer {

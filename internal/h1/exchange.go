@@ -37,11 +37,35 @@ type conn struct {
 	sent, out []byte
 }
 
+// upstream is a pinned upstream connection. Its buffers are held only
+// during an exchange: an idle keep-alive connection costs no buffer.
 type upstream struct {
 	nc  net.Conn
 	key string
+	r   io.Reader // nc, or its direct reader
 	br  *bufio.Reader
 	bw  *bufio.Writer
+}
+
+// hold takes the buffers for an exchange.
+func (u *upstream) hold() {
+	if u.br == nil {
+		u.br = upstreamReaders.Get().(*bufio.Reader)
+		u.br.Reset(u.r)
+		u.bw = writers.Get().(*bufio.Writer)
+		u.bw.Reset(u.nc)
+	}
+}
+
+// release gives the buffers back; the reader must be empty.
+func (u *upstream) release() {
+	if u.br != nil {
+		u.br.Reset(nil)
+		upstreamReaders.Put(u.br)
+		u.bw.Reset(nil)
+		writers.Put(u.bw)
+		u.br, u.bw = nil, nil
+	}
 }
 
 // errTooLarge is an answer head over the upstream buffer.
@@ -159,10 +183,26 @@ func (c *conn) exchange(rt *Route) bool {
 	}
 	ok := c.endBody(body)
 	in = body.count()
-	if err != nil || !ok || upClose {
+	if err != nil || !ok || upClose || c.up.br.Buffered() > 0 {
+		// Bytes after the answer were never asked for: the connection
+		// cannot be trusted with the next request.
 		c.dropUpstream()
+	} else {
+		c.up.release()
 	}
 	return err == nil && ok && !closing
+}
+
+// relay runs one exchange with the client's write buffer held for it
+// only: an idle keep-alive connection holds its read buffer alone.
+func (c *conn) relay(rt *Route) bool {
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(c.nc)
+	keep := c.exchange(rt)
+	c.bw.Reset(nil)
+	writers.Put(c.bw)
+	c.bw = nil
+	return keep
 }
 
 // endBody waits for the request body's copy to end; it reports whether the
@@ -193,11 +233,8 @@ func (c *conn) upstream(rt *Route) (*upstream, error) {
 	for _, u := range c.ups {
 		if u.key == rt.Key {
 			c.up = u
-			if u.br.Buffered() == 0 {
-				return u, nil
-			}
-			c.dropUpstream()
-			break
+			u.hold()
+			return u, nil
 		}
 	}
 	if len(c.ups) == maxPinned {
@@ -208,11 +245,8 @@ func (c *conn) upstream(rt *Route) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{nc: nc, key: rt.Key}
-	u.br = upstreamReaders.Get().(*bufio.Reader)
-	u.br.Reset(readerOf(nc))
-	u.bw = writers.Get().(*bufio.Writer)
-	u.bw.Reset(nc)
+	u := &upstream{nc: nc, key: rt.Key, r: readerOf(nc)}
+	u.hold()
 	c.ups = append(c.ups, u)
 	c.up = u
 	return u, nil
@@ -232,10 +266,7 @@ func (c *conn) dropUpstream() {
 		}
 	}
 	_ = u.nc.Close()
-	u.br.Reset(nil)
-	upstreamReaders.Put(u.br)
-	u.bw.Reset(nil)
-	writers.Put(u.bw)
+	u.release()
 }
 
 // dropAll closes every pinned upstream connection.

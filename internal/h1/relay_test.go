@@ -135,7 +135,7 @@ func TestRelayForwardsOnOnePinnedConnection(t *testing.T) {
 			r.Header.Get("X-Secret"), r.Header.Get("Te")))
 		fmt.Fprintf(w, "hello %s", r.URL.RequestURI())
 	}))
-	_, rt, relay := startRelay(t, addr)
+	s, rt, relay := startRelay(t, addr)
 	c := dialRaw(t, relay)
 	for i := range 3 {
 		res, body := c.do(t, "GET", get("relay.test", fmt.Sprintf("/p%d?q=1", i),
@@ -156,6 +156,16 @@ func TestRelayForwardsOnOnePinnedConnection(t *testing.T) {
 	if got := rt.exchanges(); len(got) != 3 || got[0] != "200 0 13" {
 		t.Fatalf("exchanges reported %v", got)
 	}
+	// Between requests the connection holds its read buffer only: no write
+	// buffer, and its pinned upstream connection none.
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c, busy := range s.conns {
+			return !busy && c.bw == nil && len(c.ups) == 1 && c.ups[0].br == nil && c.ups[0].bw == nil
+		}
+		return false
+	})
 }
 
 func TestRelayBodies(t *testing.T) {

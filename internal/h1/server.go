@@ -219,14 +219,10 @@ func (s *Server) serveConn(nc net.Conn) {
 	} else {
 		c.br.Reset(nc)
 	}
-	c.bw = writers.Get().(*bufio.Writer)
-	c.bw.Reset(nc)
 	handed := false
 	defer func() {
 		s.untrack(c)
 		c.dropAll()
-		c.bw.Reset(nil)
-		writers.Put(c.bw)
 		if !handed {
 			_ = nc.Close()
 			c.br.Reset(nil)
@@ -249,7 +245,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.hand.give(nc, c.br)
 			return
 		}
-		if err != nil || !c.exchange(&rt) || !s.setIdle(c) {
+		if err != nil || !c.relay(&rt) || !s.setIdle(c) {
 			return
 		}
 	}
