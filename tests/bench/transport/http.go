@@ -226,6 +226,12 @@ func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) 
 	if err := checkHTTP(url, host); err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
+	// A warm-up that is not counted: connections, tunnel channels and
+	// upstream connections opened, each process's heap grown, for every
+	// path alike.
+	if _, err := runWrk(url, host, warmUp); err != nil {
+		return 0, fmt.Errorf("%s: warm-up: %w", path, err)
+	}
 	step("%s: wrk %s", path, b.duration)
 	load := loadavg()
 	r, err := runWrk(url, host, b.duration)
@@ -236,6 +242,9 @@ func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) 
 		p50: r.p50, p99: r.p99, direct: direct, note: r.errors, load: load})
 	return r.reqPerSec, nil
 }
+
+// warmUp is the wrk run before each measured one.
+const warmUp = 2 * time.Second
 
 func takeAddrs(n int) ([]string, error) {
 	out := make([]string, n)
