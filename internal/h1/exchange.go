@@ -26,6 +26,8 @@ type conn struct {
 	// direct is set when br reads nc's DirectReader, which no deadline
 	// interrupts.
 	direct io.Reader
+	// linger: the connection ends with a request body unread in it.
+	linger bool
 	// ups are the pinned upstream connections, at most maxPinned; up is
 	// the one of the exchange in progress.
 	ups []*upstream
@@ -144,8 +146,8 @@ func (c *conn) exchange(rt *Route) bool {
 		if err == nil {
 			break
 		}
-		c.dropUpstream()
 		if replayable && attempt < 2 && httpfwd.ClosedUnanswered(err) {
+			c.dropUpstream() // no body: nothing else uses the connection
 			continue
 		}
 		a := rt.Fail(err)
@@ -154,6 +156,7 @@ func (c *conn) exchange(rt *Route) bool {
 		// own answer: the body may be left unread.
 		sent := c.answer(a, closing || hasBody)
 		ok := c.endBody(body)
+		c.dropUpstream()
 		in = body.count()
 		return sent && ok && !closing && !hasBody
 	}
@@ -209,18 +212,43 @@ func (c *conn) relay(rt *Route) bool {
 // whole body was read. The answer may be complete while the body is still
 // being sent: the rest of the body is then unread, so neither connection
 // can be reused, and both are stopped.
+//
+// The copy writes into the upstream connection's buffer: the caller drops
+// that connection only once endBody has returned.
 func (c *conn) endBody(b *bodyCopy) bool {
 	if b.finished() {
 		return b.wait()
 	}
-	c.dropUpstream()
+	if c.up != nil {
+		_ = c.up.nc.Close() // ends a write blocked on it
+	}
 	if c.direct != nil {
 		_ = c.nc.Close() // the answer is out; the connection ends anyway
 	} else {
 		_ = c.nc.SetReadDeadline(time.Now())
+		c.linger = true
 	}
 	b.wait()
 	return false
+}
+
+// Lingering close: a connection closed with request bytes still unread
+// in it is reset by the kernel, and the reset can reach the client before
+// it has read the answer it was sent (a 413 to an upload, say). So such a
+// connection sends its end first and reads what the client still sends,
+// for a while and up to a bound, before it closes (as net/http and nginx
+// do).
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+func (c *conn) closeLingering() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
 }
 
 // maxPinned is how many upstream connections one client connection

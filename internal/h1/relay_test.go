@@ -153,7 +153,8 @@ func TestRelayForwardsOnOnePinnedConnection(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("the backend saw %d connections for 3 requests on one client connection, want 1", n)
 	}
-	if got := rt.exchanges(); len(got) != 3 || got[0] != "200 0 13" {
+	waitFor(t, func() bool { return len(rt.exchanges()) == 3 })
+	if got := rt.exchanges(); got[0] != "200 0 13" {
 		t.Fatalf("exchanges reported %v", got)
 	}
 	// Between requests the connection holds its read buffer only: no write
@@ -303,7 +304,9 @@ func TestRelayFailures(t *testing.T) {
 		if res, _ := c.do(t, "GET", get("relay.test", "/")); res.StatusCode != 502 {
 			t.Fatalf("second request: %d", res.StatusCode)
 		}
-		if got := rt.exchanges(); len(got) != 2 || got[0] != "502 0 0" {
+		// Done is told after the answer went out.
+		waitFor(t, func() bool { return len(rt.exchanges()) == 2 })
+		if got := rt.exchanges(); got[0] != "502 0 0" {
 			t.Fatalf("exchanges reported %v", got)
 		}
 	})
@@ -582,3 +585,32 @@ func TestRelayReadsDirectlyWhereNoDeadlineApplies(t *testing.T) {
 type routerFunc func(h *Head, remote string) (Route, bool)
 
 func (f routerFunc) Route(h *Head, remote string) (Route, bool) { return f(h, remote) }
+
+// A client still sending a large body when the backend has answered gets
+// the answer, then the end of the connection, not a reset that could
+// overtake the answer.
+func TestRelayEarlyAnswerToALargeUploadIsNotReset(t *testing.T) {
+	addr, _ := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}))
+	_, _, relay := startRelay(t, addr)
+	for i := range 5 {
+		c := dialRaw(t, relay)
+		const size = 512 << 10
+		go func() {
+			_, _ = io.WriteString(c.c, fmt.Sprintf("POST / HTTP/1.1\r\nHost: relay.test\r\nContent-Length: %d\r\n\r\n", size))
+			_, _ = c.c.Write(make([]byte, size))
+		}()
+		_ = c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			t.Fatalf("upload %d: %v, want the backend's 413", i, err)
+		}
+		body, err := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || err != nil {
+			t.Fatalf("upload %d: %d %q %v", i, res.StatusCode, body, err)
+		}
+	}
+}

@@ -224,6 +224,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.untrack(c)
 		c.dropAll()
 		if !handed {
+			if c.linger {
+				c.closeLingering()
+			}
 			_ = nc.Close()
 			c.br.Reset(nil)
 			clientReaders.Put(c.br)

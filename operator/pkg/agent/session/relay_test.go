@@ -119,6 +119,10 @@ func TestHTTPTunnelRelaysPlainRequests(t *testing.T) {
 			if asSent == noRelay {
 				t.Fatalf("field as the client sent it: %v, want %v (relayed at both ends: %v):\n%s", asSent, !noRelay, !noRelay, head)
 			}
+			// The agent counts a request once its answer is out.
+			for deadline := time.Now().Add(10 * time.Second); len(meter.requests()) < 2 && time.Now().Before(deadline); {
+				time.Sleep(2 * time.Millisecond)
+			}
 			if got := meter.requests(); len(got) != 2 || got[0] != "200 0 2" {
 				t.Fatalf("the agent counted %v, want two requests of 200 with 2 bytes out", got)
 			}
