@@ -29,17 +29,28 @@ var requestSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: [::1]:80\r\nX: \x80\xff\r\n\r\n",
 }
 
-func FuzzRequestFraming(f *testing.F) {
-	for _, s := range requestSeeds {
+// seeded adds seeds to f.
+func seeded(f *testing.F, seeds []string) *testing.F {
+	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		n, err := headEnd(msg)
-		if err != nil || n == 0 {
-			return
-		}
-		var h Head
-		if parseRequest(msg[:n], &h) != nil {
+	return f
+}
+
+// taken parses the head at the start of msg as the relay would; n is its
+// length, 0 when the relay does not take it.
+func taken(msg []byte, parse func([]byte, *Head) error) (h Head, n int) {
+	n, err := headEnd(msg)
+	if err != nil || n == 0 || parse(msg[:n], &h) != nil {
+		return h, 0
+	}
+	return h, n
+}
+
+func FuzzRequestFraming(f *testing.F) {
+	seeded(f, requestSeeds).Fuzz(func(t *testing.T, msg []byte) {
+		h, n := taken(msg, parseRequest)
+		if n == 0 {
 			return
 		}
 		hr, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(msg)))
@@ -78,16 +89,9 @@ var responseSeeds = []string{
 }
 
 func FuzzResponseFraming(f *testing.F) {
-	for _, s := range responseSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		n, err := headEnd(msg)
-		if err != nil || n == 0 {
-			return
-		}
-		var h Head
-		if parseResponse(msg[:n], &h) != nil || h.Status < 200 {
+	seeded(f, responseSeeds).Fuzz(func(t *testing.T, msg []byte) {
+		h, n := taken(msg, parseResponse)
+		if n == 0 || h.Status < 200 {
 			return
 		}
 		res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(msg)), nil)
