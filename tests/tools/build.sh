@@ -8,10 +8,12 @@
 # Usage: tests/tools/build.sh [cache-dir]    (default: <repo>/.cache/bin)
 # Prints the cache directory on its last line.
 #
-# TUNA_TOOLS names the binaries to make sure of (default: all three). The
-# demo asks for kube-apiserver and etcd only, so a first-time user's URL does
-# not wait for kubectl; each binary has its own stamp, so a later full run
-# builds only what is missing.
+# TUNA_TOOLS names the binaries to make sure of (default: kube-apiserver, etcd
+# and kubectl). The demo asks for kube-apiserver and etcd only, so a
+# first-time user's URL does not wait for kubectl; the node suite (tests/node)
+# adds the node components: kubelet, kube-proxy, kube-scheduler and
+# kube-controller-manager (about 10 more minutes cold on two cores). Each
+# binary has its own stamp, so a later run builds only what is missing.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -20,10 +22,19 @@ mkdir -p "$out"
 
 k8s_version=v1.37.2
 stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/cmd/etcd/main.go" | sha256sum | cut -c1-16)
+declare -A package=(
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [etcd]=./cmd/etcd
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+)
 read -r -a want <<< "${TUNA_TOOLS:-kube-apiserver etcd kubectl}"
 missing=()
 for name in "${want[@]}"; do
-  case $name in kube-apiserver | etcd | kubectl) ;; *) echo "tools: TUNA_TOOLS names $name; the tools are kube-apiserver, etcd and kubectl" >&2; exit 2 ;; esac
+  [[ -n ${package[$name]:-} ]] || { echo "tools: TUNA_TOOLS names $name; the tools are ${!package[*]}" >&2; exit 2; }
   [[ -x $out/$name && "$(cat "$out/.stamp.$name" 2>/dev/null)" == "$stamp" ]] || missing+=("$name")
 done
 if (( ${#missing[@]} == 0 )); then
@@ -63,11 +74,6 @@ build() { # name package
   echo "tools: $name built in $((SECONDS - start))s" >&2
 }
 
-declare -A package=(
-  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
-  [etcd]=./cmd/etcd
-  [kubectl]=k8s.io/kubernetes/cmd/kubectl
-)
 for name in "${missing[@]}"; do
   build "$name" "${package[$name]}"
 done
