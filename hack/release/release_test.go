@@ -93,9 +93,9 @@ func TestReleaseSteps(t *testing.T) {
 	all := strings.Join(runs, "\n")
 	for _, want := range []string{
 		"bash .ci/run",
-		"--platform linux/amd64,linux/arm64",
-		"--build-arg VERSION=", "--build-arg COMMIT=", "--build-arg DATE=",
-		"for image in tuna-k8s-operator tuna-edge tuna-operator",
+		"go run ./hack/images/cmd/tuna-images push",
+		`--registry "$REGISTRY"`, `--tag "$VERSION"`, "--platforms linux/amd64,linux/arm64",
+		`--version "$GITHUB_REF_NAME"`, `--commit "$COMMIT"`, `--date "$DATE"`,
 		`helm package chart/tuna-k8s-operator --version "$VERSION" --app-version "$VERSION"`,
 		`helm push "release/tuna-k8s-operator-$VERSION.tgz" "oci://$REGISTRY/charts"`,
 		"bash hack/release/build.sh",

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,39 +20,6 @@ import (
 // nonroot is the distroless "nonroot" user the images and the chart's
 // security contexts run as.
 const nonroot = 65532
-
-// TestDockerfile checks the Dockerfile's promises: the build stage builds
-// the three static binaries, and every image is distroless (or scratch)
-// and runs as user 65532, the operator's image last (the default target).
-func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := string(data)
-	for _, want := range []string{"CGO_ENABLED=0", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator",
-		"-X $pkg.Version=${VERSION}", "-X $pkg.Commit=${COMMIT}", "-X $pkg.Date=${DATE}", "pkg=code.tuna.am/tuna/k8s-operator/internal/version"} {
-		if !strings.Contains(df, want) {
-			t.Errorf("the build stage lacks %q", want)
-		}
-	}
-	stages := regexp.MustCompile(`(?m)^FROM `).Split(df, -1)[1:]
-	if len(stages) != 4 {
-		t.Fatalf("%d stages, want build + 3 images", len(stages))
-	}
-	for _, st := range stages[1:] {
-		head := strings.SplitN(st, "\n", 2)[0]
-		if !strings.HasPrefix(head, "gcr.io/distroless/static") && !strings.HasPrefix(head, "scratch") {
-			t.Errorf("image stage %q is not distroless/static or scratch", head)
-		}
-		if !regexp.MustCompile(`(?m)^USER 65532(:65532)?$`).MatchString(st) {
-			t.Errorf("image stage %q does not run as USER 65532", head)
-		}
-	}
-	if last := stages[len(stages)-1]; !strings.Contains(last, "AS tuna-k8s-operator") || !strings.Contains(last, `ENTRYPOINT ["/usr/local/bin/tuna-k8s-operator"]`) {
-		t.Errorf("the default (last) stage is not the operator's image:\n%s", last)
-	}
-}
 
 // TestBinariesRunAsNonRoot builds the binaries as the Dockerfile does
 // (Docker itself cannot run here) and runs them as uid/gid 65532 from a
