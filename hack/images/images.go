@@ -262,7 +262,7 @@ func Build(ctx context.Context, root string, platform v1.Platform, s Stamps, img
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if err := BuildBinaries(ctx, root, dir, platform, s, imgs...); err != nil {
 		return nil, err
 	}
