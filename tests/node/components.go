@@ -55,11 +55,11 @@ func (c *Cluster) writeConfig() error {
 		return err
 	}
 	files := map[string]string{
-		filepath.Join(c.Dir, "containerd", "config.toml"): c.containerdConfig(),
+		filepath.Join(c.Dir, "containerd", "config.toml"):             c.containerdConfig(),
 		filepath.Join(c.Dir, "cni", "net.d", "10-tuna-node.conflist"): c.cniConfig(),
-		filepath.Join(c.Dir, "kubelet", "config.yaml"):    c.kubeletConfig(),
-		filepath.Join(c.Dir, "kube-proxy", "config.yaml"): c.kubeProxyConfig(kc["kube-proxy"]),
-		filepath.Join(c.Dir, "resolv.conf"):               "options ndots:1\n",
+		filepath.Join(c.Dir, "kubelet", "config.yaml"):                c.kubeletConfig(),
+		filepath.Join(c.Dir, "kube-proxy", "config.yaml"):             c.kubeProxyConfig(kc["kube-proxy"]),
+		filepath.Join(c.Dir, "resolv.conf"):                           "options ndots:1\n",
 	}
 	if err := writeFiles(files); err != nil {
 		return err

@@ -67,7 +67,7 @@ func (n Network) setUp(index int) error {
 		{"ip", "addr", "add", n.HostIP.String() + "/24", "dev", host},
 		{"ip", "link", "set", host, "up"},
 		n.in("ip", "link", "set", "lo", "up"),
-		n.in("ip", "addr", "add", n.NodeIP.String() + "/24", "dev", nodeIf),
+		n.in("ip", "addr", "add", n.NodeIP.String()+"/24", "dev", nodeIf),
 		n.in("ip", "link", "set", nodeIf, "up"),
 		n.in("ip", "route", "add", "default", "via", n.HostIP.String()),
 		{"ip", "route", "add", n.PodCIDR.String(), "via", n.NodeIP.String(), "dev", host},

@@ -315,3 +315,36 @@ func (c *Cluster) adminClient() error {
 	c.Client, err = kubernetes.NewForConfig(cfg)
 	return err
 }
+
+// KillComponent ends one component with SIGKILL, as a crash does; what it
+// started keeps running.
+func (c *Cluster) KillComponent(name string) error {
+	p, ok := c.procs[name]
+	if !ok {
+		return fmt.Errorf("node: no component %q", name)
+	}
+	return p.stop(syscall.SIGKILL, 30*time.Second)
+}
+
+// ContainerProcesses are the pids of a container's processes, by its CRI
+// id (a pod's status.containerStatuses[].containerID, with or without
+// "containerd://"), read from its cgroup.
+func (c *Cluster) ContainerProcesses(containerID string) ([]int, error) {
+	id := containerID[strings.LastIndex(containerID, "/")+1:]
+	h, err := trackingHierarchy()
+	if err != nil {
+		return nil, err
+	}
+	var dir string
+	_ = filepath.WalkDir(filepath.Join(h, cgroupName(c.Index)), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == id {
+			dir = p
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if dir == "" {
+		return nil, fmt.Errorf("node: no cgroup for container %s", id)
+	}
+	return cgroupPids(dir), nil
+}
