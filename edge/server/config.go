@@ -14,9 +14,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
-// Version is reported by GET /v1/edge; set at build time with -ldflags.
-var Version = "dev"
-
 // DefaultTunnelKeyTTL is a tunnel key's lifetime without renewal: a key
 // that leaks from a cluster stops working within a day unless its
 // controller keeps renewing it.

@@ -32,6 +32,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
+	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
 // Edge is a running (or ready to run) tuna-edge.
@@ -418,7 +419,9 @@ func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
 		SSHAddr:    e.cfg.SSHAdvertiseAddr,
 		SSHHostKey: e.HostKey(),
 		TCPHost:    e.cfg.PublicTCPHost,
-		Version:    Version,
+		// The release the linker stamped (internal/version), as
+		// `tuna-edge version` prints it.
+		Version: version.Get().Version,
 	}
 	if info.SSHAddr == "" {
 		info.SSHAddr = dialable(sshAddr)
