@@ -149,6 +149,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/api-keys", fullAccess, s.createAPIKey)
 	s.handle("GET /v1/api-keys", fullAccess, s.listAPIKeys)
 	s.handle("DELETE /v1/api-keys/{id}", fullAccess, s.deleteAPIKey)
+	s.handle("POST /v1/owner-transfers", fullAccess, s.transferOwners)
 
 	s.handle("POST /v1/tunnel-keys", writeAccess, s.createTunnelKey)
 	s.handle("GET /v1/tunnel-keys", writeAccess, s.listTunnelKeys)

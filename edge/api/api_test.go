@@ -326,17 +326,17 @@ func TestDomains(t *testing.T) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %d %v", len(list), err)
 	}
-	if v, err := c.VerifyDomain(ctx, "shop."+base); err != nil || !v.Verified {
+	if v, err := c.VerifyDomain(ctx, "shop."+base, ""); err != nil || !v.Verified {
 		t.Fatalf("verify subdomain: %+v %v", v, err)
 	}
-	if err := c.DeleteDomain(ctx, "shop."+base); err != nil {
+	if err := c.DeleteDomain(ctx, "shop."+base, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.GetDomain(ctx, "shop."+base)
 	wantCode(t, err, client.CodeNotFound)
-	_, err = c.VerifyDomain(ctx, "shop."+base)
+	_, err = c.VerifyDomain(ctx, "shop."+base, "")
 	wantCode(t, err, client.CodeNotFound)
-	wantCode(t, c.DeleteDomain(ctx, "shop."+base), client.CodeNotFound)
+	wantCode(t, c.DeleteDomain(ctx, "shop."+base, ""), client.CodeNotFound)
 }
 
 func TestTCPEndpoints(t *testing.T) {
@@ -360,7 +360,7 @@ func TestTCPEndpoints(t *testing.T) {
 		_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: alias})
 		wantCode(t, err, client.CodeInvalidRequest)
 	}
-	if err := c.DeleteTCPEndpoint(ctx, "pg"); err != nil {
+	if err := c.DeleteTCPEndpoint(ctx, "pg", ""); err != nil {
 		t.Fatal(err)
 	}
 	// The freed lowest port is handed out again.
@@ -378,7 +378,7 @@ func TestTCPEndpoints(t *testing.T) {
 	}
 	_, err = c.GetTCPEndpoint(ctx, "pg")
 	wantCode(t, err, client.CodeNotFound)
-	wantCode(t, c.DeleteTCPEndpoint(ctx, "pg"), client.CodeNotFound)
+	wantCode(t, c.DeleteTCPEndpoint(ctx, "pg", ""), client.CodeNotFound)
 }
 
 func TestTCPEndpointSkipsAPortAnotherProcessHolds(t *testing.T) {

@@ -23,7 +23,7 @@ func TestCustomDomainVerification(t *testing.T) {
 			dns.SetCNAME(r.Name, r.Value)
 		}
 	}
-	d, err = c.VerifyDomain(ctx, d.Name)
+	d, err = c.VerifyDomain(ctx, d.Name, "")
 	if err != nil || d.Verified || !strings.Contains(d.VerifyError, "TXT") {
 		t.Fatalf("CNAME only: %+v %v", d, err)
 	}
@@ -32,7 +32,7 @@ func TestCustomDomainVerification(t *testing.T) {
 			dns.SetTXT(r.Name, r.Value)
 		}
 	}
-	d, err = c.VerifyDomain(ctx, d.Name)
+	d, err = c.VerifyDomain(ctx, d.Name, "")
 	if err != nil || !d.Verified || d.VerifyError != "" {
 		t.Fatalf("both records: %+v %v", d, err)
 	}

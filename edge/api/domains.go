@@ -56,9 +56,12 @@ func (s *Server) newDomain(in client.CreateDomain) (store.Domain, error) {
 	return store.Domain{Name: name, Custom: true, Token: keys.RandomToken(16), CreatedAt: now}, nil
 }
 
-func (s *Server) createDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) createDomain(r *http.Request, p *auth.Principal) (int, any, error) {
 	var in client.CreateDomain
 	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
 		return 0, nil, err
 	}
 	d, err := s.newDomain(in)
@@ -124,9 +127,16 @@ func (s *Server) getDomain(r *http.Request, _ *auth.Principal) (int, any, error)
 	return http.StatusOK, s.domainOut(d), nil
 }
 
-func (s *Server) verifyDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) verifyDomain(r *http.Request, p *auth.Principal) (int, any, error) {
+	a, err := actorOf(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
 	d, err := s.lookupDomain(r)
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.mayVerify(d.Name, d.Ownership); err != nil {
 		return 0, nil, err
 	}
 	if d.Custom {
@@ -144,11 +154,20 @@ func (s *Server) verifyDomain(r *http.Request, _ *auth.Principal) (int, any, err
 	return http.StatusOK, s.domainOut(d), nil
 }
 
-func (s *Server) deleteDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) deleteDomain(r *http.Request, p *auth.Principal) (int, any, error) {
+	a, err := actorOf(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
 	name := names.Normalize(r.PathValue("name"))
-	if err := s.st.DeleteDomain(name); errors.Is(err, store.ErrNotFound) {
+	err = s.st.DeleteDomain(name, func(o store.Ownership) error { return a.mayManage(name, o) })
+	var ae *apiError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, notFound("domain", name)
-	} else if err != nil {
+	case errors.As(err, &ae):
+		return 0, nil, ae
+	case err != nil:
 		return 0, nil, fmt.Errorf("deleting domain: %w", err)
 	}
 	// The reservation is gone: nobody keeps serving it on its strength. A

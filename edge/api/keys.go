@@ -41,12 +41,13 @@ func (s *Server) listNodes(*http.Request, *auth.Principal) (int, any, error) {
 }
 
 func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
-	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix}, nil
+	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix,
+		OwnerPrefix: p.OwnerPrefix}, nil
 }
 
 // CreateAPIKey makes an API key and returns its secret; the API handler and
 // the edge's bootstrap share it. rec supplies the record's other fields
-// (creation time, secret prefix).
+// (creation time, secret prefix, owner prefix).
 func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (client.APIKey, error) {
 	if len(scopes) == 0 {
 		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
@@ -67,6 +68,9 @@ func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() stor
 			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "secret_prefix: %v", err)
 		}
 	}
+	if err := checkOwnerPrefix(r.OwnerPrefix, scopes); err != nil {
+		return client.APIKey{}, err
+	}
 	k, err := keys.New(keys.KindAPI)
 	if err != nil {
 		return client.APIKey{}, err
@@ -80,8 +84,30 @@ func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() stor
 	return out, nil
 }
 
+// checkOwnerPrefix validates the owner prefix of a new API key: a
+// tunnels:write key bound to a cluster id. A full key manages the whole
+// edge (API keys included), so binding one would bind nothing.
+func checkOwnerPrefix(prefix string, scopes []string) error {
+	switch {
+	case prefix == "":
+		return nil
+	case slices.Contains(scopes, keys.ScopeFull):
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"owner_prefix binds a tunnels:write key; a full key manages the whole edge and cannot be bound: give scopes [%q]", keys.ScopeWrite)
+	case !slices.Contains(scopes, keys.ScopeWrite):
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"owner_prefix binds what a key reserves and issues, which needs scope %q", keys.ScopeWrite)
+	case strings.HasSuffix(prefix, "/"):
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"owner_prefix %q: give the cluster id without the trailing /; the key then acts for owners %q and %q",
+			prefix, strings.TrimSuffix(prefix, "/"), prefix+"...")
+	}
+	return checkOwner("owner_prefix", prefix)
+}
+
 func apiKeyOut(r store.APIKey) client.APIKey {
-	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix, CreatedAt: r.CreatedAt}
+	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix, OwnerPrefix: r.OwnerPrefix,
+		CreatedAt: r.CreatedAt}
 }
 
 func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, error) {
@@ -90,7 +116,7 @@ func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, err
 		return 0, nil, err
 	}
 	out, err := CreateAPIKey(s.st, in.Name, in.Scopes, func() store.APIKey {
-		return store.APIKey{CreatedAt: s.cfg.Now(), SecretPrefix: in.SecretPrefix}
+		return store.APIKey{CreatedAt: s.cfg.Now(), SecretPrefix: in.SecretPrefix, OwnerPrefix: in.OwnerPrefix}
 	})
 	if err != nil {
 		return 0, nil, err
@@ -196,9 +222,12 @@ func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
 	return out
 }
 
-func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) createTunnelKey(r *http.Request, p *auth.Principal) (int, any, error) {
 	var in client.CreateTunnelKey
 	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
 		return 0, nil, err
 	}
 	if in.Protocol != protocol.ProtocolHTTP && in.Protocol != protocol.ProtocolTCP {
@@ -248,7 +277,7 @@ func (s *Server) createTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 	return http.StatusCreated, out, nil
 }
 
-func (s *Server) listTunnelKeys(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) listTunnelKeys(r *http.Request, p *auth.Principal) (int, any, error) {
 	want := map[string]string{}
 	for _, l := range r.URL.Query()["label"] {
 		k, v, ok := strings.Cut(l, "=")
@@ -262,8 +291,9 @@ func (s *Server) listTunnelKeys(r *http.Request, _ *auth.Principal) (int, any, e
 		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
 	}
 	out := client.List[client.TunnelKey]{Items: []client.TunnelKey{}}
+	a := actor{p: p}
 	for _, rec := range recs {
-		if matches(rec.Labels, want) {
+		if matches(rec.Labels, want) && a.mayTouchKey(rec) == nil {
 			out.Items = append(out.Items, s.tunnelKeyOut(rec))
 		}
 	}
@@ -279,21 +309,34 @@ func matches(have, want map[string]string) bool {
 	return true
 }
 
-func (s *Server) getTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+// lookupTunnelKey reads the key of the path, as p may see it.
+func (s *Server) lookupTunnelKey(r *http.Request, p *auth.Principal) (store.TunnelKey, error) {
 	id := r.PathValue("id")
 	rec, err := s.st.GetTunnelKey(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, notFound("tunnel key", id)
+		return rec, notFound("tunnel key", id)
 	} else if err != nil {
-		return 0, nil, fmt.Errorf("reading tunnel key: %w", err)
+		return rec, fmt.Errorf("reading tunnel key: %w", err)
+	}
+	return rec, actor{p: p}.mayTouchKey(rec)
+}
+
+func (s *Server) getTunnelKey(r *http.Request, p *auth.Principal) (int, any, error) {
+	rec, err := s.lookupTunnelKey(r, p)
+	if err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, s.tunnelKeyOut(rec), nil
 }
 
 // deleteTunnelKey revokes the key and ends its live session before
 // answering, so the caller knows the tunnel is down when the call returns.
-func (s *Server) deleteTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+// A key's owner never changes, so the check before the revocation holds.
+func (s *Server) deleteTunnelKey(r *http.Request, p *auth.Principal) (int, any, error) {
 	id := r.PathValue("id")
+	if _, err := s.lookupTunnelKey(r, p); err != nil {
+		return 0, nil, err
+	}
 	if err := s.st.DeleteTunnelKey(id); errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("tunnel key", id)
 	} else if err != nil {
@@ -306,8 +349,11 @@ func (s *Server) deleteTunnelKey(r *http.Request, _ *auth.Principal) (int, any, 
 // renewTunnelKey gives a live key a full TTL from now. An expired key stays
 // expired: its session has been ended, and the owner issues a new key, so
 // a key that went unrenewed cannot come back to life later.
-func (s *Server) renewTunnelKey(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) renewTunnelKey(r *http.Request, p *auth.Principal) (int, any, error) {
 	id := r.PathValue("id")
+	if _, err := s.lookupTunnelKey(r, p); err != nil {
+		return 0, nil, err
+	}
 	ttl := s.cfg.TunnelKeyTTL
 	now := s.cfg.Now()
 	rec, err := s.st.UpdateTunnelKey(id, func(k *store.TunnelKey) error {

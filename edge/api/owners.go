@@ -72,11 +72,7 @@ func ownedFail(err error) (ae *apiError, ok bool) {
 	if !errors.As(err, &oe) {
 		return nil, false
 	}
-	ae = fail(http.StatusForbidden, client.CodeAddressOwned,
-		"address %s belongs to owner %s: ask that owner to share it with yours (shared_with), or choose another address",
-		oe.Address, oe.Owner)
-	ae.owner, ae.address = oe.Owner, oe.Address
-	return ae, true
+	return ownedBy(oe.Address, oe.Owner, "ask that owner to share it with yours (shared_with), or choose another address"), true
 }
 
 // decodeSharing reads a PATCH body: the new shared_with list.
@@ -101,13 +97,22 @@ func setShared(o *store.Ownership, shared []string) error {
 	return nil
 }
 
-func (s *Server) shareDomain(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, error) {
+	a, err := actorOf(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
 	shared, err := decodeSharing(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	name := names.Normalize(r.PathValue("name"))
-	d, err := s.st.ChangeDomain(name, func(d *store.Domain) error { return setShared(&d.Ownership, shared) })
+	d, err := s.st.ChangeDomain(name, func(d *store.Domain) error {
+		if err := a.mayManage(name, d.Ownership); err != nil {
+			return err
+		}
+		return setShared(&d.Ownership, shared)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("domain", name)
 	} else if err != nil {
@@ -121,13 +126,22 @@ func (s *Server) shareDomain(r *http.Request, _ *auth.Principal) (int, any, erro
 	return http.StatusOK, s.domainOut(d), nil
 }
 
-func (s *Server) shareTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) shareTCPEndpoint(r *http.Request, p *auth.Principal) (int, any, error) {
+	a, err := actorOf(r, p)
+	if err != nil {
+		return 0, nil, err
+	}
 	shared, err := decodeSharing(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	alias := r.PathValue("alias")
-	e, err := s.st.ChangeTCPEndpoint(alias, func(e *store.TCPEndpoint) error { return setShared(&e.Ownership, shared) })
+	e, err := s.st.ChangeTCPEndpoint(alias, func(e *store.TCPEndpoint) error {
+		if err := a.mayManage(alias, e.Ownership); err != nil {
+			return err
+		}
+		return setShared(&e.Ownership, shared)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("TCP endpoint", alias)
 	} else if err != nil {

@@ -71,7 +71,7 @@ func TestSharedDomain(t *testing.T) {
 	}
 	_, err := c.CreateTunnelKey(ctx, key("http", "shop", ownerB))
 	wantOwned(t, err, ownerA)
-	d, err := c.ShareDomain(ctx, "shop."+base, []string{ownerB, ownerB})
+	d, err := c.ShareDomain(ctx, "shop."+base, ownerA, []string{ownerB, ownerB})
 	if err != nil || len(d.SharedWith) != 1 || d.SharedWith[0] != ownerB {
 		t.Fatalf("share: %+v %v", d, err)
 	}
@@ -84,7 +84,7 @@ func TestSharedDomain(t *testing.T) {
 	if _, err := c.CreateTunnelKey(ctx, key("http", "shop", "cluster-1/third")); client.CodeOf(err) != client.CodeAddressOwned {
 		t.Fatalf("a third owner: %v", err)
 	}
-	if _, err := c.ShareDomain(ctx, "shop."+base, nil); err != nil {
+	if _, err := c.ShareDomain(ctx, "shop."+base, ownerA, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.CreateTunnelKey(ctx, key("http", "shop", ownerB))
@@ -190,7 +190,7 @@ func TestOwnedTCPEndpoint(t *testing.T) {
 		_, err := c.CreateTunnelKey(ctx, key("tcp", addr, ownerB))
 		wantOwned(t, err, ownerA)
 	}
-	if _, err := c.ShareTCPEndpoint(ctx, "pg", []string{ownerB}); err != nil {
+	if _, err := c.ShareTCPEndpoint(ctx, "pg", ownerA, []string{ownerB}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateTunnelKey(ctx, key("tcp", port, ownerB)); err != nil {

@@ -22,9 +22,12 @@ func (s *Server) tcpOut(e store.TCPEndpoint) client.TCPEndpoint {
 	}
 }
 
-func (s *Server) createTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, error) {
+func (s *Server) createTCPEndpoint(r *http.Request, p *auth.Principal) (int, any, error) {
 	var in client.CreateTCPEndpoint
 	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
 		return 0, nil, err
 	}
 	if err := names.CheckAlias(in.Alias); err != nil {
@@ -87,15 +90,20 @@ func (s *Server) getTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, e
 	return http.StatusOK, s.tcpOut(e), nil
 }
 
-func (s *Server) deleteTCPEndpoint(r *http.Request, _ *auth.Principal) (int, any, error) {
-	alias := r.PathValue("alias")
-	e, err := s.st.GetTCPEndpoint(alias)
-	if err == nil {
-		err = s.st.DeleteTCPEndpoint(alias)
+func (s *Server) deleteTCPEndpoint(r *http.Request, p *auth.Principal) (int, any, error) {
+	a, err := actorOf(r, p)
+	if err != nil {
+		return 0, nil, err
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	alias := r.PathValue("alias")
+	e, err := s.st.DeleteTCPEndpoint(alias, func(o store.Ownership) error { return a.mayManage(alias, o) })
+	var ae *apiError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return 0, nil, notFound("TCP endpoint", alias)
-	} else if err != nil {
+	case errors.As(err, &ae):
+		return 0, nil, ae
+	case err != nil:
 		return 0, nil, fmt.Errorf("deleting TCP endpoint: %w", err)
 	}
 	// The address is gone: nobody may keep serving it.

@@ -40,6 +40,8 @@ type Principal struct {
 	Scopes []string
 	// SecretPrefix confines the secrets scopes to names starting with it.
 	SecretPrefix string
+	// OwnerPrefix binds the key to the owners under it (store.UnderPrefix).
+	OwnerPrefix string
 	// Tunnel is set for tunnel keys.
 	Tunnel *store.TunnelKey
 }
@@ -80,7 +82,8 @@ func Authenticate(st Store, secret string) (*Principal, error) {
 		if !keys.Matches(k, rec.Hash) {
 			return nil, ErrInvalidKey
 		}
-		return &Principal{Kind: keys.KindAPI, ID: rec.ID, Name: rec.Name, Scopes: rec.Scopes, SecretPrefix: rec.SecretPrefix}, nil
+		return &Principal{Kind: keys.KindAPI, ID: rec.ID, Name: rec.Name, Scopes: rec.Scopes,
+			SecretPrefix: rec.SecretPrefix, OwnerPrefix: rec.OwnerPrefix}, nil
 	case keys.KindTunnel:
 		rec, err := st.GetTunnelKey(k.ID)
 		if errors.Is(err, store.ErrNotFound) {

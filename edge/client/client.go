@@ -156,15 +156,27 @@ func (c *Client) RenewTunnelKey(ctx context.Context, id string) (*TunnelKey, err
 	return &out, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/"+url.PathEscape(id)+"/renew", nil, &out)
 }
 
-// VerifyDomain re-runs the DNS check of a custom domain.
-func (c *Client) VerifyDomain(ctx context.Context, name string) (*Domain, error) {
+// VerifyDomain re-runs the DNS check of a custom domain, acting for owner
+// (see DeleteDomain).
+func (c *Client) VerifyDomain(ctx context.Context, name, owner string) (*Domain, error) {
 	var out Domain
-	return &out, c.do(ctx, http.MethodPost, "/v1/domains/"+url.PathEscape(name)+"/verify", nil, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/domains/"+url.PathEscape(name)+"/verify"+ownerQuery(owner), nil, &out)
 }
 
-// DeleteDomain releases a reserved domain.
-func (c *Client) DeleteDomain(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/domains/"+url.PathEscape(name), nil, nil)
+// DeleteDomain releases a reserved domain, acting for owner: the edge
+// refuses (403 address_owned) to release a domain another owner holds.
+// "" acts as the key itself: a full key releases any domain, a key bound
+// to an owner prefix any domain of an owner under it, another key only
+// unowned ones.
+func (c *Client) DeleteDomain(ctx context.Context, name, owner string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/domains/"+url.PathEscape(name)+ownerQuery(owner), nil, nil)
+}
+
+// TransferOwners hands every reservation and claim of the owners under
+// from to the same owners under to; it needs a full key.
+func (c *Client) TransferOwners(ctx context.Context, from, to string) (*OwnerTransferResult, error) {
+	var out OwnerTransferResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/owner-transfers", OwnerTransfer{From: from, To: to}, &out)
 }
 
 // CreateTCPEndpoint reserves a port for an alias.
@@ -185,30 +197,40 @@ func (c *Client) GetTCPEndpoint(ctx context.Context, alias string) (*TCPEndpoint
 	return &out, c.do(ctx, http.MethodGet, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, &out)
 }
 
-// DeleteTCPEndpoint releases a reserved TCP endpoint.
-func (c *Client) DeleteTCPEndpoint(ctx context.Context, alias string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, nil)
+// DeleteTCPEndpoint releases a reserved TCP endpoint, acting for owner
+// (see DeleteDomain).
+func (c *Client) DeleteTCPEndpoint(ctx context.Context, alias, owner string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/tcp-endpoints/"+url.PathEscape(alias)+ownerQuery(owner), nil, nil)
 }
 
-// ShareDomain replaces the list of other owners allowed to use a domain.
-func (c *Client) ShareDomain(ctx context.Context, name string, sharedWith []string) (*Domain, error) {
+// ShareDomain replaces the list of other owners allowed to use a domain,
+// acting for owner (see DeleteDomain).
+func (c *Client) ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*Domain, error) {
 	var out Domain
 	if sharedWith == nil {
 		sharedWith = []string{} // null would read as "field missing"
 	}
 	body := UpdateSharing{SharedWith: &sharedWith}
-	return &out, c.do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(name), body, &out)
+	return &out, c.do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(name)+ownerQuery(owner), body, &out)
 }
 
 // ShareTCPEndpoint replaces the list of other owners allowed to use a TCP
-// endpoint.
-func (c *Client) ShareTCPEndpoint(ctx context.Context, alias string, sharedWith []string) (*TCPEndpoint, error) {
+// endpoint, acting for owner (see DeleteDomain).
+func (c *Client) ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*TCPEndpoint, error) {
 	var out TCPEndpoint
 	if sharedWith == nil {
 		sharedWith = []string{} // null would read as "field missing"
 	}
 	body := UpdateSharing{SharedWith: &sharedWith}
-	return &out, c.do(ctx, http.MethodPatch, "/v1/tcp-endpoints/"+url.PathEscape(alias), body, &out)
+	return &out, c.do(ctx, http.MethodPatch, "/v1/tcp-endpoints/"+url.PathEscape(alias)+ownerQuery(owner), body, &out)
+}
+
+// ownerQuery names the owner a write acts for.
+func ownerQuery(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return "?" + url.Values{"owner": {owner}}.Encode()
 }
 
 func labelQuery(labels map[string]string) string {

@@ -58,6 +58,9 @@ type WhoAmI struct {
 	Scopes []string `json:"scopes"`
 	// SecretPrefix is the key's secret prefix (see CreateAPIKey).
 	SecretPrefix string `json:"secret_prefix,omitempty"`
+	// OwnerPrefix is the owner prefix the key is bound to (see
+	// CreateAPIKey).
+	OwnerPrefix string `json:"owner_prefix,omitempty"`
 }
 
 // APIKey is an API key record. Key is set only in the create response.
@@ -67,9 +70,11 @@ type APIKey struct {
 	Scopes []string `json:"scopes"`
 	// SecretPrefix, when set, confines the key's secrets scopes to
 	// secrets whose names start with it.
-	SecretPrefix string    `json:"secret_prefix,omitempty"`
-	Key          string    `json:"key,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	SecretPrefix string `json:"secret_prefix,omitempty"`
+	// OwnerPrefix, when set, binds the key to the owners under it.
+	OwnerPrefix string    `json:"owner_prefix,omitempty"`
+	Key         string    `json:"key,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // CreateAPIKey is the body of POST /v1/api-keys.
@@ -80,6 +85,30 @@ type CreateAPIKey struct {
 	// that start with it (e.g. "team-a/"); empty: every secret. It is how
 	// one team's key is kept from another team's secrets.
 	SecretPrefix string `json:"secret_prefix,omitempty"`
+	// OwnerPrefix binds a tunnels:write key to a cluster id: the key then
+	// creates, changes and deletes only reservations and tunnel keys of
+	// owners "<prefix>" and "<prefix>/...", and lists only those tunnel
+	// keys, whatever owner a request names. It is how clusters sharing
+	// one edge are kept from each other's addresses. Not with full.
+	OwnerPrefix string `json:"owner_prefix,omitempty"`
+}
+
+// OwnerTransfer is the body of POST /v1/owner-transfers: hand every
+// reservation and claim of the owners under From to the same owners under
+// To (e.g. a lost cluster's id to its replacement's).
+type OwnerTransfer struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// OwnerTransferResult lists what a transfer moved.
+type OwnerTransferResult struct {
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Domains      []string `json:"domains"`
+	TCPEndpoints []string `json:"tcp_endpoints"`
+	// Claims are the bare subdomains whose claim moved.
+	Claims []string `json:"claims"`
 }
 
 // TunnelKey is an ephemeral per-tunnel key: one protocol, optionally one

@@ -144,7 +144,7 @@ func TestACMEOnlyForServedNames(t *testing.T) {
 			dns.SetTXT(r.Name, r.Value)
 		}
 	}
-	if d, err := api.VerifyDomain(ctx, custom.Name); err != nil || !d.Verified {
+	if d, err := api.VerifyDomain(ctx, custom.Name, ""); err != nil || !d.Verified {
 		t.Fatalf("verify: %+v, %v", d, err)
 	}
 	ordered("www.example.org")

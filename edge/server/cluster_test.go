@@ -278,7 +278,7 @@ func TestClusterTCPEndpointHasOnePortOnEveryNode(t *testing.T) {
 	}
 
 	// Deleted through another node: every node lets the port go.
-	if err := c.nodes[1].client(c.nodes[1].writeKey).DeleteTCPEndpoint(context.Background(), "db"); err != nil {
+	if err := c.nodes[1].client(c.nodes[1].writeKey).DeleteTCPEndpoint(context.Background(), "db", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.nodes {

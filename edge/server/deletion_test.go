@@ -26,7 +26,7 @@ func TestDeletingDomainEndsItsSession(t *testing.T) {
 	if code, body, _ := e.get(t, d.Name, "/", nil); code != 200 || body != "hello from the agent" {
 		t.Fatalf("before deletion: %d %q", code, body)
 	}
-	if err := e.client(e.writeKey).DeleteDomain(ctx, d.Name); err != nil {
+	if err := e.client(e.writeKey).DeleteDomain(ctx, d.Name, ""); err != nil {
 		t.Fatal(err)
 	}
 	te := asTerminated(waitDone(t, s))

@@ -37,7 +37,7 @@ func TestUnroutedHostAnswers(t *testing.T) {
 		}, map[string]int{"res." + baseDomain: http.StatusBadGateway, "RES." + baseDomain: http.StatusBadGateway}},
 		{"key revoked", func() error { return api.RevokeTunnelKey(ctx, keyID) },
 			map[string]int{"app." + baseDomain: http.StatusNotFound, "res." + baseDomain: http.StatusBadGateway}},
-		{"domain released", func() error { return api.DeleteDomain(ctx, "res."+baseDomain) },
+		{"domain released", func() error { return api.DeleteDomain(ctx, "res."+baseDomain, "") },
 			map[string]int{"res." + baseDomain: http.StatusNotFound}},
 	}
 	for _, st := range steps {

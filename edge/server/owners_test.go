@@ -163,7 +163,7 @@ func TestUnsharingEndsLiveSession(t *testing.T) {
 	if code, body, _ := e.get(t, "team."+baseDomain, "/", nil); code != 200 || body != "shared" {
 		t.Fatalf("shared: %d %q", code, body)
 	}
-	if _, err := c.ShareDomain(ctx, "team."+baseDomain, nil); err != nil {
+	if _, err := c.ShareDomain(ctx, "team."+baseDomain, ownerA, nil); err != nil {
 		t.Fatal(err)
 	}
 	if te := asTerminated(waitDone(t, sb)); te == nil || te.Code != protocol.CodeAddressOwned || !strings.Contains(te.Reason, ownerA) {

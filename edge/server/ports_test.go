@@ -116,7 +116,7 @@ func TestDeletingTCPEndpointEndsItsSessionAndClosesItsPort(t *testing.T) {
 	s, _, ep := tcpTunnel(t, e, "db", protocol.BindRequest{Alias: "db"})
 	serveEcho(s)
 	roundTrip(t, ep.Address, "before")
-	if err := e.client(e.writeKey).DeleteTCPEndpoint(context.Background(), "db"); err != nil {
+	if err := e.client(e.writeKey).DeleteTCPEndpoint(context.Background(), "db", ""); err != nil {
 		t.Fatal(err)
 	}
 	te := asTerminated(waitDone(t, s))

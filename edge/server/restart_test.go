@@ -99,7 +99,7 @@ func TestCustomDomainTunnel(t *testing.T) {
 			dns.SetTXT(r.Name, r.Value)
 		}
 	}
-	if d, err = c.VerifyDomain(ctx, d.Name); err != nil || !d.Verified {
+	if d, err = c.VerifyDomain(ctx, d.Name, ""); err != nil || !d.Verified {
 		t.Fatalf("verify: %+v %v", d, err)
 	}
 	r := bind(t, s, protocol.BindRequest{Protocol: "http", Domain: "www.example.org"})

@@ -397,7 +397,15 @@ func (e *Edge) ActiveSessions() []registry.Info { return e.reg.List() }
 // CreateAPIKey makes an API key directly in the store (bootstrap, tests)
 // and returns its secret.
 func (e *Edge) CreateAPIKey(name string, scopes []string) (string, error) {
-	k, err := api.CreateAPIKey(e.st, name, scopes, func() store.APIKey { return store.APIKey{CreatedAt: time.Now().UTC()} })
+	return e.CreateBoundAPIKey(name, scopes, "")
+}
+
+// CreateBoundAPIKey makes an API key bound to an owner prefix (a cluster
+// id; "" binds nothing) and returns its secret.
+func (e *Edge) CreateBoundAPIKey(name string, scopes []string, ownerPrefix string) (string, error) {
+	k, err := api.CreateAPIKey(e.st, name, scopes, func() store.APIKey {
+		return store.APIKey{CreatedAt: time.Now().UTC(), OwnerPrefix: ownerPrefix}
+	})
 	if err != nil {
 		return "", fmt.Errorf("creating API key %q: %w", name, err)
 	}

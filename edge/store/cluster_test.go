@@ -170,7 +170,7 @@ func TestChangesReachEveryNode(t *testing.T) {
 	if _, err := a.RevokeTunnelKey("t1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.DeleteTCPEndpoint("db"); err != nil {
+	if _, err := a.DeleteTCPEndpoint("db", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, node := range []int{1, 2} {

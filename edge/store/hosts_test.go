@@ -78,7 +78,7 @@ func testHostIndex(t *testing.T, open opener) {
 			_, err := s.ChangeDomain(custom2, func(d *Domain) error { d.Verified = true; return nil })
 			return err
 		}, nil, want{custom2: {Reserved: true, Custom: true, Verified: true}}},
-		{"domain released, its key remains", func() error { return s.DeleteDomain(custom) },
+		{"domain released, its key remains", func() error { return s.DeleteDomain(custom, nil) },
 			nil, want{custom: {Keys: 1}, sub: {Reserved: true}}},
 	}
 	var last want

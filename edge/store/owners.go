@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,13 @@ type Ownership struct {
 // Allows reports whether owner may use the address.
 func (o Ownership) Allows(owner string) bool {
 	return o.Owner == "" || o.Owner == owner || slices.Contains(o.SharedWith, owner)
+}
+
+// UnderPrefix reports whether owner is prefix itself or lies under it,
+// "<prefix>/...": the owners an API key bound to prefix acts for. A
+// cluster id prefix "c1" covers "c1/demo", never "c10/demo".
+func UnderPrefix(owner, prefix string) bool {
+	return prefix != "" && (owner == prefix || strings.HasPrefix(owner, prefix+"/"))
 }
 
 // Claim records that Owner holds keys for a bare subdomain no reservation

@@ -35,6 +35,11 @@ type APIKey struct {
 	// SecretPrefix confines the key's secrets scopes to names starting
 	// with it; empty: every secret.
 	SecretPrefix string `json:"secret_prefix,omitempty"`
+	// OwnerPrefix binds the key to the owners under it (a cluster id: the
+	// owners "<cluster-id>/<namespace>"): it creates, changes and deletes
+	// only reservations and tunnel keys those owners hold. Empty: the key
+	// names whatever owner it acts for.
+	OwnerPrefix string `json:"owner_prefix,omitempty"`
 }
 
 // TunnelKey is a stored tunnel key.
@@ -288,10 +293,24 @@ func (s *Store) GetDomain(name string) (Domain, error) { return getOne[Domain](s
 // ListDomains returns all domains, ordered by name.
 func (s *Store) ListDomains() ([]Domain, error) { return listAll[Domain](s, bucketDomains) }
 
-// DeleteDomain releases a domain.
-func (s *Store) DeleteDomain(name string) error {
+// DeleteDomain releases a domain once may, given its ownership inside
+// the transaction, allows it (nil: always), so that a release checks the
+// very record it removes: an address re-reserved by another owner since
+// the caller looked is refused, not released.
+func (s *Store) DeleteDomain(name string, may func(Ownership) error) error {
 	return s.updateHosts(
-		func(tx tx) error { return del(tx, bucketDomains, name) },
+		func(tx tx) error {
+			d, err := get[Domain](tx, bucketDomains, name)
+			if err != nil {
+				return err
+			}
+			if may != nil {
+				if err := may(d.Ownership); err != nil {
+					return err
+				}
+			}
+			return tx.del(bucketDomains, name)
+		},
 		func(x *hostIndex) { delete(x.domains, name) })
 }
 
@@ -303,8 +322,25 @@ func (s *Store) GetTCPEndpoint(alias string) (TCPEndpoint, error) {
 // ListTCPEndpoints returns all endpoints, ordered by alias.
 func (s *Store) ListTCPEndpoints() ([]TCPEndpoint, error) { return listAll[TCPEndpoint](s, bucketTCP) }
 
-// DeleteTCPEndpoint releases an endpoint and its port.
-func (s *Store) DeleteTCPEndpoint(alias string) error { return s.remove(bucketTCP, alias) }
+// DeleteTCPEndpoint releases an endpoint and its port once may, given its
+// ownership inside the transaction, allows it (nil: always), and returns
+// the endpoint it released.
+func (s *Store) DeleteTCPEndpoint(alias string, may func(Ownership) error) (TCPEndpoint, error) {
+	var e TCPEndpoint
+	err := s.write(func(tx tx) error {
+		var err error
+		if e, err = get[TCPEndpoint](tx, bucketTCP, alias); err != nil {
+			return err
+		}
+		if may != nil {
+			if err := may(e.Ownership); err != nil {
+				return err
+			}
+		}
+		return tx.del(bucketTCP, alias)
+	})
+	return e, err
+}
 
 // TCPEndpointByPort finds the endpoint holding port.
 func (s *Store) TCPEndpointByPort(port int) (TCPEndpoint, error) {

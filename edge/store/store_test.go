@@ -106,7 +106,7 @@ func testTCPPortAllocation(t *testing.T, open opener) {
 				t.Fatalf("create %s: %+v %v, want port %d err %v", c.alias, e, err, c.wantPort, c.wantErr)
 			}
 		case "delete":
-			if err := s.DeleteTCPEndpoint(c.alias); !errors.Is(err, c.wantErr) {
+			if _, err := s.DeleteTCPEndpoint(c.alias, nil); !errors.Is(err, c.wantErr) {
 				t.Fatalf("delete %s: %v", c.alias, err)
 			}
 		}

@@ -97,7 +97,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	kept := waitDomain(t, ns, "kept", metav1.ConditionTrue, tunav1.ReasonReserved)
 	again := waitDomain(t, ns, "recreated", metav1.ConditionTrue, tunav1.ReasonReserved)
 
-	require.NoError(t, api.DeleteDomain(ctx, again.Status.FQDN))
+	require.NoError(t, api.DeleteDomain(ctx, again.Status.FQDN, ""))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetDomain(ctx, again.Status.FQDN)
 		assert.NoError(c, err)

@@ -88,7 +88,7 @@ func TestReservationEvents(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, map[string]int32{tunav1.ReasonReserved: 1}, eventsOf(c, ns, "TCPEndpoint", "pg", "Normal"))
 	}, wait, 50*time.Millisecond)
-	require.NoError(t, api.DeleteTCPEndpoint(ctx, alias))
+	require.NoError(t, api.DeleteTCPEndpoint(ctx, alias, ""))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTCPEndpoint(ctx, alias)
 		assert.NoError(c, err)

@@ -155,7 +155,7 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 	waitGone(t, &tunav1.TCPEndpoint{}, key(ns, "forced"))
 	_, err := api.GetTCPEndpoint(ctx, forced.Spec.Alias)
 	require.NoError(t, err, "force-release lets the resource go without releasing")
-	require.NoError(t, api.DeleteTCPEndpoint(ctx, forced.Spec.Alias))
+	require.NoError(t, api.DeleteTCPEndpoint(ctx, forced.Spec.Alias, ""))
 	waitObjectEvent(t, ns, "TCPEndpoint", "forced", tunav1.ReasonReleaseForced)
 
 	// Unblocked: the retry releases it without any change to the object.

@@ -132,8 +132,8 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, custom.Verified)
 	t.Cleanup(func() {
-		_ = api.DeleteDomain(ctx, sub.Name)
-		_ = api.DeleteDomain(ctx, custom.Name)
+		_ = api.DeleteDomain(ctx, sub.Name, "")
+		_ = api.DeleteDomain(ctx, custom.Name, "")
 	})
 
 	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "account",
@@ -155,7 +155,7 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, cname)
-	_, err = api.VerifyDomain(ctx, custom.Name)
+	_, err = api.VerifyDomain(ctx, custom.Name, "")
 	require.NoError(t, err)
 	waitBackend(t, hostURL(custom.Name)+"/", "web-8080")
 	waitLoadBalancer(t, ns, "account", sub.Name, cname)

@@ -158,7 +158,7 @@ func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 	assert.False(t, o.Status.Adopted)
 
 	// Deleted on the edge by hand: re-created with a port, same alias.
-	require.NoError(t, api.DeleteTCPEndpoint(ctx, o.Spec.Alias))
+	require.NoError(t, api.DeleteTCPEndpoint(ctx, o.Spec.Alias, ""))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTCPEndpoint(ctx, o.Spec.Alias)
 		assert.NoError(c, err)

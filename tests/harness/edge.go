@@ -21,8 +21,9 @@ const BaseDomain = "tuna.localhost"
 type Edge struct {
 	*server.Edge
 	DataDir string
-	// OperatorKey is an API key with tunnels:write, as the chart's
-	// credentials would hold.
+	// OperatorKey is an API key with tunnels:write, bound to the test
+	// operator's cluster id (TestClusterID), as the chart's credentials
+	// hold it on a shared edge.
 	OperatorKey string
 	// AdminKey has full access, for tests that act as the account owner.
 	AdminKey string
@@ -114,8 +115,10 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 	}
 	edge := &Edge{Edge: e, DataDir: dataDir, Options: o}
 	// The operator's key as the docs advise with SecretSync on: tunnels and
-	// reading secrets, never writing them.
-	if edge.OperatorKey, err = e.CreateAPIKey("tuna-operator", []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}); err != nil {
+	// reading secrets, never writing them; bound to the cluster id, as on
+	// an edge that several clusters share.
+	if edge.OperatorKey, err = e.CreateBoundAPIKey("tuna-operator", []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead},
+		TestClusterID); err != nil {
 		return nil, err
 	}
 	if edge.AdminKey, err = e.CreateAPIKey("admin", []string{edgeclient.ScopeFull}); err != nil {

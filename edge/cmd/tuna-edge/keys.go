@@ -31,7 +31,7 @@ func newKeys() *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "text or json")
 	etcdFlags(cmd.PersistentFlags(), &ec)
 
-	var name, secretPrefix string
+	var name, secretPrefix, ownerPrefix string
 	var scopes []string
 	create := &cobra.Command{
 		Use:   "create",
@@ -40,7 +40,7 @@ func newKeys() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStoreOf(dataDir, ec, func(st *store.Store) error {
 				k, err := api.CreateAPIKey(st, name, scopes, func() store.APIKey {
-					return store.APIKey{CreatedAt: time.Now().UTC(), SecretPrefix: secretPrefix}
+					return store.APIKey{CreatedAt: time.Now().UTC(), SecretPrefix: secretPrefix, OwnerPrefix: ownerPrefix}
 				})
 				if err != nil {
 					return err
@@ -58,6 +58,7 @@ func newKeys() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the key by")
 	create.Flags().StringSliceVar(&scopes, "scope", nil, "tunnels:write, tunnels:connect, secrets:read, secrets:write or full (repeat or comma-separate)")
 	create.Flags().StringVar(&secretPrefix, "secret-prefix", "", "confine the key's secrets scopes to secret names starting with this, e.g. team-a/")
+	create.Flags().StringVar(&ownerPrefix, "owner-prefix", "", "bind a tunnels:write key to a cluster id: it then acts only for owners <id> and <id>/... (the chart's clusterID)")
 	_ = create.MarkFlagRequired("scope")
 
 	list := &cobra.Command{

@@ -134,6 +134,13 @@ const (
 	// the reservation may remain on the edge account.
 	ReasonReleaseForced = "ReleaseForced"
 
+	// ReasonReleaseSkipped (an event): a Domain or TCPEndpoint went without
+	// releasing its address because the address belongs to another owner
+	// (it was refused with AddressOwned, or the edge refused the release
+	// for that reason): the operator never releases or changes an address
+	// its namespace does not own.
+	ReasonReleaseSkipped = "ReleaseSkipped"
+
 	// ReasonInvalidSpec: the spec passed the API server's validation but the
 	// operator cannot use it; the message says what to change.
 	ReasonInvalidSpec = "InvalidSpec"

@@ -22,17 +22,19 @@ type TunnelKeys interface {
 	RenewTunnelKey(ctx context.Context, id string) (*client.TunnelKey, error)
 }
 
-// Reservations is what the Domain and TCPEndpoint reconcilers need.
+// Reservations is what the Domain and TCPEndpoint reconcilers need. Every
+// change and release names the owner it acts for (Owner), so the edge
+// refuses one of an address another owner holds.
 type Reservations interface {
 	CreateDomain(ctx context.Context, in client.CreateDomain) (*client.Domain, error)
 	GetDomain(ctx context.Context, name string) (*client.Domain, error)
-	VerifyDomain(ctx context.Context, name string) (*client.Domain, error)
-	DeleteDomain(ctx context.Context, name string) error
-	ShareDomain(ctx context.Context, name string, sharedWith []string) (*client.Domain, error)
+	VerifyDomain(ctx context.Context, name, owner string) (*client.Domain, error)
+	DeleteDomain(ctx context.Context, name, owner string) error
+	ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*client.Domain, error)
 	CreateTCPEndpoint(ctx context.Context, in client.CreateTCPEndpoint) (*client.TCPEndpoint, error)
-	ShareTCPEndpoint(ctx context.Context, alias string, sharedWith []string) (*client.TCPEndpoint, error)
+	ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*client.TCPEndpoint, error)
 	GetTCPEndpoint(ctx context.Context, alias string) (*client.TCPEndpoint, error)
-	DeleteTCPEndpoint(ctx context.Context, alias string) error
+	DeleteTCPEndpoint(ctx context.Context, alias, owner string) error
 }
 
 // API is the whole surface the operator uses.

@@ -64,7 +64,7 @@ func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.
 	r.held.Hold(client.ObjectKeyFromObject(d), reservation.Held{UID: d.UID, Address: res.Name,
 		Release: reservation.Release(adopted, d.Spec.ReclaimPolicy)})
 	if res.Custom && !res.Verified && r.verifyDue(d) {
-		if res, err = r.Edge.VerifyDomain(ctx, fqdn); err != nil {
+		if res, err = r.Edge.VerifyDomain(ctx, fqdn, edgeapi.Owner(r.ClusterID, d.Namespace)); err != nil {
 			return r.failed(ctx, d, err)
 		}
 		now := metav1.Now()
@@ -85,31 +85,16 @@ func (r *Reconciler) fqdn(ctx context.Context, d *tunav1.Domain) (string, error)
 	return d.Spec.Subdomain + "." + info.BaseDomain, nil
 }
 
-// ensure finds or makes the reservation. A reservation that exists before
-// this resource ever recorded it is adopted and never deleted (R12); one
-// that this resource recorded but that is gone on the edge is re-created
-// (R14).
+// ensure finds or makes the reservation. One that exists is this
+// namespace's, adopted or refused (reservation.Existing); one that this
+// resource recorded but that is gone on the edge is re-created (R14).
 func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*edgeclient.Domain, bool, error) {
 	owner := edgeapi.Owner(r.ClusterID, d.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, d.Spec.SharedWith)
 	existing, err := r.Edge.GetDomain(ctx, fqdn)
 	switch {
 	case err == nil:
-		if err := reservation.Foreign(fqdn, existing.Sharing, owner); err != nil {
-			return nil, false, err
-		}
-		if existing.Owner == owner && reservation.SharingChanged(existing.SharedWith, shared) {
-			if existing, err = r.Edge.ShareDomain(ctx, fqdn, shared); err != nil {
-				return nil, false, err
-			}
-		}
-		if d.Status.Adopted || d.Status.FQDN == fqdn {
-			return existing, d.Status.Adopted, nil
-		}
-		adopted, err := reservation.AdoptedLive(ctx, r.Reader, d,
-			func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
-			func(x *tunav1.Domain) bool { return x.Status.Adopted })
-		return existing, adopted, err
+		return r.existing(ctx, d, fqdn, existing, owner, shared)
 	case !edgeclient.IsNotFound(err):
 		return nil, false, err
 	}
@@ -122,13 +107,30 @@ func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) 
 	created, err := r.Edge.CreateDomain(ctx, in)
 	if edgeclient.IsNameTaken(err) {
 		// Reserved meanwhile on the account (by hand or another cluster).
-		existing, err := r.Edge.GetDomain(ctx, fqdn)
-		if err == nil {
-			err = reservation.Foreign(fqdn, existing.Sharing, owner)
+		if existing, err = r.Edge.GetDomain(ctx, fqdn); err != nil {
+			return nil, false, err
 		}
-		return existing, true, err
+		return r.existing(ctx, d, fqdn, existing, owner, shared)
 	}
-	return created, d.Status.Adopted && d.Status.FQDN == fqdn, err
+	// Made with this namespace as owner: not adopted, whatever was before.
+	return created, false, err
+}
+
+// existing takes a reservation found on the edge: refused, adopted or the
+// namespace's own, whose shared_with it keeps in sync with the spec.
+func (r *Reconciler) existing(ctx context.Context, d *tunav1.Domain, fqdn string, have *edgeclient.Domain, owner string, shared []string) (*edgeclient.Domain, bool, error) {
+	adopted, err := reservation.Existing(ctx, r.Reader, d, fqdn, have.Sharing, owner,
+		func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
+		func(x *tunav1.Domain) bool { return x.Status.Adopted })
+	if err != nil {
+		return nil, false, err
+	}
+	if have.Owner == owner && reservation.SharingChanged(have.SharedWith, shared) {
+		if have, err = r.Edge.ShareDomain(ctx, fqdn, owner, shared); err != nil {
+			return nil, false, err
+		}
+	}
+	return have, adopted, nil
 }
 
 func (r *Reconciler) verifyDue(d *tunav1.Domain) bool {
@@ -188,7 +190,8 @@ func (r *Reconciler) failed(ctx context.Context, d *tunav1.Domain, err error) (r
 	return reservation.Failed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation, r.ClusterID, reservation.Resync(r.Resync), err)
 }
 
-// finalize releases the reservation unless it is adopted or retained.
+// finalize releases the reservation unless it is adopted, retained, or
+// another owner's (reservation.Finalize).
 func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.Result, error) {
 	d, err := reservation.Fresh(ctx, r.Reader, d)
 	if err != nil {
@@ -199,15 +202,15 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 		// Reserved, but the status write did not land before the delete.
 		fqdn, release = h.Address, h.Release
 	}
-	if release && fqdn != "" {
-		if err := r.Edge.DeleteDomain(ctx, fqdn); err != nil && !edgeclient.IsNotFound(err) {
-			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, d, "Domain", d.Status.Conditions, d.Generation,
-				"domain "+fqdn, reservation.Resync(r.Resync), err)
-		}
-		log.FromContext(ctx).Info("released domain", "domain", fqdn)
+	res, err := reservation.Finalize(ctx, r.Client, r.Recorder, d, d.Status.Conditions, d.Generation, reservation.Releasing{
+		Kind: "Domain", What: "domain " + fqdn, Address: fqdn, ClusterID: r.ClusterID, Release: release,
+		Recheck: reservation.Resync(r.Resync), Delete: r.Edge.DeleteDomain,
+	})
+	if err == nil && res.IsZero() {
+		r.held.Forget(client.ObjectKeyFromObject(d))
+		reservation.Forget(d)
 	}
-	r.held.Forget(client.ObjectKeyFromObject(d))
-	return reconcile.Result{}, nil
+	return res, err
 }
 
 // gone releases the reservation of a Domain that went without its
@@ -229,5 +232,7 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
 			}
 		}
 		return false, nil
-	}, r.Edge.DeleteDomain)
+	}, func(ctx context.Context, address string) error {
+		return r.Edge.DeleteDomain(ctx, address, edgeapi.Owner(r.ClusterID, key.Namespace))
+	})
 }

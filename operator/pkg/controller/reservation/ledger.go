@@ -67,8 +67,8 @@ func (l *Ledger) Forget(key types.NamespacedName) {
 // uncached) holds or asks for the address, the gone one included if the
 // cache was behind; release deletes the reservation on the edge (one
 // already gone there counts as released). A reservation that is adopted,
-// retained or in use is left, and an error keeps the entry so that the
-// retry can release it.
+// retained or in use is left, as is one the edge says another owner holds
+// now; any other error keeps the entry so that the retry can release it.
 func (l *Ledger) Gone(ctx context.Context, key types.NamespacedName, kind string,
 	inUse func(ctx context.Context, h Held) (bool, error), release func(ctx context.Context, address string) error) error {
 	l.mu.Lock()
@@ -83,10 +83,16 @@ func (l *Ledger) Gone(ctx context.Context, key types.NamespacedName, kind string
 			return fmt.Errorf("checking whether %s of deleted %s %s is in use: %w", h.Address, kind, key, err)
 		}
 		if !used {
-			if err := release(ctx, h.Address); err != nil && !edgeclient.IsNotFound(err) {
+			err := release(ctx, h.Address)
+			if _, owned := edgeclient.OwnerOf(err); owned {
+				// Another owner's now: it is not this resource's to release.
+				log.FromContext(ctx).Info("left the reservation of a resource that went without its finalizer: another owner holds it now",
+					"address", h.Address, "error", err.Error())
+			} else if err != nil && !edgeclient.IsNotFound(err) {
 				return fmt.Errorf("releasing %s of %s %s, which went without its finalizer: %w", h.Address, kind, key, err)
+			} else {
+				log.FromContext(ctx).Info("released the reservation of a resource that went without its finalizer", "address", h.Address)
 			}
-			log.FromContext(ctx).Info("released the reservation of a resource that went without its finalizer", "address", h.Address)
 		}
 	}
 	l.mu.Lock()

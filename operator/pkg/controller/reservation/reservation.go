@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,45 +98,6 @@ func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, ob
 	return f.Result()
 }
 
-// ReleaseFailed handles a finalizer whose release the edge did not do. The
-// finalizer stays (a zero Result and no error would drop it and leak the
-// reservation on the edge), unless the object carries the force-release
-// annotation. what names the reservation ("domain a.example.com"); recheck
-// is how often a refused release is tried again: what unblocks it (a new
-// operator API key, a fix on the edge) changes no spec.
-func ReleaseFailed(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
-	existing []metav1.Condition, generation int64, what string, recheck time.Duration, err error) (reconcile.Result, error) {
-	f := edgeapi.Classify(err, tunav1.ReasonReleaseBlocked)
-	f.Err = fmt.Errorf("releasing %s: %w", what, err)
-	if Forced(obj) {
-		log.FromContext(ctx).Info("release failed; the finalizer is removed as the force-release annotation asks", "reservation", what, "error", err.Error())
-		rec.Eventf(obj, nil, corev1.EventTypeWarning, tunav1.ReasonReleaseForced, "Release",
-			"%s was not released (%s) and may remain on the edge account: the annotation %s let the %s go; delete it on the edge if it is not wanted",
-			what, f.Message, tunav1.AnnotationForceRelease, kind)
-		return reconcile.Result{}, nil
-	}
-	unblock := fmt.Sprintf("the finalizer stays so that %s does not leak; once the cause is fixed it is released, or release it on the edge by hand and run `kubectl annotate %s %s -n %s %s=true` to let the %s go",
-		what, strings.ToLower(kind), obj.GetName(), obj.GetNamespace(), tunav1.AnnotationForceRelease, kind)
-	reason := tunav1.ReasonReleaseBlocked
-	if f.Transient {
-		reason = tunav1.ReasonEdgeUnreachable
-	}
-	msg := "releasing " + what + ": " + f.Message + "; " + unblock
-	if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), reason, msg); werr != nil {
-		return reconcile.Result{}, werr
-	}
-	if f.Transient {
-		return f.Result()
-	}
-	log.FromContext(ctx).Info("the edge refused to release the reservation; the finalizer stays", "reservation", what, "error", err.Error())
-	return reconcile.Result{RequeueAfter: recheck}, nil
-}
-
-// Forced reports whether obj carries the force-release annotation.
-func Forced(obj client.Object) bool {
-	return obj.GetAnnotations()[tunav1.AnnotationForceRelease] == "true"
-}
-
 // setReady writes Ready unless it already says the same. The status values
 // the object has are applied again: server-side apply removes the fields a
 // manager owned and leaves out, and a failure must not wipe what was
@@ -196,6 +156,32 @@ func Fresh[T client.Object](ctx context.Context, reader client.Reader, obj T) (T
 	return fresh, nil
 }
 
+// Existing decides what a reservation found on the edge is to obj, a
+// resource whose namespace is owner on the edge, and reports whether it
+// is adopted:
+//
+//   - another owner's is refused (Foreign): never adopted;
+//   - owner's own is taken back, not adopted, whatever obj's status says:
+//     this namespace made it (this resource, an earlier one of the name
+//     whose reclaimPolicy Retain kept it, or a cluster rebuilt with the
+//     same cluster id), so the reclaimPolicy the user wrote applies;
+//   - an unowned one (made by hand) is adopted (R12) unless obj's status
+//     recorded it as obj's own, decided on a fresh read (AdoptedLive):
+//     operators before owners existed reserved without one.
+func Existing[T client.Object](ctx context.Context, reader client.Reader, obj T, address string, have edgeclient.Sharing, owner string,
+	recorded func(T) bool, adopted func(T) bool) (bool, error) {
+	if err := Foreign(address, have, owner); err != nil {
+		return false, err
+	}
+	if have.Owner == owner {
+		return false, nil
+	}
+	if adopted(obj) || recorded(obj) {
+		return adopted(obj), nil
+	}
+	return AdoptedLive(ctx, reader, obj, recorded, adopted)
+}
+
 // Foreign refuses to adopt a reservation another owner made: adopting it
 // would hand this namespace an address another namespace (or cluster)
 // reserved. Sharing lets others use an address, never manage it.
@@ -228,3 +214,7 @@ func DNSTarget(host string, custom bool, records []tunav1.DNSRecord) string {
 	}
 	return host
 }
+
+// Forget drops what this package remembers of obj, once it is gone: the
+// last Ready it wrote, which de-duplicates its events.
+func Forget(obj client.Object) { transitions.Forget(obj.GetUID()) }

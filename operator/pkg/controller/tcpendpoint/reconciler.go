@@ -73,52 +73,56 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	return reconcile.Result{RequeueAfter: reservation.Resync(r.Resync)}, nil
 }
 
-// ensure finds or makes the reservation, adopting one that existed before
-// this resource recorded it (R12) and re-creating one deleted on the edge
-// (R14).
+// ensure finds or makes the reservation. One that exists is this
+// namespace's, adopted or refused (reservation.Existing); one that this
+// resource recorded but that is gone on the edge is re-created (R14).
 func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgeclient.TCPEndpoint, bool, error) {
 	alias := e.Spec.Alias
-	recorded := e.Status.Port != 0
 	owner := edgeapi.Owner(r.ClusterID, e.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, e.Spec.SharedWith)
 	existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
 	switch {
 	case err == nil:
-		if err := reservation.Foreign(alias, existing.Sharing, owner); err != nil {
-			return nil, false, err
-		}
-		if existing.Owner == owner && reservation.SharingChanged(existing.SharedWith, shared) {
-			if existing, err = r.Edge.ShareTCPEndpoint(ctx, alias, shared); err != nil {
-				return nil, false, err
-			}
-		}
-		if e.Status.Adopted || recorded {
-			return existing, e.Status.Adopted, nil
-		}
-		adopted, err := reservation.AdoptedLive(ctx, r.Reader, e,
-			func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
-			func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted })
-		return existing, adopted, err
+		return r.existing(ctx, e, existing, owner, shared)
 	case !edgeclient.IsNotFound(err):
 		return nil, false, err
 	}
-	if recorded {
+	if e.Status.Port != 0 {
 		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "alias", alias)
 		r.Recorder.Eventf(e, nil, "Warning", "ReservationRecreated", "Reserve", "TCP endpoint %s was deleted on the edge; reserved it again", alias)
 	}
 	created, err := r.Edge.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias,
 		Sharing: edgeclient.Sharing{Owner: owner, SharedWith: shared}})
 	if edgeclient.IsNameTaken(err) {
-		existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
-		if err == nil {
-			err = reservation.Foreign(alias, existing.Sharing, owner)
+		if existing, err = r.Edge.GetTCPEndpoint(ctx, alias); err != nil {
+			return nil, false, err
 		}
-		return existing, true, err
+		return r.existing(ctx, e, existing, owner, shared)
 	}
-	return created, e.Status.Adopted, err
+	// Made with this namespace as owner: not adopted, whatever was before.
+	return created, false, err
 }
 
-// finalize releases the port unless it is adopted or retained.
+// existing takes a reservation found on the edge: refused, adopted or the
+// namespace's own, whose shared_with it keeps in sync with the spec.
+func (r *Reconciler) existing(ctx context.Context, e *tunav1.TCPEndpoint, have *edgeclient.TCPEndpoint, owner string, shared []string) (*edgeclient.TCPEndpoint, bool, error) {
+	alias := e.Spec.Alias
+	adopted, err := reservation.Existing(ctx, r.Reader, e, alias, have.Sharing, owner,
+		func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
+		func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted })
+	if err != nil {
+		return nil, false, err
+	}
+	if have.Owner == owner && reservation.SharingChanged(have.SharedWith, shared) {
+		if have, err = r.Edge.ShareTCPEndpoint(ctx, alias, owner, shared); err != nil {
+			return nil, false, err
+		}
+	}
+	return have, adopted, nil
+}
+
+// finalize releases the port unless it is adopted, retained, or another
+// owner's (reservation.Finalize).
 func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (reconcile.Result, error) {
 	e, err := reservation.Fresh(ctx, r.Reader, e)
 	if err != nil {
@@ -129,15 +133,19 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 		// Reserved, but the status write did not land before the delete.
 		recorded, release = true, h.Release
 	}
-	if release && recorded {
-		if err := r.Edge.DeleteTCPEndpoint(ctx, e.Spec.Alias); err != nil && !edgeclient.IsNotFound(err) {
-			return reservation.ReleaseFailed(ctx, r.Client, r.Recorder, e, "TCPEndpoint", e.Status.Conditions, e.Generation,
-				"TCP endpoint "+e.Spec.Alias, reservation.Resync(r.Resync), err)
-		}
-		log.FromContext(ctx).Info("released TCP endpoint", "alias", e.Spec.Alias)
+	address := ""
+	if recorded {
+		address = e.Spec.Alias
 	}
-	r.held.Forget(client.ObjectKeyFromObject(e))
-	return reconcile.Result{}, nil
+	res, err := reservation.Finalize(ctx, r.Client, r.Recorder, e, e.Status.Conditions, e.Generation, reservation.Releasing{
+		Kind: "TCPEndpoint", What: "TCP endpoint " + e.Spec.Alias, Address: address, ClusterID: r.ClusterID, Release: release,
+		Recheck: reservation.Resync(r.Resync), Delete: r.Edge.DeleteTCPEndpoint,
+	})
+	if err == nil && res.IsZero() {
+		r.held.Forget(client.ObjectKeyFromObject(e))
+		reservation.Forget(e)
+	}
+	return res, err
 }
 
 // gone releases the port of a TCPEndpoint that went without its
@@ -155,5 +163,7 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
 			}
 		}
 		return false, nil
-	}, r.Edge.DeleteTCPEndpoint)
+	}, func(ctx context.Context, alias string) error {
+		return r.Edge.DeleteTCPEndpoint(ctx, alias, edgeapi.Owner(r.ClusterID, key.Namespace))
+	})
 }

@@ -35,7 +35,7 @@ type endpoints struct {
 	refuse               error
 }
 
-func (e *endpoints) DeleteTCPEndpoint(_ context.Context, alias string) error {
+func (e *endpoints) DeleteTCPEndpoint(_ context.Context, alias, _ string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.refuse != nil {
