@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,8 +14,8 @@ import (
 // message.
 func wantRefused(t *testing.T, err error, status int, code, mentions string) {
 	t.Helper()
-	ae, ok := err.(*client.APIError)
-	if !ok || ae.Status != status || ae.Code != code || !strings.Contains(ae.Message, mentions) {
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != status || ae.Code != code || !strings.Contains(ae.Message, mentions) {
 		t.Fatalf("error = %v, want %d %s mentioning %q", err, status, code, mentions)
 	}
 }

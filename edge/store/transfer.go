@@ -58,7 +58,7 @@ func (s *Store) TransferOwners(from, to string) (Transfer, error) {
 	for _, d := range domains {
 		moved := false
 		nd, err := s.ChangeDomain(d.Name, func(cur *Domain) error {
-			moved = cur.Ownership.rehome(from, to)
+			moved = cur.rehome(from, to)
 			return nil
 		})
 		if errors.Is(err, ErrNotFound) {
@@ -78,7 +78,7 @@ func (s *Store) TransferOwners(from, to string) (Transfer, error) {
 	for _, e := range eps {
 		moved := false
 		ne, err := s.ChangeTCPEndpoint(e.Alias, func(cur *TCPEndpoint) error {
-			moved = cur.Ownership.rehome(from, to)
+			moved = cur.rehome(from, to)
 			return nil
 		})
 		if errors.Is(err, ErrNotFound) {
@@ -109,8 +109,8 @@ func (s *Store) TransferOwners(from, to string) (Transfer, error) {
 			if !ok {
 				return ErrNotFound
 			}
-			cur.Owner, moved = owner, cur
-			moved.Owner = owner
+			cur.Owner = owner
+			moved = cur
 			return put(tx, bucketClaims, c.Address, cur, false)
 		})
 		if errors.Is(err, ErrNotFound) {
