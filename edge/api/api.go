@@ -103,8 +103,10 @@ type apiError struct {
 	status int
 	code   string
 	msg    string
-	// owner and address are sent with address_owned.
+	// owner and address are sent with address_owned, and claim when the
+	// owner holds the address by a claim, not a reservation.
 	owner, address string
+	claim          bool
 	// retryAfter is sent as Retry-After when set (rate_limited).
 	retryAfter time.Duration
 }
@@ -228,7 +230,7 @@ func (s *Server) handleW(pattern string, need access, h writerHandlerFunc) {
 			if ae.retryAfter > 0 {
 				w.Header().Set("Retry-After", retryAfterSeconds(ae.retryAfter))
 			}
-			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address}
+			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address, Claim: ae.claim}
 		}
 		s.m.APIRequest(route, status)
 		writeJSON(w, status, body)

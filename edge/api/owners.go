@@ -72,6 +72,11 @@ func ownedFail(err error) (ae *apiError, ok bool) {
 	if !errors.As(err, &oe) {
 		return nil, false
 	}
+	if oe.Claim {
+		ae = ownedBy(oe.Address, oe.Owner, "its tunnels claimed this bare subdomain first; it is free once that owner's last key for it is revoked, or choose another address")
+		ae.claim = true
+		return ae, true
+	}
 	return ownedBy(oe.Address, oe.Owner, "ask that owner to share it with yours (shared_with), or choose another address"), true
 }
 

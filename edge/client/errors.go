@@ -42,6 +42,10 @@ type APIError struct {
 	// address.
 	Owner   string `json:"owner,omitempty"`
 	Address string `json:"address,omitempty"`
+	// Claim is set with CodeAddressOwned when Owner holds the address by a
+	// claim (its keys used the bare subdomain first), not by a
+	// reservation: it has no reservation to share the address from.
+	Claim bool `json:"claim,omitempty"`
 	// RetryAfter is the server's Retry-After, zero when absent.
 	RetryAfter time.Duration `json:"-"`
 }

@@ -71,7 +71,7 @@ func loadAPITLS(cfg *Config, now time.Time, log *slog.Logger) (*apiTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, pemData); err != nil {
+	if err := writeFileAtomic(path, pemData, 0o600); err != nil {
 		return nil, fmt.Errorf("edge: storing the API certificate: %w", err)
 	}
 	fresh, err := parseAPICert(pemData)
@@ -212,16 +212,17 @@ func uncovered(leaf *x509.Certificate, hosts []string) []string {
 	return out
 }
 
-// writeFileAtomic writes data with mode 0600 so that a crash never leaves a
-// half-written key behind: readers see the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".api-tls-*")
+// writeFileAtomic writes data with mode so that a crash never leaves a
+// half-written file behind (a key that the next start fails to parse):
+// readers see the old file or the new one. The edge's one file writer.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*") // 0600 from the start
 	if err != nil {
 		return err
 	}
 	// Renamed into place on success, so removing it then fails harmlessly.
 	defer func() { _ = os.Remove(f.Name()) }()
-	if err := f.Chmod(0o600); err != nil {
+	if err := f.Chmod(mode); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -87,27 +87,8 @@ func writeKeyFile(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the host key's directory %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, ".host-key-*") // CreateTemp makes it 0600
-	if err != nil {
-		return fmt.Errorf("writing SSH host key: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o600)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing SSH host key file %s: %w", path, werr)
+	if err := writeFileAtomic(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing SSH host key file %s: %w", path, err)
 	}
 	return nil
 }

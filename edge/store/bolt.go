@@ -19,12 +19,15 @@ type boltBackend struct {
 
 var metaHostKey = []byte("ssh_host_key")
 
+// DBFile is the bbolt database's name in the edge's data directory.
+const DBFile = "edge.db"
+
 // Open opens (creating if needed) edge.db in dir.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, "edge.db")
+	path := filepath.Join(dir, DBFile)
 	db, err := openDB(path)
 	if err != nil {
 		return nil, err

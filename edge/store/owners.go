@@ -44,6 +44,9 @@ type Claim struct {
 type OwnedError struct {
 	Address string
 	Owner   string
+	// Claim: the owner holds a bare subdomain by its keys' claim, not by a
+	// reservation, so it has nothing to share the address from.
+	Claim bool
 }
 
 func (e *OwnedError) Error() string {
@@ -72,7 +75,7 @@ func hostOwner(tx tx, host, owner string) (reserved bool, err error) {
 		return false, err
 	}
 	if c.Owner != owner {
-		return false, &OwnedError{Address: host, Owner: c.Owner}
+		return false, &OwnedError{Address: host, Owner: c.Owner, Claim: true}
 	}
 	return false, nil
 }

@@ -268,7 +268,7 @@ func (s *Store) CreateDomain(d Domain) error {
 	return s.updateHosts(func(tx tx) error {
 		c, err := get[Claim](tx, bucketClaims, d.Name)
 		if err == nil && c.Owner != d.Owner {
-			return &OwnedError{Address: d.Name, Owner: c.Owner}
+			return &OwnedError{Address: d.Name, Owner: c.Owner, Claim: true}
 		}
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err

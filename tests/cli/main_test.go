@@ -141,8 +141,10 @@ func decode[T any](t *testing.T, r result) T {
 }
 
 // valuesArgs are the values of a working install against the test edge.
+// The operator's key of the test edge is bound to harness.TestClusterID,
+// so the values name that cluster id.
 func valuesArgs(key string) []string {
-	return append(edgeArgs(), "--set", "credentials.apiKey="+key)
+	return append(edgeArgs(), "--set", "credentials.apiKey="+key, "--set", "clusterID="+harness.TestClusterID)
 }
 
 // edgeArgs point at the test edge and pin its API certificate.

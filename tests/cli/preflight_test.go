@@ -16,6 +16,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
@@ -211,7 +212,7 @@ func TestPreflightSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.kube.CoreV1().Secrets(ns).Delete(ctx, "tuna-creds", metav1.DeleteOptions{}) })
-	vals := append(edgeArgs(), "--set", "credentials.existingSecret=tuna-creds")
+	vals := append(edgeArgs(), "--set", "credentials.existingSecret=tuna-creds", "--set", "clusterID="+harness.TestClusterID)
 
 	// The Secret lacks the key api-key.
 	r := tuna(t, append([]string{"preflight", "-o", "json"}, vals...)...)
@@ -370,7 +371,8 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 // file works as well as the pin.
 func TestPreflightEdgeTLS(t *testing.T) {
 	restoreChartCRDs(t)
-	base := []string{"preflight", "-o", "json", "--set", "credentials.apiKey=" + env.edge.OperatorKey, "--set", "edge.apiURL=" + env.edge.APIURL()}
+	base := []string{"preflight", "-o", "json", "--set", "credentials.apiKey=" + env.edge.OperatorKey, "--set", "edge.apiURL=" + env.edge.APIURL(),
+		"--set", "clusterID=" + harness.TestClusterID}
 
 	r := tuna(t, base...)
 	expectCode(t, r, cmd.ExitFailed)

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"code.tuna.am/tuna/k8s-operator/edge/server"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -138,6 +139,13 @@ Ask the edge's control API (TLS; the operator pins the certificate):
 
     curl --cacert %[4]s -H 'Authorization: Bearer %[5]s' %[6]s/v1/edge
 
+or with the edge's CLI, which finds the API in %[8]s
+(the edge writes it when it starts; the key is the demo's admin key):
+
+    export TUNA_EDGE_DATA_DIR=%[9]s TUNA_EDGE_API_KEY=%[5]s
+    go run ./edge/cmd/tuna-edge keys list
+    go run ./edge/cmd/tuna-edge secrets set demo/db user=app password=s3cr3t
+
 %[7]s
     export KUBECONFIG=%[2]s
     %[3]s get tunnels -A
@@ -145,7 +153,8 @@ Ask the edge's control API (TLS; the operator pins the certificate):
     %[3]s explain tunnel.spec
 
 Press Ctrl-C to stop; everything started here is cleaned up.
-`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL(), kubectlHint(kubectl))
+`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL(), kubectlHint(kubectl),
+		server.ClientConfigPath(edgeDir), edgeDir)
 	<-ctx.Done()
 	fmt.Println()
 	step("stopping: deleting the Tunnel (its key is revoked on the edge)")

@@ -134,8 +134,15 @@ func deleteAndWait(t *testing.T, obj client.Object, k types.NamespacedName) {
 		return
 	}
 	require.NoError(t, client.IgnoreNotFound(env.cp.Client.Delete(ctx, obj)))
+	waitGoneIn(t, env.cp, obj, k)
+}
+
+// waitGoneIn waits until the object k of control plane cp is gone: its
+// finalizers ran.
+func waitGoneIn(t *testing.T, cp *harness.ControlPlane, obj client.Object, k types.NamespacedName) {
+	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := env.cp.Client.Get(ctx, k, obj)
+		err := cp.Client.Get(context.Background(), k, obj)
 		assert.True(c, apierrors.IsNotFound(err), "%s %s still exists: %v", obj.GetObjectKind().GroupVersionKind().Kind, k, err)
 	}, wait, 50*time.Millisecond)
 }
@@ -144,9 +151,16 @@ func deleteAndWait(t *testing.T, obj client.Object, k types.NamespacedName) {
 // has the given status and reason, and returns the condition.
 func waitCondition(t *testing.T, obj client.Object, k types.NamespacedName, conds func() []metav1.Condition, want metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
+	return waitConditionIn(t, env.cp, obj, k, conds, want, reason)
+}
+
+// waitConditionIn is waitCondition on the control plane cp.
+func waitConditionIn(t *testing.T, cp *harness.ControlPlane, obj client.Object, k types.NamespacedName, conds func() []metav1.Condition,
+	want metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
 	var got metav1.Condition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, obj))
+		require.NoError(c, cp.Client.Get(context.Background(), k, obj))
 		cond := status.Find(conds(), tunav1.ConditionReady)
 		require.NotNil(c, cond, "no Ready condition yet")
 		got = *cond

@@ -44,6 +44,17 @@ func assertOwned(t *testing.T, msg, owner, attacker string) {
 	assert.Contains(t, msg, "add namespace "+attacker+" to spec.sharedWith", "the message says what to do")
 }
 
+// assertClaimed checks the AddressOwned message of a bare subdomain another
+// namespace claimed: it names that namespace and says what works, never to
+// share it by a Domain that does not exist.
+func assertClaimed(t *testing.T, msg, owner, attacker string) {
+	t.Helper()
+	assert.Contains(t, msg, "belongs to namespace "+owner+", whose Tunnel or Ingress used this bare subdomain first")
+	assert.Contains(t, msg, "free once that namespace's tunnels on it are gone")
+	assert.Contains(t, msg, "namespace "+owner+" reserves it with a Domain that lists namespace "+attacker+" in spec.sharedWith")
+	assert.NotContains(t, msg, "ask its owner to add", "a claim has no Domain to share it from")
+}
+
 // neverAttacker sends requests to url for a while and fails if the
 // attacker's backend answers any of them.
 func neverAttacker(t *testing.T, url string) {
@@ -113,7 +124,7 @@ func TestTenancyBareSubdomainClaim(t *testing.T) {
 
 	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(attacker, "web", sub, "http://attacker:8080")))
 	theirs := waitReady(t, key(attacker, "web"), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
-	assertOwned(t, readyMessage(theirs.Status.Conditions), owner, attacker)
+	assertClaimed(t, readyMessage(theirs.Status.Conditions), owner, attacker)
 	neverAttacker(t, mine.Status.URL)
 
 	// The owner's session goes down (the agent stops); the claim holds.
@@ -132,7 +143,7 @@ func TestTenancyBareSubdomainClaim(t *testing.T) {
 	// A fresh attempt while it is down: a new Tunnel of the attacker.
 	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(attacker, "again", sub, "http://attacker:8080")))
 	cond := keyIssuedReason(t, attacker, "again", tunav1.ReasonAddressOwned)
-	assertOwned(t, cond.Message, owner, attacker)
+	assertClaimed(t, cond.Message, owner, attacker)
 	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelNamespace: attacker})
 	require.NoError(t, err)
 	assert.Empty(t, keys, "the attacker's namespace holds no key for the address")
@@ -235,9 +246,15 @@ func TestTenancyAdoptionOfForeignReservation(t *testing.T) {
 		metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	assertOwned(t, cond.Message, owner, attacker)
 
-	// Deleting the refused resources releases nothing of the owner's.
+	assert.Contains(t, readyMessage(d.Status.Conditions), "give this Domain another address, or delete it, which releases nothing of the owner's")
+
+	// Deleting the refused resources releases nothing of the owner's, and
+	// says so.
 	deleteAndWait(t, &tunav1.Domain{}, key(attacker, "mine"))
 	deleteAndWait(t, &tunav1.TCPEndpoint{}, key(attacker, "mine"))
+	assert.Contains(t, eventNote(t, attacker, "Domain", "mine", tunav1.ReasonReleaseSkipped),
+		"the Domain goes without releasing domain "+sub+"."+harness.BaseDomain+", which is not its namespace's ("+sub+"."+harness.BaseDomain+" belongs to namespace "+owner)
+	assert.Contains(t, eventNote(t, attacker, "TCPEndpoint", "mine", tunav1.ReasonReleaseSkipped), "the TCPEndpoint goes without releasing TCP endpoint "+alias)
 	api := env.edge.Client(env.edge.AdminKey)
 	got, err := api.GetDomain(ctx, sub+"."+harness.BaseDomain)
 	require.NoError(t, err, "the owner's domain is still reserved")

@@ -78,6 +78,7 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 				"the operator needs an API key with scope tunnels:write: create one (tuna-edge keys create --scope tunnels:write) and put it in the credentials")
 		}
 		if err == nil {
+			p.ownerPrefix(vals, who, key)
 			p.secretScope(vals, who, key)
 		}
 	}
@@ -97,6 +98,30 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 		return
 	}
 	p.rep.OK(CatEdge, desc, info.SSHAddr+", host key matches the published one")
+}
+
+// ownerPrefix checks that a key bound to an owner prefix is bound to the
+// operator's clusterID: the operator reserves and issues for owners
+// "<clusterID>/<namespace>", which a key bound to another prefix refuses
+// one by one.
+func (p *run) ownerPrefix(vals map[string]any, who *edgeclient.WhoAmI, key apiKey) {
+	const desc = "the API key acts for this cluster's owners"
+	id := values.String(vals, "clusterID")
+	switch {
+	case who.OwnerPrefix == "":
+		p.rep.OK(CatEdge, desc, fmt.Sprintf("key %s is not bound to an owner prefix: it may act for any cluster's owners "+
+			"(on an edge that several clusters share, bind each cluster's key: tuna-edge keys create --owner-prefix <clusterID>)", who.KeyID))
+	case id == "":
+		p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) is bound to owner prefix %q, but clusterID is not set: "+
+			"the operator would act as the UID of kube-system, which the key refuses", who.KeyID, key.from, who.OwnerPrefix),
+			fmt.Sprintf("set clusterID=%s", who.OwnerPrefix))
+	case id != who.OwnerPrefix:
+		p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) is bound to owner prefix %q, but clusterID is %q: the key refuses every owner %s/...",
+			who.KeyID, key.from, who.OwnerPrefix, id, id),
+			fmt.Sprintf("set clusterID=%s, or use a key bound to %s", who.OwnerPrefix, id))
+	default:
+		p.rep.OK(CatEdge, desc, fmt.Sprintf("key %s is bound to owner prefix %s, the clusterID", who.KeyID, id))
+	}
 }
 
 // secretScope checks, with secretSync on, that the operator's key may read

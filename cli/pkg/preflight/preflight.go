@@ -2,7 +2,7 @@
 // the values and the edge are ready for the operator, in the style of
 // `linkerd check --pre`: Kubernetes version, the caller's permissions, the
 // CRDs, IngressClass conflicts, LoadBalancer Services, the namespaces of watchNamespaces, the
-// credentials source, the API key's scope, and the edge's API and SSH
+// cluster id that retained reservations need, the credentials source, the API key's scope, and the edge's API and SSH
 // transport.
 package preflight
 
@@ -100,6 +100,7 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 		p.gatewayAPI(ctx, rendered)
 		p.loadBalancers(ctx, rendered)
 		p.watchNamespaces(ctx, rendered)
+		p.clusterID(ctx, rendered)
 	}
 	key := p.credentials(ctx, rendered)
 	p.edge(ctx, rendered, key)

@@ -43,7 +43,7 @@ func newMigrate() *cobra.Command {
 			if len(ec.Endpoints) == 0 {
 				return errors.New("--etcd-endpoints is required")
 			}
-			if _, err := os.Stat(filepath.Join(dataDir, "edge.db")); err != nil {
+			if _, err := os.Stat(filepath.Join(dataDir, store.DBFile)); err != nil {
 				return fmt.Errorf("no state to migrate in --data-dir %s: %w", dataDir, err)
 			}
 			return withStore(dataDir, func(src *store.Store) error {

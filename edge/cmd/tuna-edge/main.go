@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetVersionTemplate("tuna-edge {{.Version}}\n")
-	root.AddCommand(newServe(), newKeys(), newAPIFingerprint(), newSecrets(), newMigrate(), newClusterKeys(), newVersion())
+	root.AddCommand(newServe(), newKeys(), newOwners(), newAPIFingerprint(), newSecrets(), newMigrate(), newClusterKeys(), newVersion())
 	return root
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -45,22 +46,15 @@ func run(t *testing.T, env []string, args ...string) string {
 
 func TestKeysAndServe(t *testing.T) {
 	dir := t.TempDir()
-	secret := strings.TrimSpace(run(t, nil, "keys", "create", "--scope", "full", "--name", "admin", "--data-dir", dir))
-	if !strings.HasPrefix(secret, "tuna_") {
-		t.Fatalf("keys create printed %q", secret)
+	// Offline, the keys commands work on an edge's existing state only: a
+	// fresh directory is an error, not a new database.
+	if msg := runFail(t, nil, "keys", "create", "--offline", "--scope", "full", "--data-dir", dir); !strings.Contains(msg, "holds no edge state") {
+		t.Fatalf("offline create in an empty dir: %q", msg)
 	}
-	var list struct {
-		Items []struct {
-			ID     string   `json:"id"`
-			Scopes []string `json:"scopes"`
-		} `json:"items"`
+	if _, err := os.Stat(filepath.Join(dir, "edge.db")); !os.IsNotExist(err) {
+		t.Fatalf("a refused command made a database: %v", err)
 	}
-	if err := json.Unmarshal([]byte(run(t, nil, "keys", "list", "-o", "json", "--data-dir", dir)), &list); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 1 || !strings.HasPrefix(secret, "tuna_"+list.Items[0].ID+"_") || list.Items[0].Scopes[0] != "full" {
-		t.Fatalf("keys list = %+v", list)
-	}
+	keyFile := filepath.Join(dir, "bootstrap-key")
 
 	// serve, configured through the environment only.
 	apiAddr := ports.Addr(t) // this process's own port: the child edge listens on it
@@ -72,6 +66,7 @@ func TestKeysAndServe(t *testing.T) {
 		"TUNA_EDGE_HTTP_LISTEN=127.0.0.1:0",
 		"TUNA_EDGE_TCP_LISTEN_HOST=127.0.0.1",
 		"TUNA_EDGE_DNS_RESOLVER=",
+		"TUNA_EDGE_BOOTSTRAP_KEY_FILE=" + keyFile,
 	}, "serve")
 	var logs bytes.Buffer
 	srv.Stderr = &logs
@@ -105,11 +100,21 @@ func TestKeysAndServe(t *testing.T) {
 	}
 	caPEM := run(t, nil, "api-fingerprint", "--data-dir", dir, "-o", "pem")
 
+	var secret string
+	for secret == "" {
+		b, _ := os.ReadFile(keyFile)
+		secret = strings.TrimSpace(string(b))
+		if secret == "" && time.Now().After(deadline) {
+			t.Fatalf("no bootstrap key in %s:\n%s", keyFile, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	c := client.New("https://"+apiAddr, secret, client.WithTrust(client.Trust{Fingerprint: fp}))
+	var who *client.WhoAmI
 	for {
-		who, err := c.WhoAmI(context.Background())
-		if err == nil {
-			if who.KeyID != list.Items[0].ID {
+		var err error
+		if who, err = c.WhoAmI(context.Background()); err == nil {
+			if who.Name != "bootstrap" || who.Scopes[0] != "full" {
 				t.Fatalf("whoami = %+v", who)
 			}
 			break
@@ -143,8 +148,12 @@ func TestKeysAndServe(t *testing.T) {
 		t.Errorf("the start log does not name the API fingerprint %s:\n%s", fp, logs.String())
 	}
 
-	run(t, nil, "keys", "revoke", list.Items[0].ID, "--data-dir", dir)
-	if out := run(t, nil, "keys", "list", "--data-dir", dir); strings.Contains(out, list.Items[0].ID) {
+	// Stopped: offline on its state.
+	if out := run(t, nil, "keys", "list", "--offline", "--data-dir", dir); !strings.Contains(out, who.KeyID) {
+		t.Fatalf("keys list --offline:\n%s", out)
+	}
+	run(t, nil, "keys", "revoke", who.KeyID, "--offline", "--data-dir", dir)
+	if out := run(t, nil, "keys", "list", "--offline", "--data-dir", dir); strings.Contains(out, who.KeyID) {
 		t.Fatalf("revoked key still listed:\n%s", out)
 	}
 }

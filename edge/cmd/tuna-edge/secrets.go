@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
@@ -14,55 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
-	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
-
-// apiFlags reach a running edge's API. The secrets commands cannot open
-// the database: the running edge holds its lock, and only it has the key.
-type apiFlags struct {
-	url, key, fingerprint, caFile, dataDir, output string
-}
-
-func (f *apiFlags) client() (*client.Client, error) {
-	key := f.key
-	if key == "" {
-		key = os.Getenv("TUNA_API_KEY")
-	}
-	if key == "" {
-		return nil, fmt.Errorf("no API key: pass --api-key, or set TUNA_EDGE_API_KEY or TUNA_API_KEY")
-	}
-	var trust client.Trust
-	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--api-ca-file: %w", err)
-		}
-		trust.CABundle = pem
-	}
-	if f.fingerprint != "" {
-		fp, err := client.ParseFingerprint(f.fingerprint)
-		if err != nil {
-			return nil, fmt.Errorf("--api-fingerprint: %w", err)
-		}
-		trust.Fingerprint = fp
-	}
-	if trust.IsZero() && strings.HasPrefix(strings.ToLower(f.url), "https://") {
-		// On the edge's host, the generated certificate is the pin.
-		cert, err := server.ReadAPICertificate(f.dataDir, "")
-		if err != nil {
-			return nil, fmt.Errorf("cannot trust the edge API: pass --api-fingerprint (`tuna-edge api-fingerprint` prints it) "+
-				"or --api-ca-file, or --data-dir of an edge with a generated certificate: %w", err)
-		}
-		trust.Fingerprint = client.Fingerprint(cert.Raw)
-	}
-	return client.New(f.url, key, client.WithTrust(trust)), nil
-}
-
-func (f *apiFlags) json(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 func newSecrets() *cobra.Command {
 	f := &apiFlags{}
@@ -70,25 +20,10 @@ func newSecrets() *cobra.Command {
 		Use:   "secrets",
 		Short: "Manage the edge's secrets through its API (the edge must run)",
 		Long: "Set, read, list and delete the secrets a running edge keeps. The commands call the control API " +
-			"with an API key holding secrets:read and/or secrets:write (or full). On the edge's host, the API's " +
-			"generated certificate in --data-dir is pinned; elsewhere pass --api-fingerprint or --api-ca-file.",
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			if f.output != "text" && f.output != "json" {
-				return fmt.Errorf("-o %q: want text or json", f.output)
-			}
-			return nil
-		},
+			"with an API key holding secrets:read and/or secrets:write (or full). " + apiFlagsHelp,
+		PersistentPreRunE: f.preRun,
 	}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.url, "api-url", "https://127.0.0.1:8443", "the edge's control API")
-	pf.StringVar(&f.key, "api-key", "", "API key (default $TUNA_EDGE_API_KEY, then $TUNA_API_KEY)")
-	pf.StringVar(&f.fingerprint, "api-fingerprint", "", "pin the API's certificate (sha256:HEX, as tuna-edge api-fingerprint prints it)")
-	pf.StringVar(&f.caFile, "api-ca-file", "", "PEM bundle the API's certificate must chain to")
-	pf.StringVar(&f.dataDir, "data-dir", "/var/lib/tuna-edge", "the edge's data directory, to pin its generated API certificate when no pin is given")
-	pf.StringVarP(&f.output, "output", "o", "text", "text or json")
+	f.register(cmd)
 	cmd.AddCommand(secretsSet(f), secretsGet(f), secretsList(f), secretsDelete(f))
 	return cmd
 }

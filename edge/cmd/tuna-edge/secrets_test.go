@@ -38,18 +38,7 @@ func runBoth(t *testing.T, env []string, args ...string) (string, string) {
 }
 
 func TestSecretsCommands(t *testing.T) {
-	dir := t.TempDir()
-	e, err := server.New(server.Config{
-		DataDir: dir, BaseDomain: "tuna.localhost",
-		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e, dir := startEdge(t)
 	key, err := e.CreateAPIKey("ops", []string{client.ScopeSecretsRead, client.ScopeSecretsWrite})
 	if err != nil {
 		t.Fatal(err)
@@ -111,16 +100,40 @@ func TestSecretsCommands(t *testing.T) {
 }
 
 func TestKeysCreateWithSecretPrefix(t *testing.T) {
-	dir := t.TempDir()
+	e, dir := startEdge(t)
+	admin, err := e.CreateAPIKey("admin", []string{client.ScopeFull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TUNA_EDGE_API_KEY=" + admin}
 	var k client.APIKey
-	out := run(t, nil, "keys", "create", "--scope", "secrets:read,secrets:write", "--secret-prefix", "team-a/", "--data-dir", dir, "-o", "json")
+	out := run(t, env, "keys", "create", "--scope", "secrets:read,secrets:write", "--secret-prefix", "team-a/", "--data-dir", dir, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &k); err != nil || k.SecretPrefix != "team-a/" || len(k.Scopes) != 2 {
 		t.Fatalf("keys create: %q %v", out, err)
 	}
-	if out := run(t, nil, "keys", "list", "--data-dir", dir); !strings.Contains(out, "SECRET PREFIX") || !strings.Contains(out, "team-a/") {
+	if out := run(t, env, "keys", "list", "--data-dir", dir); !strings.Contains(out, "SECRET PREFIX") || !strings.Contains(out, "team-a/") {
 		t.Fatalf("keys list: %q", out)
 	}
-	if msg := runFail(t, nil, "keys", "create", "--scope", "secrets:read", "--secret-prefix", "../x", "--data-dir", dir); !strings.Contains(msg, "secret_prefix") {
+	if msg := runFail(t, env, "keys", "create", "--scope", "secrets:read", "--secret-prefix", "../x", "--data-dir", dir); !strings.Contains(msg, "secret_prefix") {
 		t.Fatalf("bad prefix: %q", msg)
 	}
+}
+
+// startEdge runs an edge in this process with its state in a new data
+// directory.
+func startEdge(t *testing.T) (*server.Edge, string) {
+	t.Helper()
+	dir := t.TempDir()
+	e, err := server.New(server.Config{
+		DataDir: dir, BaseDomain: "tuna.localhost",
+		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, dir
 }

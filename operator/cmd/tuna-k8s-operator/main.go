@@ -86,7 +86,7 @@ func controllerCmd() *cobra.Command {
 	f.StringVar(&o.EdgeAPICAFile, "edge-api-ca-file", "", "PEM bundle of CAs (or the edge's certificate) that verify the edge API")
 	f.StringVar(&o.APIKeyFile, "api-key-file", "",
 		"file holding the operator's API key (a mounted Secret); re-read when it changes, so the key rotates without a restart. Without it: $TUNA_API_KEY, read once")
-	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge's key labels (default: UID of namespace kube-system)")
+	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge: its addresses belong to <cluster-id>/<namespace> (default: the UID of namespace kube-system, which a rebuilt cluster does not keep; the chart's clusterID)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
 	policy := secretsync.DefaultPolicy
 	o.SecretSync.Policy = &policy

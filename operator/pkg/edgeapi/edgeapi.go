@@ -78,30 +78,43 @@ func Owners(clusterID string, namespaces []string) []string {
 	return out
 }
 
-// describeOwner names an edge owner in the user's terms.
-func describeOwner(clusterID, owner string) string {
-	if ns, ok := strings.CutPrefix(owner, clusterID+"/"); ok {
-		return "namespace " + ns
-	}
-	if id, ok := strings.CutPrefix(owner, "key:"); ok {
-		return "the tunnels of edge API key " + id
-	}
-	return "owner " + owner + " on the edge (another cluster, or a reservation made outside this cluster)"
-}
-
 // Owned turns the edge's address_owned refusal into a condition message
-// for a resource of namespace, naming the owner and what to do; ok is false
-// for any other error.
+// for a resource of namespace, naming the owner and what works; ok is
+// false for any other error.
 func Owned(err error, clusterID, namespace string) (msg string, ok bool) {
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Code != client.CodeAddressOwned {
 		return "", false
 	}
-	return OwnedMessage(ae.Address, ae.Owner, clusterID, namespace), true
+	return OwnedMessage(ae.Address, ae.Owner, ae.Claim, clusterID, namespace), true
 }
 
-// OwnedMessage says that address belongs to owner and what to do about it.
-func OwnedMessage(address, owner, clusterID, namespace string) string {
-	return fmt.Sprintf("%s belongs to %s: ask its owner to add namespace %s to spec.sharedWith of its Domain or TCPEndpoint, or choose another address",
-		address, describeOwner(clusterID, owner), namespace)
+// OwnedMessage says that address belongs to owner (by a claim on a bare
+// subdomain, or by a reservation) and what the user of namespace can do
+// about it: only what works for that kind of owner.
+func OwnedMessage(address, owner string, claim bool, clusterID, namespace string) string {
+	if ns, ok := strings.CutPrefix(owner, clusterID+"/"); ok {
+		if claim {
+			return fmt.Sprintf("%s belongs to namespace %s, whose Tunnel or Ingress used this bare subdomain first: it is free once "+
+				"that namespace's tunnels on it are gone; or namespace %s reserves it with a Domain that lists namespace %s in "+
+				"spec.sharedWith; or choose another address", address, ns, ns, namespace)
+		}
+		return fmt.Sprintf("%s belongs to namespace %s: ask its owner to add namespace %s to spec.sharedWith of its Domain or "+
+			"TCPEndpoint, or choose another address", address, ns, namespace)
+	}
+	if id, ok := strings.CutPrefix(owner, "key:"); ok {
+		return fmt.Sprintf("%s is used by the tunnels of edge API key %s (Tunnels with their own key, spec.apiKeySecretRef, or "+
+			"another SSH client): it is free once they stop and their claim is gone; or choose another address", address, id)
+	}
+	oldCluster, ns, _ := strings.Cut(owner, "/")
+	msg := fmt.Sprintf("%s belongs to owner %s on the edge, not to this cluster (id %s): choose another address", address, owner, clusterID)
+	if ns == namespace {
+		// The same namespace of another cluster id: most likely this
+		// cluster before a rebuild, whose addresses the edge's
+		// administrator can hand over.
+		msg += fmt.Sprintf("; if %s was this cluster's id before a rebuild, the edge's administrator hands its addresses over "+
+			"with `tuna-edge owners transfer --from %s --to %s`, or install the operator with clusterID=%s",
+			oldCluster, oldCluster, clusterID, oldCluster)
+	}
+	return msg
 }

@@ -202,8 +202,15 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 		// Reserved, but the status write did not land before the delete.
 		fqdn, release = h.Address, h.Release
 	}
+	what := fqdn
+	if what == "" {
+		// Never reserved (refused, say): name what it asked for.
+		if what, err = r.fqdn(ctx, d); err != nil {
+			what = d.Spec.Subdomain
+		}
+	}
 	res, err := reservation.Finalize(ctx, r.Client, r.Recorder, d, d.Status.Conditions, d.Generation, reservation.Releasing{
-		Kind: "Domain", What: "domain " + fqdn, Address: fqdn, ClusterID: r.ClusterID, Release: release,
+		Kind: "Domain", What: "domain " + what, Address: fqdn, ClusterID: r.ClusterID, Release: release,
 		Recheck: reservation.Resync(r.Resync), Delete: r.Edge.DeleteDomain,
 	})
 	if err == nil && res.IsZero() {

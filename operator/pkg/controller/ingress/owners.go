@@ -52,7 +52,7 @@ func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []stri
 		}
 		o := edgeapi.Owner(r.ClusterID, ns)
 		if sharing.Owner != "" && sharing.Owner != o && !slices.Contains(sharing.SharedWith, o) {
-			t.refused[ns] = edgeapi.OwnedMessage(host, sharing.Owner, r.ClusterID, ns)
+			t.refused[ns] = edgeapi.OwnedMessage(host, sharing.Owner, false, r.ClusterID, ns)
 			continue
 		}
 		t.allowed = append(t.allowed, ns)

@@ -82,8 +82,8 @@ func Failed(ctx context.Context, c client.Client, rec recorder.EventRecorder, ob
 	if m, ok := edgeapi.Owned(err, clusterID, obj.GetNamespace()); ok {
 		// Sharing lets this namespace publish on the address, never manage it.
 		f.Reason = tunav1.ReasonAddressOwned
-		f.Message = fmt.Sprintf("%s; this %s cannot take the reservation over, since only the owner's namespace manages it: delete this %s",
-			m, kind, kind)
+		f.Message = fmt.Sprintf("%s. A %s never takes over another owner's address (sharing lets a namespace publish on it, never "+
+			"manage it): give this %s another address, or delete it, which releases nothing of the owner's", m, kind, kind)
 		if werr := setReady(ctx, c, rec, obj, kind, existing, generation, f.Status(), f.Reason, f.Message); werr != nil {
 			return reconcile.Result{}, werr
 		}
