@@ -47,24 +47,16 @@ type Edge struct {
 // BaseDomain is the edge's base domain.
 const BaseDomain = harness.BaseDomain
 
-// StartEdge makes the edge's keys as its admin would (`tuna-edge keys
-// create` before the first serve) and starts it with bin, its state in
-// dir, its API and SSH on hostIP.
+// StartEdge starts the edge with bin, its state in dir, its API and SSH
+// on hostIP, and makes the keys as its admin would: the first full key
+// from --bootstrap-key-file, the operator's through the running edge's API
+// (`tuna-edge keys create`, which finds the API in the data directory).
 func StartEdge(ctx context.Context, bin, dir, hostIP string, extraArgs ...string) (*Edge, error) {
 	e := &Edge{Bin: bin, DataDir: filepath.Join(dir, "edge"), Log: filepath.Join(dir, "edge.log")}
 	if err := os.MkdirAll(e.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	for _, k := range []struct {
-		dst          *string
-		name, scopes string
-	}{{&e.OperatorKey, "tuna-operator", "tunnels:write,secrets:read"}, {&e.AdminKey, "admin", "full"}} {
-		out, err := exec.CommandContext(ctx, bin, "keys", "create", "--data-dir", e.DataDir, "--name", k.name, "--scope", k.scopes).Output()
-		if err != nil {
-			return nil, fmt.Errorf("tuna-edge keys create: %w", err)
-		}
-		*k.dst = strings.TrimSpace(string(out))
-	}
+	bootstrap := filepath.Join(e.DataDir, "bootstrap-key")
 	var p [3]int
 	for i := range p {
 		port, err := ports.Take(1)
@@ -88,12 +80,25 @@ func StartEdge(ctx context.Context, bin, dir, hostIP string, extraArgs ...string
 		"--http-advertise-url", "http://" + BaseDomain + ":" + strconv.Itoa(p[2]),
 		"--tcp-listen-host", "127.0.0.1", "--public-tcp-host", "127.0.0.1",
 		"--tcp-port-range", fmt.Sprintf("%d-%d", e.TCPPorts[0], e.TCPPorts[1]),
-		"--dns-resolver", "",
+		"--dns-resolver", "", "--bootstrap-key-file", bootstrap,
 	}, extraArgs...)
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, bin, "api-fingerprint", "--data-dir", e.DataDir).Output()
+	admin, err := os.ReadFile(bootstrap)
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("reading the bootstrap key: %w", err)
+	}
+	e.AdminKey = strings.TrimSpace(string(admin))
+	out, err := exec.CommandContext(ctx, bin, "keys", "create", "--data-dir", e.DataDir, "--api-key-file", bootstrap,
+		"--name", "tuna-operator", "--scope", "tunnels:write,secrets:read").Output()
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("tuna-edge keys create: %w", err)
+	}
+	e.OperatorKey = strings.TrimSpace(string(out))
+	out, err = exec.CommandContext(ctx, bin, "api-fingerprint", "--data-dir", e.DataDir).Output()
 	if err != nil {
 		e.Stop()
 		return nil, fmt.Errorf("tuna-edge api-fingerprint: %w", err)
