@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"sync"
@@ -174,4 +175,34 @@ func (r *Registry) wakeTunnel(key types.NamespacedName) {
 	default:
 		go func() { r.events <- event.GenericEvent{Object: obj} }()
 	}
+}
+
+// EdgeReady is the agent's readiness: an error while it runs tunnels and
+// none of them holds a live session because the edge cannot be reached
+// or has not been reached yet. So a new replica of a rolling update is
+// Ready once it serves, and a replica cut off from the edge is not. A
+// tunnel refused for its own reasons (a revoked key, a taken address)
+// says nothing about the edge: it leaves the replica Ready.
+func (r *Registry) EdgeReady() error {
+	r.mu.Lock()
+	tunnels := make([]*session.Tunnel, 0, len(r.tunnels))
+	for _, e := range r.tunnels {
+		tunnels = append(tunnels, e.tunnel)
+	}
+	r.mu.Unlock()
+	waiting, message := 0, ""
+	for _, t := range tunnels {
+		s := t.State()
+		if s.Phase == session.PhaseConnected {
+			return nil
+		}
+		if s.Reason == tunav1.ReasonConnecting || s.Reason == tunav1.ReasonEdgeUnreachable {
+			waiting++
+			message = s.Message
+		}
+	}
+	if waiting == 0 {
+		return nil
+	}
+	return fmt.Errorf("none of the %d tunnels holds an edge session (%d waiting for the edge): %s", len(tunnels), waiting, message)
 }

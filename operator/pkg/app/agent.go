@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -63,6 +64,17 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		}
 	}
 	reg := agent.NewRegistry(log, o.Backoff, tunnelHooks, forgetTunnel)
+	// Ready once the caches have synced and, while it runs tunnels, one
+	// holds an edge session: a rolling update's new replica replaces an
+	// old one only once it serves, and a replica cut off from the edge
+	// shows it. Liveness stays a ping: a restart does not bring the edge
+	// back.
+	if err := mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache())); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("edge-sessions", func(*http.Request) error { return reg.EdgeReady() }); err != nil {
+		return err
+	}
 	r := &agent.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,

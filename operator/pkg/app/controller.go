@@ -121,6 +121,15 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Timeout:   30 * time.Second,
 		Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall),
 	}))
+	// Ready while the edge API answers the operator's key (every replica
+	// asks, the standby too), so an unreachable edge or a refused key
+	// shows as an unready controller, and an install waits for it.
+	if err := mgr.AddReadyzCheck("edge-api", newEdgeCheck(func(ctx context.Context) error {
+		_, err := api.WhoAmI(ctx)
+		return err
+	}).Check); err != nil {
+		return err
+	}
 	metrics.ObserveReservations(mgr.GetClient())
 	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
