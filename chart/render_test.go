@@ -475,8 +475,9 @@ func TestDeployments(t *testing.T) {
 		if err := pdb.Into(&b); err != nil {
 			t.Fatal(err)
 		}
-		if b.Spec.MinAvailable == nil || b.Spec.MinAvailable.String() != "1" || b.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "agent" {
-			t.Errorf("agent PodDisruptionBudget spec = %+v, want minAvailable 1 on the agent pods", b.Spec)
+		if b.Spec.MinAvailable == nil || b.Spec.MinAvailable.String() != "1" || b.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "agent" ||
+			b.Spec.UnhealthyPodEvictionPolicy == nil || *b.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+			t.Errorf("agent PodDisruptionBudget spec = %+v, want minAvailable 1 on the agent pods, unready ones always evictable", b.Spec)
 		}
 	}
 	one := render(t, withKey(t, "agentManager.replicas=1", "agentManager.drainGrace=30s", "agentManager.preStopSeconds=0"))
