@@ -30,6 +30,9 @@ type EdgeInfo struct {
 	// TCPHost is the host name published in tcp:// addresses.
 	TCPHost string `json:"tcp_host"`
 	Version string `json:"version"`
+	// DNSVerificationDisabled: the edge checks no DNS (an empty
+	// --dns-resolver), so a custom domain is never verified, nor served.
+	DNSVerificationDisabled bool `json:"dns_verification_disabled,omitempty"`
 }
 
 // Node is one node of the edge (GET /v1/nodes). A single edge is one

@@ -432,7 +432,8 @@ func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
 		TCPHost:    e.cfg.PublicTCPHost,
 		// The release the linker stamped (internal/version), as
 		// `tuna-edge version` prints it.
-		Version: version.Get().Version,
+		Version:                 version.Get().Version,
+		DNSVerificationDisabled: e.cfg.DNSResolver == "",
 	}
 	if info.SSHAddr == "" {
 		info.SSHAddr = dialable(sshAddr)

@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -110,4 +112,50 @@ func scrapeTunnelRequests(addr, ns, name string) (float64, error) {
 		return 0, err
 	}
 	return 0, nil
+}
+
+// A replica SIGKILLed with the chart's heartbeat (a 30 s Lease) leaves the
+// Tunnel's status as soon as the edge no longer lists its session, long
+// before its Lease lapses: status.sessions, the agents and Degraded say at
+// once that one replica serves. The edge closed the session when the
+// kernel closed the dead process's socket; the controller, which asks the
+// edge, removes the entry.
+func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	ownAgents(t)
+	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
+	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+
+	dir := t.TempDir()
+	bin, err := harness.BuildOperator(dir)
+	require.NoError(t, err)
+	kubeconfig := dir + "/kubeconfig"
+	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
+	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir, "--replica=pool-a", "--replicas=2",
+		"--keepalive-interval=1s", "--keepalive-timeout=3s") // the default heartbeat: a 30 s Lease
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !killed.Exited() {
+			assert.NoError(t, killed.Stop())
+		}
+	})
+	b := poolAgent("pool-b")
+	t.Cleanup(func() { assert.NoError(t, b.Stop()) })
+	before := waitPool(t, key(ns, "web"), "pool-a", "pool-b")
+	for _, e := range before.Status.Agents {
+		assert.Equal(t, int32(1), e.Sessions, "%s counts its session with a single edge", e.Name)
+	}
+
+	require.NoError(t, killed.Kill())
+	after := waitPool(t, key(ns, "web"), "pool-b")
+	alive, err := (&agent.Heartbeat{Reader: env.cp.Client, Namespace: harness.OperatorNamespace}).Alive(ctx, "pool-a")
+	require.NoError(t, err)
+	assert.True(t, alive, "the entry left while the dead replica's Lease still holds: the edge, not the heartbeat, removed it")
+	assert.Equal(t, int32(1), after.Status.Sessions)
+	degraded := meta.FindStatusCondition(after.Status.Conditions, tunav1.ConditionDegraded)
+	require.NotNil(t, degraded)
+	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
+	assert.Equal(t, tunav1.ReasonPoolBelowDesired, degraded.Reason)
+	assert.Equal(t, "1 of 2 agent replicas hold a live session of the tunnel", degraded.Message)
 }

@@ -114,6 +114,36 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	assert.True(t, edgeclient.IsNotFound(err), "the default reclaimPolicy Delete releases it, got %v", err)
 }
 
+// On an edge that checks no DNS (an empty --dns-resolver), a custom
+// domain can never be verified: the Domain says so, with what works,
+// instead of asking for records and a wait that never ends.
+func TestCustomDomainOnAnEdgeWithoutDNS(t *testing.T) {
+	// The controller reads the edge's facts once: it starts again after
+	// each reconfiguration of the edge (the last cleanup runs after the
+	// edge's own).
+	restartController := func() {
+		require.NoError(t, env.controller.Stop())
+		env.controller = startController()
+	}
+	t.Cleanup(restartController)
+	noDNS := env.edge.Options
+	noDNS.DNSResolver = ""
+	restartEdge(t, noDNS)
+	restartController()
+
+	ns := namespace(t)
+	name := "nodns-" + tag(ns) + ".example.test"
+	require.NoError(t, env.cp.Client.Create(context.Background(), &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodns"},
+		Spec: tunav1.DomainSpec{Domain: name}}))
+	d := waitDomain(t, ns, "nodns", metav1.ConditionFalse, tunav1.ReasonDNSVerificationDisabled)
+	msg := readyMessage(d.Status.Conditions)
+	assert.Contains(t, msg, name+" is reserved, but the edge checks no DNS (it runs with an empty --dns-resolver)")
+	assert.Contains(t, msg, "ask the edge's administrator to set --dns-resolver")
+	assert.NotContains(t, msg, "create the DNS records", "records would never be checked")
+	assert.False(t, d.Status.Verified)
+	deleteAndWait(t, &tunav1.Domain{}, key(ns, "nodns"))
+}
+
 // A custom domain lists the DNS records to create, stays DNSPending until
 // they resolve, and becomes Ready on the operator's own re-check.
 func TestCustomDomainVerification(t *testing.T) {

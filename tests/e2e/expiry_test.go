@@ -20,18 +20,9 @@ import (
 func TestTunnelKeyRenewedBeforeExpiry(t *testing.T) {
 	const ttl = 10 * time.Second
 	ctx := context.Background()
-	restartEdge := func(o harness.EdgeOptions) {
-		t.Helper()
-		require.NoError(t, env.edge.Close())
-		edge, err := harness.StartEdge(ctx, env.edgeDir, o)
-		require.NoError(t, err)
-		env.edge = edge
-	}
-	normal := env.edge.Options
-	short := normal
+	short := env.edge.Options
 	short.TunnelKeyTTL = ttl
-	restartEdge(short)
-	t.Cleanup(func() { restartEdge(normal) })
+	restartEdge(t, short)
 
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})

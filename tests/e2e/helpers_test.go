@@ -192,3 +192,19 @@ func update[T client.Object](t *testing.T, obj T, change func(T)) {
 		return env.cp.Client.Update(context.Background(), obj)
 	}))
 }
+
+// restartEdge restarts the suite's edge on its state with options o, and
+// with its usual options when the test ends.
+func restartEdge(t *testing.T, o harness.EdgeOptions) {
+	t.Helper()
+	normal := env.edge.Options
+	restart := func(o harness.EdgeOptions) {
+		t.Helper()
+		require.NoError(t, env.edge.Close())
+		edge, err := harness.StartEdge(context.Background(), env.edgeDir, o)
+		require.NoError(t, err)
+		env.edge = edge
+	}
+	restart(o)
+	t.Cleanup(func() { restart(normal) })
+}

@@ -80,9 +80,10 @@ func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 	require.Equal(t, "web-8080", getEcho(t, first.Status.URL).Backend)
 	require.Positive(t, p.seenKey(apikey.ID(oldKey)), "the controller calls the edge with the key from the file")
 
-	// A new key with the scopes the operator's key has in the harness.
+	// A new key with the scopes and the owner prefix the operator's key has
+	// in the harness.
 	fresh, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "tuna-operator-rotated",
-		Scopes: []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}})
+		Scopes: []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}, OwnerPrefix: harness.TestClusterID})
 	require.NoError(t, err)
 	// Both keys are valid until the old one is deleted: from here on the
 	// shared environment (and the controller the test restores) uses the

@@ -24,6 +24,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -53,6 +54,10 @@ func TestRefusedUpstreams(t *testing.T) {
 			assert.Contains(t, msg, tc.mentions)
 			assert.Contains(t, msg, "allowExternalUpstreams", "the message says how to lift the policy")
 			assert.Empty(t, tun.Status.URL)
+			// Refused for its spec: no pool is short of anything.
+			degraded := status.Find(tun.Status.Conditions, tunav1.ConditionDegraded)
+			require.NotNil(t, degraded)
+			assert.Equal(t, []any{metav1.ConditionFalse, tunav1.ReasonTunnelRefused}, []any{degraded.Status, degraded.Reason}, degraded.Message)
 			code, body := get(t, "http://"+ns+"-"+tc.name+"."+harness.BaseDomain+"/")
 			assert.Contains(t, []int{404, 502}, code, "nothing is published: %s", body)
 		})
@@ -96,6 +101,17 @@ func TestOwnAPIKey(t *testing.T) {
 	assert.Contains(t, readyMessage(wrong.Status.Conditions), "tunnels:write")
 	missing := waitReady(t, key(ns, "no-secret"), metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
 	assert.Contains(t, readyMessage(missing.Status.Conditions), "Secret "+ns+"/absent of spec.apiKeySecretRef does not exist")
+
+	// The user's own key revoked on the edge: only the user can replace
+	// it, and the message says so; it never promises a new key.
+	require.NoError(t, api.DeleteAPIKey(ctx, connect.ID))
+	revoked := waitReady(t, key(ns, "good"), metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
+	msg := readyMessage(revoked.Status.Conditions)
+	assert.Contains(t, msg, "put a valid API key with scope tunnels:connect in the Secret's field api-key")
+	assert.NotContains(t, msg, "issues a new one")
+	degraded := status.Find(revoked.Status.Conditions, tunav1.ConditionDegraded)
+	require.NotNil(t, degraded)
+	assert.Equal(t, tunav1.ReasonTunnelRefused, degraded.Reason, degraded.Message)
 }
 
 // The operator's key cannot open a tunnel (R20); a tunnel key cannot call

@@ -14,8 +14,10 @@ const (
 	ConditionKeyIssued = "KeyIssued"
 
 	// ConditionDegraded is true on a Tunnel while fewer agent replicas hold
-	// a live session than run (status.sessions below the replica count):
-	// the tunnel serves, with less redundancy.
+	// a live session than run, for a tunnel that is to be served: it serves
+	// with less redundancy, or not at all while none does. A tunnel refused
+	// for its spec, upstream, address or own key is not Degraded
+	// (TunnelRefused): Ready says why.
 	ConditionDegraded = "Degraded"
 )
 
@@ -33,6 +35,12 @@ const (
 	// ReasonPoolComplete: every agent replica holds a live session
 	// (Degraded=False).
 	ReasonPoolComplete = "PoolComplete"
+
+	// ReasonTunnelRefused: no replica serves the tunnel because it is
+	// refused for a reason only a change fixes (its spec, its upstream, its
+	// address, its own key; Ready says which), so no pool is short of
+	// anything (Degraded=False).
+	ReasonTunnelRefused = "TunnelRefused"
 
 	// ReasonConnecting: the operator is opening the tunnel, or reconnecting
 	// it after the connection to the edge dropped.
@@ -67,9 +75,23 @@ const (
 	// issue one.
 	ReasonKeyPending = "KeyPending"
 
-	// ReasonKeyRevoked: the Tunnel's key was revoked on the edge (by hand or
-	// because it expired); the operator issues a new one.
+	// ReasonKeyRevoked: the tunnel key the operator issued for the Tunnel
+	// was revoked on the edge (or is unknown there); the operator issues a
+	// new one. A Tunnel's own key (spec.apiKeySecretRef) refused so shows
+	// APIKeyInvalid instead: only its owner can replace it.
 	ReasonKeyRevoked = "KeyRevoked"
+
+	// ReasonKeyExpired: the tunnel key the operator issued expired on the
+	// edge before it was renewed (the controller did not run, or could not
+	// reach the edge API, for half the key's lifetime); the operator issues
+	// a new one once it can.
+	ReasonKeyExpired = "KeyExpired"
+
+	// ReasonLimitReached: the edge refused a session, or a call, because
+	// one of its limits is reached (the message names it): a tunnel key's
+	// session pool smaller than the agent replicas, too many sessions of
+	// one API key, too many secrets.
+	ReasonLimitReached = "LimitReached"
 
 	// ReasonEdgeUnreachable: the operator cannot reach the Tuna edge or API,
 	// or the API fails (5xx, 429, timeout); it retries with backoff. On
@@ -112,6 +134,12 @@ const (
 	// and was adopted; the operator will never delete it (Ready=True,
 	// status.adopted=true).
 	ReasonAdopted = "Adopted"
+
+	// ReasonDNSVerificationDisabled: the custom domain is reserved, but
+	// the edge checks no DNS (it runs with an empty --dns-resolver), so it
+	// can never be verified there: the edge's administrator must give it a
+	// resolver, or use a subdomain of the edge instead.
+	ReasonDNSVerificationDisabled = "DNSVerificationDisabled"
 
 	// ReasonDNSPending: the custom domain is reserved but its DNS records
 	// (status.dnsRecords) are not in place yet; the operator checks again

@@ -17,6 +17,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/sessions"
 )
 
 func main() {
@@ -88,6 +89,15 @@ func controllerCmd() *cobra.Command {
 		"file holding the operator's API key (a mounted Secret); re-read when it changes, so the key rotates without a restart. Without it: $TUNA_API_KEY, read once")
 	f.StringVar(&o.ClusterID, "cluster-id", "", "id of this cluster on the edge: its addresses belong to <cluster-id>/<namespace> (default: the UID of namespace kube-system, which a rebuilt cluster does not keep; the chart's clusterID)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader among controller replicas")
+	le := app.DefaultLeaderElection
+	f.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
+		"how long a standby waits on a lease left unrenewed before it takes over")
+	f.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
+		"how long the leader keeps trying to renew its lease before it stops leading (shorter than the lease duration)")
+	f.DurationVar(&o.Election.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod,
+		"how often the leader renews, and standbys look at, the lease: a standby takes over from a dead leader within lease duration + 4.4 × this")
+	f.DurationVar(&o.SessionCheck, "session-check-interval", sessions.DefaultInterval,
+		"how often the Tunnels' agent entries are compared with the sessions the edge lists, with a single edge (an entry whose session is gone leaves within two)")
 	policy := secretsync.DefaultPolicy
 	o.SecretSync.Policy = &policy
 	f.BoolVar(&o.SecretSync.Disabled, "disable-secret-sync", false, "leave SecretSync resources alone")

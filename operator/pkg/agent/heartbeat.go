@@ -189,9 +189,8 @@ func (h *Heartbeat) Prune(ctx context.Context) error {
 			if live {
 				continue
 			}
-			if err := status.Apply(ctx, h.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun),
-				FieldOwner+"/"+e.Name, status.Fields{}); err != nil {
-				errs = append(errs, fmt.Errorf("removing the entry of replica %s from Tunnel %s/%s: %w", e.Name, tun.Namespace, tun.Name, err))
+			if err := status.RemoveAgentEntry(ctx, h.Client, client.ObjectKeyFromObject(tun), e.Name); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			entries = withoutEntry(entries, e.Name)

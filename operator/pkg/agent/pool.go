@@ -30,11 +30,8 @@ func entryOf(replica string, st session.State) tunav1.TunnelAgentStatus {
 	e := tunav1.TunnelAgentStatus{Name: replica, Reason: st.Reason, Message: st.Message}
 	if st.Phase == session.PhaseConnected {
 		e.Connected, e.URL, e.SessionID = true, st.URL, st.SessionID
-		// One session per edge node; a single edge's is not spelled out,
-		// so the entry reads as it always has.
-		if st.Sessions > 1 {
-			e.Sessions = int32(st.Sessions)
-		}
+		// One session per edge node: one with a single edge.
+		e.Sessions = int32(max(st.Sessions, 1))
 	}
 	// A live session whose https upstream fails verification stays
 	// published (checkTLS): not Ready, but its url and session are real,
@@ -67,21 +64,24 @@ func withoutEntry(entries []tunav1.TunnelAgentStatus, replica string) []tunav1.T
 
 // MergePool merges the replicas' entries: Ready while at least one replica
 // is connected (url and sessionID of the first connected one by name), and
-// Degraded while fewer than desired are. Sessions counts every replica's
-// sessions across the edge's nodes. With none connected, Ready takes
-// the reason (and url) of the first published entry by name, else of the
-// first entry by name: a deterministic pick, so that replicas with
-// different reasons do not alternate.
+// Degraded while fewer than desired hold a live session of a tunnel that
+// is to be served. Sessions counts every replica's sessions across the
+// edge's nodes. With none connected, Ready takes the reason (and url) of
+// the first published entry by name, else of the first entry by name: a
+// deterministic pick, so that replicas with different reasons do not
+// alternate.
 func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 	sorted := slices.Clone(entries)
 	slices.SortFunc(sorted, func(a, b tunav1.TunnelAgentStatus) int { return strings.Compare(a.Name, b.Name) })
 	p := Pool{Ready: metav1.ConditionFalse, Reason: tunav1.ReasonConnecting, Message: "waiting for an agent replica to open the tunnel"}
-	replicas := 0
+	live := 0
 	for _, e := range sorted {
+		if e.Connected || e.SessionID != "" {
+			live++ // a published session whose upstream fails TLS is live too
+		}
 		if !e.Connected {
 			continue
 		}
-		replicas++
 		p.Sessions += max(e.Sessions, 1)
 		if p.Ready != metav1.ConditionTrue {
 			p.Ready, p.Reason, p.URL, p.SessionID = metav1.ConditionTrue, tunav1.ReasonConnected, e.URL, e.SessionID
@@ -103,13 +103,45 @@ func MergePool(entries []tunav1.TunnelAgentStatus, desired int) Pool {
 			}
 		}
 	}
-	desired = max(desired, 1)
-	if replicas < desired {
-		p.Degraded, p.DegradedReason = metav1.ConditionTrue, tunav1.ReasonPoolBelowDesired
-		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", replicas, desired)
-	} else {
-		p.Degraded, p.DegradedReason = metav1.ConditionFalse, tunav1.ReasonPoolComplete
-		p.DegradedMessage = fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", replicas, desired)
-	}
+	p.Degraded, p.DegradedReason, p.DegradedMessage = degraded(sorted, live, max(desired, 1))
 	return p
+}
+
+// degraded decides the Degraded condition: a pool is short while fewer
+// replicas than desired hold a live session of a tunnel that is to be
+// served. A tunnel every replica refuses for what only a change fixes (its
+// spec, upstream, address, own key) has no pool to be short of. More live
+// replicas than desired (a rolling update's surge) are a complete pool:
+// the count says "N of M" with N never above M, and names the extra ones.
+func degraded(entries []tunav1.TunnelAgentStatus, live, desired int) (metav1.ConditionStatus, string, string) {
+	if live == 0 && len(entries) > 0 && !slices.ContainsFunc(entries, func(e tunav1.TunnelAgentStatus) bool { return !refusals[e.Reason] }) {
+		return metav1.ConditionFalse, tunav1.ReasonTunnelRefused,
+			fmt.Sprintf("no agent replica serves the tunnel, since it is refused (%s): no pool is wanted until that is fixed", entries[0].Reason)
+	}
+	if live < desired {
+		return metav1.ConditionTrue, tunav1.ReasonPoolBelowDesired,
+			fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", live, desired)
+	}
+	msg := fmt.Sprintf("%d of %d agent replicas hold a live session of the tunnel", desired, desired)
+	if extra := live - desired; extra > 0 {
+		msg += fmt.Sprintf(", and %d more replica while a rolling update replaces one", extra)
+	}
+	return metav1.ConditionFalse, tunav1.ReasonPoolComplete, msg
+}
+
+// refusals are the Ready reasons of a replica that does not serve the
+// tunnel, and will not, until something in the cluster or on the edge
+// changes (the spec, the upstream Service, the address's owner, the key of
+// spec.apiKeySecretRef). A replica still connecting, waiting for its key,
+// cut off from the edge or refused a session by a limit is short.
+var refusals = map[string]bool{
+	tunav1.ReasonUpstreamRefused:  true,
+	tunav1.ReasonUpstreamNotFound: true,
+	tunav1.ReasonKeyIssueFailed:   true,
+	tunav1.ReasonAddressTaken:     true,
+	tunav1.ReasonAddressOwned:     true,
+	tunav1.ReasonDomainNotReady:   true,
+	tunav1.ReasonEndpointNotReady: true,
+	tunav1.ReasonAPIKeyInvalid:    true,
+	tunav1.ReasonInvalidSpec:      true,
 }

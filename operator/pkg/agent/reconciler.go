@@ -15,11 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -33,7 +31,7 @@ import (
 )
 
 // FieldOwner is the agent's field manager for status.
-const FieldOwner = "tuna-agent"
+const FieldOwner = status.AgentFieldOwner
 
 // resync re-reads each tunnel's Service, and the Secret of a tunnel's own
 // key (spec.apiKeySecretRef), this often: the agent may only `get` Services
@@ -69,7 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tunnel-agent").
 		For(&tunav1.Tunnel{}).
-		WatchesRawSource(source.Channel(r.Registry.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.Registry.Wakes()).
 		Complete(r)
 }
 
@@ -78,12 +76,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var tun tunav1.Tunnel
 	if err := r.Client.Get(ctx, req.NamespacedName, &tun); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Registry.Stop(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tun.DeletionTimestamp.IsZero() {
-		r.Registry.Stop(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 
@@ -120,6 +118,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
 	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, checkTLS(ctx, up, t.State()))
+}
+
+// forget stops the tunnel of a Tunnel that goes and drops what the
+// reconciler remembered of it.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.Registry.Stop(key)
+	r.transitions.Forget(key)
 }
 
 // resolve applies the upstream policy and finds the address to dial, and
@@ -306,7 +311,7 @@ func (r *Reconciler) writePool(ctx context.Context, tun *tunav1.Tunnel, entries 
 	if err != nil {
 		return err
 	}
-	if r.transitions.Changed(tun.UID, old, cond) {
+	if r.transitions.Changed(tun, old, cond) {
 		if cond.Status == metav1.ConditionTrue {
 			r.Recorder.Eventf(tun, nil, corev1.EventTypeNormal, cond.Reason, "Connect", "Tunnel connected at %s", p.URL)
 		} else if cond.Reason != tunav1.ReasonKeyPending && cond.Reason != tunav1.ReasonConnecting {
@@ -327,9 +332,7 @@ func (r *Reconciler) replica() string {
 // replicaOwner is the field manager of this replica's own entry: a
 // manager per replica, so that server-side apply keeps each replica's
 // entry apart and drops it when the replica applies it no more.
-func (r *Reconciler) replicaOwner() string {
-	return FieldOwner + "/" + r.replica()
-}
+func (r *Reconciler) replicaOwner() string { return status.AgentEntryOwner(r.replica()) }
 
 // Leave removes this replica's entry from every Tunnel and rewrites the
 // merged status without it, so that a replica that shuts down stops
@@ -346,9 +349,7 @@ func (r *Reconciler) Leave(ctx context.Context) error {
 		if !slices.ContainsFunc(tun.Status.Agents, func(e tunav1.TunnelAgentStatus) bool { return e.Name == r.replica() }) {
 			continue
 		}
-		// Applying no fields under the replica's manager removes the
-		// fields it owned: its entry.
-		if err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), r.replicaOwner(), status.Fields{}); err != nil {
+		if err := status.RemoveAgentEntry(ctx, r.Client, client.ObjectKeyFromObject(tun), r.replica()); err != nil {
 			errs = append(errs, err)
 			continue
 		}

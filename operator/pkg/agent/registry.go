@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
@@ -27,8 +27,8 @@ type Registry struct {
 	backoff session.Backoff
 	hooks   func(types.NamespacedName) session.Hooks
 	forget  func(types.NamespacedName)
-	// events wakes the Tunnel reconciler when a tunnel's state changes.
-	events chan event.GenericEvent
+	// wake wakes the Tunnel reconciler when a tunnel's state changes.
+	wake Waker
 
 	mu      sync.Mutex
 	tunnels map[types.NamespacedName]*entry
@@ -54,13 +54,13 @@ func NewRegistry(log logr.Logger, backoff session.Backoff, hooks func(types.Name
 	}
 	return &Registry{
 		log: log, backoff: backoff, hooks: hooks, forget: forget,
-		events:  make(chan event.GenericEvent, 1024),
 		tunnels: map[types.NamespacedName]*entry{},
 	}
 }
 
-// Events is the channel of Tunnel state changes, for a controller source.
-func (r *Registry) Events() <-chan event.GenericEvent { return r.events }
+// Wakes is the source of the Tunnel reconciles that tunnels' state
+// changes ask for.
+func (r *Registry) Wakes() source.Source { return r.wake.Source() }
 
 // Ensure makes the tunnel of a Tunnel resource run with cfg and send
 // traffic to up. A changed upstream is swapped in place; a changed
@@ -167,15 +167,7 @@ func (r *Registry) DrainAll(grace time.Duration) {
 
 // wakeTunnel enqueues a Tunnel without blocking the session that changed
 // state.
-func (r *Registry) wakeTunnel(key types.NamespacedName) {
-	obj := &tunav1.Tunnel{}
-	obj.Namespace, obj.Name = key.Namespace, key.Name
-	select {
-	case r.events <- event.GenericEvent{Object: obj}:
-	default:
-		go func() { r.events <- event.GenericEvent{Object: obj} }()
-	}
-}
+func (r *Registry) wakeTunnel(key types.NamespacedName) { r.wake.Wake(key) }
 
 // EdgeReady is the agent's readiness: an error while it runs tunnels and
 // none of them holds a live session because the edge cannot be reached

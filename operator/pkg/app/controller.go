@@ -20,6 +20,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/sessions"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tcpendpoint"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/tunnelkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -51,12 +52,17 @@ type ControllerOptions struct {
 	// kube-system namespace.
 	ClusterID      string
 	LeaderElection bool
+	// Election tunes the leader election (zero fields: DefaultLeaderElection).
+	Election LeaderElection
 	// DNSVerifyInterval re-runs a failed DNS check of a custom domain
 	// (default 5 minutes, as the seeds promise).
 	DNSVerifyInterval time.Duration
 	// ReservationResync re-reads reservations and tunnel keys to notice
 	// deletions on the edge (default 1 minute for reservations, 2 for keys).
 	ReservationResync time.Duration
+	// SessionCheck is how often the Tunnels' agent entries are compared
+	// with the sessions a single edge lists (default sessions.DefaultInterval).
+	SessionCheck time.Duration
 	// SecretSync configures the SecretSync controller.
 	SecretSync SecretSyncOptions
 	// LoadBalancer configures the LoadBalancer Service controller.
@@ -102,7 +108,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if !o.LoadBalancer.Disabled {
 		filters = append(filters, loadbalancer.CacheFilter)
 	}
-	mgr, err := newManager(cfg, o.Common, o.LeaderElection, "tuna-controller.k8s.tuna.am", filters...)
+	mgr, err := newElectedManager(cfg, o.Common, o.LeaderElection, o.Election, "tuna-controller.k8s.tuna.am", filters...)
 	if err != nil {
 		return err
 	}
@@ -210,6 +216,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	}
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
+	}
+	pruner := &sessions.Pruner{Client: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID, Interval: o.SessionCheck,
+		Log: ctrl.Log.WithName("sessions")}
+	if err := mgr.Add(pruner); err != nil {
+		return fmt.Errorf("adding the session check: %w", err)
 	}
 	return mgr.Start(ctx)
 }

@@ -54,14 +54,13 @@ func Classify(err error, refused string) Failure {
 		f.Message = "the edge API is failing or overloaded: " + summary + "; retrying with backoff"
 		return f
 	}
+	if reason, msg, ok := KeyRefused(OperatorKey, ae.Code, summary); ok {
+		f.Reason, f.Message = reason, msg
+		return f
+	}
 	hint := "fix the spec; the operator retries when it changes"
-	switch ae.Code {
-	case client.CodeNameTaken:
+	if ae.Code == client.CodeNameTaken {
 		f.Reason, hint = tunav1.ReasonAddressTaken, "the name belongs to someone else on the edge: choose another"
-	case client.CodeUnauthorized:
-		f.Reason, hint = tunav1.ReasonAPIKeyInvalid, "the edge does not accept the operator's API key: set a valid one (chart: credentials.apiKey or credentials.existingSecret)"
-	case client.CodeForbidden:
-		f.Reason, hint = tunav1.ReasonAPIKeyInvalid, "the operator's API key lacks a scope this needs: give it tunnels:write"
 	}
 	f.Message = "the edge refused: " + summary + "; " + hint
 	return f

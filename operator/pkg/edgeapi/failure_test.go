@@ -47,6 +47,13 @@ func TestClassify(t *testing.T) {
 		{"409 name taken", fake.APIError(http.StatusConflict, client.CodeNameTaken), false, metav1.ConditionFalse, tunav1.ReasonAddressTaken, 0, false, "choose another"},
 		{"401", fake.APIError(http.StatusUnauthorized, client.CodeUnauthorized), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "credentials.apiKey"},
 		{"403", fake.APIError(http.StatusForbidden, client.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "tunnels:write"},
+		{"403 bound to another prefix", fake.APIError(http.StatusForbidden, client.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false,
+			"bound to the chart's clusterID"},
+		// Unmapped before: a renewal of an expired key, a limit of the edge.
+		{"409 key expired", fake.APIError(http.StatusConflict, client.CodeKeyExpired), false, metav1.ConditionFalse, tunav1.ReasonKeyExpired, 0, false,
+			"the operator issues a new one"},
+		{"409 limit exceeded", fake.APIError(http.StatusConflict, client.CodeLimitExceeded), false, metav1.ConditionFalse, tunav1.ReasonLimitReached, 0, false,
+			"raise it on the edge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := edgeapi.Classify(tc.err, "Refused")

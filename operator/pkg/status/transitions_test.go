@@ -3,8 +3,14 @@ package status
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+func object(name, uid string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)}}
+}
 
 func TestTransitionsOncePerChange(t *testing.T) {
 	var tr Transitions
@@ -24,13 +30,27 @@ func TestTransitionsOncePerChange(t *testing.T) {
 		{"back", &refused, connected, true},
 	}
 	for _, s := range steps {
-		if got := tr.Changed("uid-1", s.cached, s.write); got != s.want {
+		if got := tr.Changed(object("a", "uid-1"), s.cached, s.write); got != s.want {
 			t.Errorf("%s: Changed = %v, want %v", s.name, got, s.want)
 		}
 	}
 	// A process that starts fresh trusts the cache.
 	var fresh Transitions
-	if fresh.Changed("uid-1", &connected, connected) {
+	if fresh.Changed(object("a", "uid-1"), &connected, connected) {
 		t.Error("a fresh process must not repeat an event the cache already shows")
+	}
+	// A new object of the name is judged by its own cached condition.
+	if !tr.Changed(object("a", "uid-2"), nil, connected) {
+		t.Error("a re-created object's first write is a transition")
+	}
+	// A gone object is forgotten: nothing is kept for it.
+	tr.Changed(object("b", "uid-3"), nil, refused)
+	if tr.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", tr.Len())
+	}
+	tr.Forget(types.NamespacedName{Namespace: "ns", Name: "a"})
+	tr.Forget(types.NamespacedName{Namespace: "ns", Name: "b"})
+	if tr.Len() != 0 {
+		t.Fatalf("Len after Forget = %d, want 0", tr.Len())
 	}
 }

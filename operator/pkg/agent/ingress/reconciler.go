@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -82,7 +81,7 @@ type Reconciler struct {
 	// BackendTLSPolicy; set when its CRD is installed.
 	BackendTLSPolicies bool
 
-	events chan event.GenericEvent
+	wakes  agent.Waker
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
@@ -421,15 +420,7 @@ func (r *Reconciler) event(ing *networkingv1.Ingress, typ, reason, verb, subject
 	r.Recorder.Eventf(ing, nil, typ, reason, model.Action(verb, subject, msg), "%s", msg)
 }
 
-func (r *Reconciler) wake(host string) {
-	obj := &networkingv1.Ingress{}
-	obj.Name = host
-	select {
-	case r.events <- event.GenericEvent{Object: obj}:
-	default:
-		go func() { r.events <- event.GenericEvent{Object: obj} }()
-	}
-}
+func (r *Reconciler) wake(host string) { r.wakes.Wake(types.NamespacedName{Name: host}) }
 
 func keysOf(ings []*networkingv1.Ingress) []types.NamespacedName {
 	out := make([]types.NamespacedName, 0, len(ings))

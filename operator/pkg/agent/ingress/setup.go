@@ -7,10 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
@@ -24,12 +21,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, model.HostIndex, model.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
-	r.events = make(chan event.GenericEvent, 1024)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ingress-agent").
 		Watches(&networkingv1.Ingress{}, model.Handler(mgr.GetClient(), false), builder.WithPredicates(model.Changed)).
 		Watches(&networkingv1.IngressClass{}, model.ClassHandler(mgr.GetClient(), false)).
-		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{}))
+		WatchesRawSource(r.wakes.Source())
 	if r.Gateways {
 		// Gateway hosts share the Ingress hosts' keys, tunnels and routers.
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {

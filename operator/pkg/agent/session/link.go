@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +63,7 @@ func (t *Tunnel) run(l *link) {
 		if l.ctx.Err() != nil {
 			return
 		}
-		reason, msg := classify(err)
+		reason, msg := classify(err, keyOrigin(t.cfg.Edge.Key))
 		t.setLinkState(l, State{Phase: PhaseConnecting, Reason: reason, Message: msg})
 		l.log.Info("tunnel session ended, reconnecting", "reason", reason, "error", msg)
 		if connectedFor > time.Minute {
@@ -239,42 +238,4 @@ func (t *Tunnel) serveTCP(ln net.Listener, streams *tcpStreams) {
 func reconnectNow(err error) bool {
 	var term *tunnelclient.TerminatedError
 	return errors.As(err, &term) && term.Code == protocol.CodeEdgeShuttingDown
-}
-
-// classify maps why a session ended to a condition reason and a message
-// that tells the user what to do.
-func classify(err error) (reason, message string) {
-	var term *tunnelclient.TerminatedError
-	var bind *tunnelclient.BindError
-	var auth *tunnelclient.AuthError
-	switch {
-	case err == nil:
-		return "Connecting", "the session ended; reconnecting"
-	case errors.As(err, &term):
-		if term.Code == protocol.CodeKeyRevoked {
-			return "KeyRevoked", "the edge revoked this tunnel's key: " + term.Reason
-		}
-		if term.Code == protocol.CodeAddressOwned {
-			return "AddressOwned", term.Reason + "; ask the address's owner to add this namespace to spec.sharedWith, or choose another address"
-		}
-		return "EdgeUnreachable", "the edge ended the session (" + term.Code + "): " + term.Reason + "; reconnecting"
-	case errors.As(err, &bind):
-		switch bind.Code {
-		case protocol.CodeAddressTaken:
-			return "AddressTaken", bind.Message + ": another tunnel holds this address; choose another or stop the other tunnel"
-		case protocol.CodeAddressOwned:
-			return "AddressOwned", bind.Message
-		case protocol.CodeAddressNotFound:
-			return "EndpointNotReady", bind.Message
-		case protocol.CodeForbidden:
-			return "APIKeyInvalid", bind.Message
-		}
-		return "EdgeUnreachable", "the edge refused the bind: " + bind.Message
-	case errors.As(err, &auth):
-		if strings.Contains(auth.Error(), "revoked") {
-			return "KeyRevoked", "the edge refused the tunnel's key: " + auth.Error()
-		}
-		return "APIKeyInvalid", "the edge refused the tunnel's key: " + auth.Error()
-	}
-	return "EdgeUnreachable", "cannot reach the edge: " + err.Error() + "; retrying with backoff"
 }

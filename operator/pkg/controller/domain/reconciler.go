@@ -63,14 +63,18 @@ func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.
 	}
 	r.held.Hold(client.ObjectKeyFromObject(d), reservation.Held{UID: d.UID, Address: res.Name,
 		Release: reservation.Release(adopted, d.Spec.ReclaimPolicy)})
-	if res.Custom && !res.Verified && r.verifyDue(d) {
+	noDNS, err := r.dnsDisabled(ctx, res)
+	if err != nil {
+		return r.failed(ctx, d, err)
+	}
+	if res.Custom && !res.Verified && !noDNS && r.verifyDue(d) {
 		if res, err = r.Edge.VerifyDomain(ctx, fqdn, edgeapi.Owner(r.ClusterID, d.Namespace)); err != nil {
 			return r.failed(ctx, d, err)
 		}
 		now := metav1.Now()
 		d.Status.LastVerifiedTime = &now
 	}
-	return r.report(ctx, d, res, adopted)
+	return r.report(ctx, d, res, adopted, noDNS)
 }
 
 // fqdn is the full name the Domain asks for.
@@ -145,8 +149,21 @@ func (r *Reconciler) verifyInterval() time.Duration {
 	return 5 * time.Minute
 }
 
+// dnsDisabled reports whether res is a custom domain that can never be
+// verified, because the edge checks no DNS.
+func (r *Reconciler) dnsDisabled(ctx context.Context, res *edgeclient.Domain) (bool, error) {
+	if !res.Custom || res.Verified {
+		return false, nil
+	}
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.DNSVerificationDisabled, nil
+}
+
 // report writes status and decides when to look again.
-func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclient.Domain, adopted bool) (reconcile.Result, error) {
+func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclient.Domain, adopted, noDNS bool) (reconcile.Result, error) {
 	records := make([]any, 0, len(res.DNSRecords))
 	for _, rec := range res.DNSRecords {
 		records = append(records, map[string]any{"type": rec.Type, "name": rec.Name, "value": rec.Value})
@@ -160,6 +177,12 @@ func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclie
 	case res.Verified:
 		cond = status.Condition(d.Status.Conditions, tunav1.ConditionReady, metav1.ConditionTrue, tunav1.ReasonReserved,
 			fmt.Sprintf("%s is reserved", res.Name), d.Generation)
+	case noDNS:
+		// Waiting for records would be waiting for ever.
+		cond = status.Condition(d.Status.Conditions, tunav1.ConditionReady, metav1.ConditionFalse, tunav1.ReasonDNSVerificationDisabled,
+			fmt.Sprintf("%s is reserved, but the edge checks no DNS (it runs with an empty --dns-resolver), so it can never be "+
+				"verified nor served there: ask the edge's administrator to set --dns-resolver (system, or a resolver's host:port), "+
+				"or use a subdomain of the edge (spec.subdomain)", res.Name), d.Generation)
 	default:
 		msg := fmt.Sprintf("create the DNS records in status.dnsRecords at your DNS provider; the operator re-checks every %s", r.verifyInterval())
 		if res.VerifyError != "" {
@@ -215,7 +238,7 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 	})
 	if err == nil && res.IsZero() {
 		r.held.Forget(client.ObjectKeyFromObject(d))
-		reservation.Forget(d)
+		reservation.Forget(client.ObjectKeyFromObject(d))
 	}
 	return res, err
 }
@@ -224,6 +247,7 @@ func (r *Reconciler) finalize(ctx context.Context, d *tunav1.Domain) (reconcile.
 // finalizer, as the finalizer would have, unless a Domain of the namespace
 // (read live) holds or asks for the name.
 func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	reservation.Forget(key)
 	return r.held.Gone(ctx, key, "Domain", func(ctx context.Context, h reservation.Held) (bool, error) {
 		var list tunav1.DomainList
 		if err := r.Reader.List(ctx, &list, client.InNamespace(key.Namespace)); err != nil {

@@ -55,6 +55,13 @@ func (l *Ledger) Lookup(key types.NamespacedName, uid types.UID) (Held, bool) {
 	return h, ok && h.UID == uid
 }
 
+// Len is how many resources the ledger holds.
+func (l *Ledger) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
 // Forget drops key once its finalizer has decided on its reservation.
 func (l *Ledger) Forget(key types.NamespacedName) {
 	l.mu.Lock()

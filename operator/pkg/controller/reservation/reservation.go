@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -60,7 +61,7 @@ func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorde
 	if err != nil {
 		return err
 	}
-	if transitions.Changed(obj.GetUID(), old, cond) {
+	if transitions.Changed(obj, old, cond) {
 		typ := corev1.EventTypeNormal
 		if cond.Status != metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning
@@ -215,6 +216,9 @@ func DNSTarget(host string, custom bool, records []tunav1.DNSRecord) string {
 	return host
 }
 
-// Forget drops what this package remembers of obj, once it is gone: the
-// last Ready it wrote, which de-duplicates its events.
-func Forget(obj client.Object) { transitions.Forget(obj.GetUID()) }
+// Forget drops what this package remembers of the resource key, once it is
+// gone: the last Ready it wrote, which de-duplicates its events.
+func Forget(key types.NamespacedName) { transitions.Forget(key) }
+
+// Remembered is how many resources this package remembers a Ready of.
+func Remembered() int { return transitions.Len() }

@@ -311,7 +311,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *tunav1.SecretSync, st 
 	if err != nil {
 		return err
 	}
-	if transitions.Changed(ss.UID, old, cond) {
+	if transitions.Changed(ss, old, cond) {
 		typ := corev1.EventTypeNormal
 		if st != metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning

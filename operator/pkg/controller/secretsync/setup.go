@@ -45,6 +45,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) gone(_ context.Context, key types.NamespacedName) error {
 	r.Hub.Unsubscribe(key)
 	metrics.ForgetSecretSync(key.Namespace, key.Name)
+	transitions.Forget(key)
 	return nil
 }
 
@@ -56,7 +57,7 @@ func (r *Reconciler) finalize(ctx context.Context, ss *tunav1.SecretSync) (recon
 	key := client.ObjectKeyFromObject(ss)
 	r.Hub.Unsubscribe(key)
 	metrics.ForgetSecretSync(ss.Namespace, ss.Name)
-	transitions.Forget(ss.UID)
+	transitions.Forget(key)
 	name := targetName(ss)
 	m, err := r.targetMeta(ctx, ss.Namespace, name)
 	if err != nil || m == nil || !ownedBy(m, ss) {

@@ -143,7 +143,7 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	})
 	if err == nil && res.IsZero() {
 		r.held.Forget(client.ObjectKeyFromObject(e))
-		reservation.Forget(e)
+		reservation.Forget(client.ObjectKeyFromObject(e))
 	}
 	return res, err
 }
@@ -152,6 +152,7 @@ func (r *Reconciler) finalize(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 // finalizer, as the finalizer would have, unless a TCPEndpoint of the
 // namespace (read live) holds or asks for the alias.
 func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	reservation.Forget(key)
 	return r.held.Gone(ctx, key, "TCPEndpoint", func(ctx context.Context, h reservation.Held) (bool, error) {
 		var list tunav1.TCPEndpointList
 		if err := r.Reader.List(ctx, &list, client.InNamespace(key.Namespace)); err != nil {

@@ -2,6 +2,7 @@ package tcpendpoint
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -119,5 +121,85 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 	}
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(held), &got); !apierrors.IsNotFound(err) || edge.aliases["held"] {
 		t.Errorf("once the edge accepts, the retry releases and lets go: %v, still reserved %v", err, edge.aliases["held"])
+	}
+}
+
+// reservations is an in-memory edge of TCP endpoints for the churn test.
+type reservations struct {
+	edgeapi.Reservations // other calls are not used here
+	aliases              map[string]edgeclient.TCPEndpoint
+}
+
+func (e *reservations) GetTCPEndpoint(_ context.Context, alias string) (*edgeclient.TCPEndpoint, error) {
+	ep, ok := e.aliases[alias]
+	if !ok {
+		return nil, fake.APIError(http.StatusNotFound, edgeclient.CodeNotFound)
+	}
+	return &ep, nil
+}
+
+func (e *reservations) CreateTCPEndpoint(_ context.Context, in edgeclient.CreateTCPEndpoint) (*edgeclient.TCPEndpoint, error) {
+	ep := edgeclient.TCPEndpoint{Alias: in.Alias, Port: 40000 + len(e.aliases), Address: "edge:40000", Sharing: in.Sharing}
+	e.aliases[in.Alias] = ep
+	return &ep, nil
+}
+
+func (e *reservations) DeleteTCPEndpoint(_ context.Context, alias, owner string) error {
+	if e.aliases[alias].Owner != owner {
+		return fake.APIError(http.StatusForbidden, edgeclient.CodeAddressOwned)
+	}
+	delete(e.aliases, alias)
+	return nil
+}
+
+// Over 1,000 TCPEndpoints reserved, deleted and released, the reconciler
+// keeps nothing of the gone ones: the Ready it wrote for each (which
+// de-duplicates its events) and what each held are forgotten with it.
+func TestReservationMemoryIsFlatOverChurn(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := tunav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	kube := crfake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&tunav1.TCPEndpoint{}).Build()
+	edge := &reservations{aliases: map[string]edgeclient.TCPEndpoint{}}
+	r := &Reconciler{Client: kube, Reader: kube, Edge: edge, Recorder: &events.FakeRecorder{}, ClusterID: "c1"}
+	b := &base.Reconciler[*tunav1.TCPEndpoint]{Client: kube, New: func() *tunav1.TCPEndpoint { return &tunav1.TCPEndpoint{} },
+		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge, Gone: r.gone}
+	ctx := context.Background()
+	for i := range 1000 {
+		key := types.NamespacedName{Namespace: "team", Name: fmt.Sprintf("pg-%d", i)}
+		e := &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: tunav1.TCPEndpointSpec{Alias: key.Name}}
+		if err := kube.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the finalizer, then the reservation
+			if _, err := b.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := kube.Get(ctx, key, e); err != nil || status.Find(e.Status.Conditions, tunav1.ConditionReady).Reason != tunav1.ReasonReserved {
+			t.Fatalf("cycle %d: %+v %v", i, e.Status, err)
+		}
+		if err := kube.Delete(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.Get(ctx, key, e); !apierrors.IsNotFound(err) {
+			t.Fatalf("cycle %d: the TCPEndpoint stays: %v", i, err)
+		}
+	}
+	if n := reservation.Remembered(); n != 0 {
+		t.Errorf("the reconciler remembers the Ready of %d gone TCPEndpoints", n)
+	}
+	if len(edge.aliases) != 0 {
+		t.Errorf("%d reservations were not released", len(edge.aliases))
+	}
+	if n := r.held.Len(); n != 0 {
+		t.Errorf("the ledger holds %d gone TCPEndpoints", n)
 	}
 }
