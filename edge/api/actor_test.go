@@ -238,6 +238,17 @@ func TestOwnerTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	who, err := admin.WhoAmI(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The audit line: who asked, what moved.
+	for _, want := range []string{`msg="audit: owner transfer"`, "from=old", "to=new", "api_key=" + who.KeyID,
+		"domains=[shop." + base + "]", "tcp_endpoints=[pg]", "claims=[cart." + base + "]", "complete=true"} {
+		if !strings.Contains(f.logs.String(), want) {
+			t.Errorf("the audit line lacks %s:\n%s", want, f.logs.String())
+		}
+	}
 	if strings.Join(res.Domains, ",") != "shop."+base || strings.Join(res.TCPEndpoints, ",") != "pg" ||
 		strings.Join(res.Claims, ",") != "cart."+base {
 		t.Fatalf("transfer moved %+v", res)

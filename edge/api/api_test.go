@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +34,27 @@ type fixture struct {
 	full, write, connect, tunnelKey string
 	http                            *http.Client
 	fingerprint                     string
+	// logs is what the API logged (its audit lines).
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that the API's handlers may write while a
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // newFixture serves the API on a loopback listener with a real store.
@@ -45,7 +68,9 @@ func newFixture(t *testing.T, dnsAddr string) *fixture {
 	r := ports.Range(t, 2)
 	pm := tcpports.New("127.0.0.1", r[0], r[1], nil)
 	t.Cleanup(pm.Close)
+	logs := &syncBuffer{}
 	srv := api.New(api.Config{
+		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
 		BaseDomain: base, CNAMETarget: "edge." + base,
 		TCPPortFirst: r[0], TCPPortLast: r[1], PublicTCPHost: "127.0.0.1", Ports: pm,
 		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
@@ -54,7 +79,7 @@ func newFixture(t *testing.T, dnsAddr string) *fixture {
 	// TLS as the edge serves it; the clients pin the test certificate.
 	hs := httptest.NewTLSServer(srv)
 	t.Cleanup(hs.Close)
-	f := &fixture{url: hs.URL, st: st, ports: r, http: hs.Client(), fingerprint: client.Fingerprint(hs.Certificate().Raw)}
+	f := &fixture{url: hs.URL, st: st, ports: r, http: hs.Client(), fingerprint: client.Fingerprint(hs.Certificate().Raw), logs: logs}
 	mk := func(scope string) string {
 		k, err := api.CreateAPIKey(st, scope, []string{scope}, func() store.APIKey { return store.APIKey{CreatedAt: time.Now()} })
 		if err != nil {

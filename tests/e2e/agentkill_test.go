@@ -132,12 +132,17 @@ func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
 	require.NoError(t, err)
 	kubeconfig := dir + "/kubeconfig"
 	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
-	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir, "--replica=pool-a", "--replicas=2",
+	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir, "--replica=pool-a", "--replicas=2", "--metrics-bind-address=0",
 		"--keepalive-interval=1s", "--keepalive-timeout=3s") // the default heartbeat: a 30 s Lease
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if !killed.Exited() {
 			assert.NoError(t, killed.Stop())
+		}
+		if t.Failed() {
+			if log, err := os.ReadFile(killed.Log); err == nil {
+				t.Logf("the agent process's log:\n%s", log)
+			}
 		}
 	})
 	b := poolAgent("pool-b")
