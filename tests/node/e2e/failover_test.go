@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/node/tuna"
 )
 
@@ -98,9 +99,11 @@ func TestControllerFailover(t *testing.T) {
 	t.Logf("leader %s killed: %s leads after %v (lease duration %v)", pod, last, took.Round(time.Millisecond), duration)
 	// The lease expires at most its duration after the leader's last
 	// renewal (before the kill); the candidates try every RetryPeriod
-	// (2 s) stretched by client-go's jitter (up to 1.2 times more): at most
-	// 4.4 s later. One more second for the API calls on two busy cores.
-	if bound := duration + 4400*time.Millisecond + time.Second; took > bound {
+	// (the chart's controller.leaderElection.retryPeriod) stretched by
+	// client-go's jitter (up to 1.2 times more): at most 4.4 retry periods
+	// later (app.LeaderElection.TakeoverBound). One more second for the API
+	// calls on two busy cores.
+	if bound := duration + app.DefaultLeaderElection.TakeoverBound() - app.DefaultLeaderElection.LeaseDuration + time.Second; took > bound {
 		t.Errorf("after the leader was killed a candidate took the lease in %v, beyond the lease's %v, a jittered retry and a second (%v)", took, duration, bound)
 	}
 	// The new leader issues keys: a new Tunnel serves.
