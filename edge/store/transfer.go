@@ -51,45 +51,14 @@ func (o *Ownership) rehome(from, to string) bool {
 // Tunnel keys keep their owner: the old owners' keys lose the addresses.
 func (s *Store) TransferOwners(from, to string) (Transfer, error) {
 	var out Transfer
-	domains, err := s.ListDomains()
-	if err != nil {
+	var err error
+	if out.Domains, err = moveOwners(s.ListDomains, func(d *Domain) (string, *Ownership) { return d.Name, &d.Ownership },
+		s.ChangeDomain, from, to); err != nil {
 		return out, err
 	}
-	for _, d := range domains {
-		moved := false
-		nd, err := s.ChangeDomain(d.Name, func(cur *Domain) error {
-			moved = cur.rehome(from, to)
-			return nil
-		})
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		if moved {
-			out.Domains = append(out.Domains, nd)
-		}
-	}
-	eps, err := s.ListTCPEndpoints()
-	if err != nil {
+	if out.TCPEndpoints, err = moveOwners(s.ListTCPEndpoints, func(e *TCPEndpoint) (string, *Ownership) { return e.Alias, &e.Ownership },
+		s.ChangeTCPEndpoint, from, to); err != nil {
 		return out, err
-	}
-	for _, e := range eps {
-		moved := false
-		ne, err := s.ChangeTCPEndpoint(e.Alias, func(cur *TCPEndpoint) error {
-			moved = cur.rehome(from, to)
-			return nil
-		})
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		if moved {
-			out.TCPEndpoints = append(out.TCPEndpoints, ne)
-		}
 	}
 	claims, err := s.ListClaims()
 	if err != nil {
@@ -120,6 +89,36 @@ func (s *Store) TransferOwners(from, to string) (Transfer, error) {
 			return out, err
 		}
 		out.Claims = append(out.Claims, moved)
+	}
+	return out, nil
+}
+
+// moveOwners rehomes the ownership of every record list returns, each in a
+// transaction of its own (change), and returns the records that changed.
+func moveOwners[T any](list func() ([]T, error), own func(*T) (string, *Ownership),
+	change func(string, func(*T) error) (T, error), from, to string) ([]T, error) {
+	recs, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for i := range recs {
+		name, _ := own(&recs[i])
+		moved := false
+		rec, err := change(name, func(cur *T) error {
+			_, o := own(cur)
+			moved = o.rehome(from, to)
+			return nil
+		})
+		if errors.Is(err, ErrNotFound) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return out, err
+		}
+		if moved {
+			out = append(out, rec)
+		}
 	}
 	return out, nil
 }

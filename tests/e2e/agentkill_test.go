@@ -36,26 +36,8 @@ func TestSIGKILLedAgentFailsOnlyRequestsInFlight(t *testing.T) {
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
-	dir := t.TempDir()
-	bin, err := harness.BuildOperator(dir)
-	require.NoError(t, err)
-	kubeconfig := dir + "/kubeconfig"
-	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
 	metricsAddr := ports.Addr(t)
-	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir,
-		"--replica=pool-a", "--replicas=2", "--metrics-bind-address="+metricsAddr,
-		"--keepalive-interval=1s", "--keepalive-timeout=3s", "--heartbeat-ttl=3s")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !killed.Exited() {
-			assert.NoError(t, killed.Stop())
-		}
-		if t.Failed() {
-			if log, err := os.ReadFile(killed.Log); err == nil {
-				t.Logf("the agent process's log:\n%s", log)
-			}
-		}
-	})
+	killed := agentProcess(t, "pool-a", "--metrics-bind-address="+metricsAddr, "--heartbeat-ttl=3s")
 	b := poolAgent("pool-b")
 	t.Cleanup(func() { assert.NoError(t, b.Stop()) })
 	web := waitPool(t, key(ns, "web"), "pool-a", "pool-b")
@@ -127,24 +109,7 @@ func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
-	dir := t.TempDir()
-	bin, err := harness.BuildOperator(dir)
-	require.NoError(t, err)
-	kubeconfig := dir + "/kubeconfig"
-	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
-	killed, err := harness.StartAgentProcess(bin, kubeconfig, dir, "--replica=pool-a", "--replicas=2", "--metrics-bind-address=0",
-		"--keepalive-interval=1s", "--keepalive-timeout=3s") // the default heartbeat: a 30 s Lease
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !killed.Exited() {
-			assert.NoError(t, killed.Stop())
-		}
-		if t.Failed() {
-			if log, err := os.ReadFile(killed.Log); err == nil {
-				t.Logf("the agent process's log:\n%s", log)
-			}
-		}
-	})
+	killed := agentProcess(t, "pool-a", "--metrics-bind-address=0") // the default heartbeat: a 30 s Lease
 	b := poolAgent("pool-b")
 	t.Cleanup(func() { assert.NoError(t, b.Stop()) })
 	before := waitPool(t, key(ns, "web"), "pool-a", "pool-b")
@@ -163,4 +128,30 @@ func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, degraded.Status)
 	assert.Equal(t, tunav1.ReasonPoolBelowDesired, degraded.Reason)
 	assert.Equal(t, "1 of 2 agent replicas hold a live session of the tunnel", degraded.Message)
+}
+
+// agentProcess runs the shipped binary as agent replica name of two, as the
+// chart's agent ServiceAccount, with fast keepalives and args; it is
+// stopped when the test ends, and its log shown if the test failed.
+func agentProcess(t *testing.T, name string, args ...string) *harness.Process {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := harness.BuildOperator(dir)
+	require.NoError(t, err)
+	kubeconfig := dir + "/kubeconfig"
+	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
+	p, err := harness.StartAgentProcess(bin, kubeconfig, dir, append([]string{"--replica=" + name, "--replicas=2",
+		"--keepalive-interval=1s", "--keepalive-timeout=3s"}, args...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !p.Exited() {
+			assert.NoError(t, p.Stop())
+		}
+		if t.Failed() {
+			if log, err := os.ReadFile(p.Log); err == nil {
+				t.Logf("the agent process's log:\n%s", log)
+			}
+		}
+	})
+	return p
 }

@@ -120,21 +120,12 @@ func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) 
 	return created, false, err
 }
 
-// existing takes a reservation found on the edge: refused, adopted or the
-// namespace's own, whose shared_with it keeps in sync with the spec.
+// existing takes a reservation found on the edge (reservation.Take).
 func (r *Reconciler) existing(ctx context.Context, d *tunav1.Domain, fqdn string, have *edgeclient.Domain, owner string, shared []string) (*edgeclient.Domain, bool, error) {
-	adopted, err := reservation.Existing(ctx, r.Reader, d, fqdn, have.Sharing, owner,
+	return reservation.Take(ctx, r.Reader, d, fqdn, have, func(x *edgeclient.Domain) edgeclient.Sharing { return x.Sharing }, owner, shared,
 		func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
-		func(x *tunav1.Domain) bool { return x.Status.Adopted })
-	if err != nil {
-		return nil, false, err
-	}
-	if have.Owner == owner && reservation.SharingChanged(have.SharedWith, shared) {
-		if have, err = r.Edge.ShareDomain(ctx, fqdn, owner, shared); err != nil {
-			return nil, false, err
-		}
-	}
-	return have, adopted, nil
+		func(x *tunav1.Domain) bool { return x.Status.Adopted },
+		r.Edge.ShareDomain)
 }
 
 func (r *Reconciler) verifyDue(d *tunav1.Domain) bool {

@@ -183,6 +183,26 @@ func Existing[T client.Object](ctx context.Context, reader client.Reader, obj T,
 	return AdoptedLive(ctx, reader, obj, recorded, adopted)
 }
 
+// Take takes a reservation found on the edge, have, for obj (Existing
+// decides: refused, adopted or the namespace's own) and, when it is the
+// namespace's own, keeps its shared_with equal to want through share.
+// sharing reads have's owner and shared_with.
+func Take[T client.Object, R any](ctx context.Context, reader client.Reader, obj T, address string, have *R, sharing func(*R) edgeclient.Sharing,
+	owner string, want []string, recorded, adopted func(T) bool,
+	share func(ctx context.Context, address, owner string, sharedWith []string) (*R, error)) (*R, bool, error) {
+	s := sharing(have)
+	took, err := Existing(ctx, reader, obj, address, s, owner, recorded, adopted)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.Owner == owner && SharingChanged(s.SharedWith, want) {
+		if have, err = share(ctx, address, owner, want); err != nil {
+			return nil, false, err
+		}
+	}
+	return have, took, nil
+}
+
 // Foreign refuses to adopt a reservation another owner made: adopting it
 // would hand this namespace an address another namespace (or cluster)
 // reserved. Sharing lets others use an address, never manage it.

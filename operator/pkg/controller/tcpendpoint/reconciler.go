@@ -103,22 +103,12 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 	return created, false, err
 }
 
-// existing takes a reservation found on the edge: refused, adopted or the
-// namespace's own, whose shared_with it keeps in sync with the spec.
+// existing takes a reservation found on the edge (reservation.Take).
 func (r *Reconciler) existing(ctx context.Context, e *tunav1.TCPEndpoint, have *edgeclient.TCPEndpoint, owner string, shared []string) (*edgeclient.TCPEndpoint, bool, error) {
-	alias := e.Spec.Alias
-	adopted, err := reservation.Existing(ctx, r.Reader, e, alias, have.Sharing, owner,
+	return reservation.Take(ctx, r.Reader, e, e.Spec.Alias, have, func(x *edgeclient.TCPEndpoint) edgeclient.Sharing { return x.Sharing }, owner, shared,
 		func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
-		func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted })
-	if err != nil {
-		return nil, false, err
-	}
-	if have.Owner == owner && reservation.SharingChanged(have.SharedWith, shared) {
-		if have, err = r.Edge.ShareTCPEndpoint(ctx, alias, owner, shared); err != nil {
-			return nil, false, err
-		}
-	}
-	return have, adopted, nil
+		func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted },
+		r.Edge.ShareTCPEndpoint)
 }
 
 // finalize releases the port unless it is adopted, retained, or another
