@@ -121,15 +121,15 @@ func TestCustomDomainOnAnEdgeWithoutDNS(t *testing.T) {
 	// The controller reads the edge's facts once: it starts again after
 	// each reconfiguration of the edge (the last cleanup runs after the
 	// edge's own).
-	restartController := func() {
+	freshController := func() {
 		require.NoError(t, env.controller.Stop())
 		env.controller = startController()
 	}
-	t.Cleanup(restartController)
+	t.Cleanup(freshController)
 	noDNS := env.edge.Options
 	noDNS.DNSResolver = ""
 	restartEdge(t, noDNS)
-	restartController()
+	freshController()
 
 	ns := namespace(t)
 	name := "nodns-" + tag(ns) + ".example.test"
