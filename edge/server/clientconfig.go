@@ -24,17 +24,22 @@ type ClientConfig struct {
 	APIFingerprint string `json:"api_fingerprint,omitempty"`
 }
 
-// writeClientConfig records how to reach the API that now listens.
-func (e *Edge) writeClientConfig() error {
-	data, err := json.MarshalIndent(ClientConfig{APIURL: e.apiURL, APIFingerprint: e.APIFingerprint()}, "", "  ")
-	if err != nil {
-		return err
-	}
+// writeClientConfig records how to reach the API that now listens. It is a
+// convenience of the CLI: an edge that cannot write it (a read-only data
+// directory) says so and serves on.
+func (e *Edge) writeClientConfig() {
 	path := ClientConfigPath(e.cfg.DataDir)
-	if err := writeFileAtomic(path, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	data, err := json.MarshalIndent(ClientConfig{APIURL: e.apiURL, APIFingerprint: e.APIFingerprint()}, "", "  ")
+	if err == nil {
+		err = os.MkdirAll(e.cfg.DataDir, 0o700) // a cluster's node keeps its state in etcd and may have made no data dir
 	}
-	return nil
+	if err == nil {
+		err = writeFileAtomic(path, append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		e.log.Warn("cannot write the client config: tuna-edge keys, secrets and owners on this host need --api-url and --api-fingerprint",
+			"file", path, "err", err)
+	}
 }
 
 // ReadClientConfig reads what the edge of dataDir wrote when it started.

@@ -290,9 +290,7 @@ func (e *Edge) start(ctx context.Context) error {
 		return err
 	}
 	e.startAPI(apiLn)
-	if err := e.writeClientConfig(); err != nil {
-		return err
-	}
+	e.writeClientConfig()
 
 	if e.cfg.MetricsListen != "" {
 		ln, err := listen("metrics", e.cfg.MetricsListen)
