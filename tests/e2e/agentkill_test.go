@@ -143,15 +143,22 @@ func agentProcess(t *testing.T, name string, args ...string) *harness.Process {
 	p, err := harness.StartAgentProcess(bin, kubeconfig, dir, append([]string{"--replica=" + name, "--replicas=2",
 		"--keepalive-interval=1s", "--keepalive-timeout=3s"}, args...)...)
 	require.NoError(t, err)
+	stopAtEnd(t, p, "agent "+name)
+	return p
+}
+
+// stopAtEnd stops the process what when the test ends, unless it ended,
+// and shows its log if the test failed.
+func stopAtEnd(t *testing.T, p *harness.Process, what string) {
+	t.Helper()
 	t.Cleanup(func() {
 		if !p.Exited() {
 			assert.NoError(t, p.Stop())
 		}
 		if t.Failed() {
 			if log, err := os.ReadFile(p.Log); err == nil {
-				t.Logf("the agent process's log:\n%s", log)
+				t.Logf("the log of %s:\n%s", what, log)
 			}
 		}
 	})
-	return p
 }

@@ -103,16 +103,7 @@ func TestControllerFailoverAfterSIGKILL(t *testing.T) {
 		t.Helper()
 		p, err := harness.StartControllerProcess(bin, kubeconfig, filepath.Join(dir, name+".log"), env.edge, env.edge.OperatorKey)
 		require.NoError(t, err)
-		t.Cleanup(func() {
-			if !p.Exited() {
-				assert.NoError(t, p.Stop())
-			}
-			if t.Failed() {
-				if log, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("controller %s's log:\n%s", name, log)
-				}
-			}
-		})
+		stopAtEnd(t, p, "controller "+name)
 		return p
 	}
 	first := start("first")
