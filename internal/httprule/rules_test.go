@@ -1,0 +1,249 @@
+package httprule
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHopAndFraming(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		hop, framing bool
+	}{
+		{"Connection", true, false},
+		{"proxy-connection", true, false},
+		{"Keep-Alive", true, false},
+		{"Proxy-Authenticate", true, false},
+		{"Proxy-Authorization", true, false},
+		{"TE", true, false},
+		{"Upgrade", true, false},
+		{"Content-Length", false, true},
+		{"transfer-encoding", false, true},
+		// End-to-end: passed on.
+		{"Trailer", false, false},
+		{"Host", false, false},
+		{"X-Forwarded-For", false, false},
+		{"Authorization", false, false},
+		{"Content-Type", false, false},
+	} {
+		if got := Hop(tc.name); got != tc.hop {
+			t.Errorf("Hop(%q) = %v, want %v", tc.name, got, tc.hop)
+		}
+		if got := Hop([]byte(tc.name)); got != tc.hop {
+			t.Errorf("Hop([]byte(%q)) = %v, want %v", tc.name, got, tc.hop)
+		}
+		if got := Framing(tc.name); got != tc.framing {
+			t.Errorf("Framing(%q) = %v, want %v", tc.name, got, tc.framing)
+		}
+	}
+}
+
+func TestConnectionOption(t *testing.T) {
+	for _, tc := range []struct {
+		token string
+		want  Option
+	}{
+		{"close", OptionClose},
+		{"Close", OptionClose},
+		{"keep-alive", OptionKeepAlive},
+		{"Upgrade", OptionUpgrade},
+		// Naming the framing or the target: never re-framed.
+		{"Content-Length", OptionCritical},
+		{"transfer-encoding", OptionCritical},
+		{"HOST", OptionCritical},
+		// Anything else is dropped as hop-by-hop.
+		{"X-Forwarded-For", OptionHop},
+		{"Cookie", OptionHop},
+		{"TE", OptionHop},
+		{"Trailer", OptionHop},
+	} {
+		if got := ConnectionOption(tc.token); got != tc.want {
+			t.Errorf("ConnectionOption(%q) = %v, want %v", tc.token, got, tc.want)
+		}
+	}
+}
+
+func TestForwarded(t *testing.T) {
+	for _, name := range []string{"Forwarded", "X-Forwarded-For", "x-forwarded-host", "X-FORWARDED-PROTO"} {
+		if !Forwarded(name) {
+			t.Errorf("Forwarded(%q) = false: a client could set it", name)
+		}
+	}
+	for _, name := range []string{"X-Real-IP", "Host", "Via", "X-Forwarded"} {
+		if Forwarded(name) {
+			t.Errorf("Forwarded(%q) = true", name)
+		}
+	}
+	list := ForwardedFields()
+	list[0] = "changed"
+	if ForwardedFields()[0] == "changed" {
+		t.Fatal("ForwardedFields hands out the rulebook's own list")
+	}
+	for _, name := range []string{ForwardedFor, ForwardedHost, ForwardedProto} {
+		if !Forwarded(name) {
+			t.Errorf("the edge writes %s but does not drop a client's", name)
+		}
+	}
+}
+
+func TestTrailerAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"Grpc-Status", true},
+		{"grpc-message", true},
+		{"Server-Timing", true},
+		{"X-Checksum", true},
+		{"Content-Length", false},
+		{"Transfer-Encoding", false},
+		{"Host", false},
+		{"X-Forwarded-For", false},
+		{"Forwarded", false},
+		{"Authorization", false},
+		{"Set-Cookie", false},
+		{"Connection", false},
+		{"Trailer", false},
+		{"Content-Type", false},
+	} {
+		if got := TrailerAllowed(tc.name); got != tc.want {
+			t.Errorf("TrailerAllowed(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReplay(t *testing.T) {
+	for _, tc := range []struct {
+		written int64
+		err     error
+		sends   int
+		want    bool
+	}{
+		{0, io.EOF, 1, true},
+		{0, fmt.Errorf("writing: %w", syscall.EPIPE), 1, true},
+		{0, syscall.ECONNRESET, 2, true},
+		{0, net.ErrClosed, 1, true},
+		// Any byte written: the upstream may have acted on it.
+		{1, io.EOF, 1, false},
+		{512, io.ErrUnexpectedEOF, 1, false},
+		// Not a closed connection: a refusal is not multiplied.
+		{0, errors.New("no live session serves the tunnel"), 1, false},
+		{0, syscall.ECONNREFUSED, 1, false},
+		// Bounded.
+		{0, io.EOF, MaxSends, false},
+	} {
+		if got := Replay(tc.written, tc.err, tc.sends); got != tc.want {
+			t.Errorf("Replay(%d, %v, %d) = %v, want %v", tc.written, tc.err, tc.sends, got, tc.want)
+		}
+	}
+}
+
+func TestReusable(t *testing.T) {
+	for _, tc := range []struct {
+		complete, closing bool
+		unread            int
+		want              bool
+	}{
+		{true, false, 0, true},
+		{false, false, 0, false}, // ran until the connection closed
+		{true, true, 0, false},   // Connection: close
+		{true, false, 5, false},  // bytes behind the answer
+	} {
+		if got := Reusable(tc.complete, tc.closing, tc.unread); got != tc.want {
+			t.Errorf("Reusable(%v, %v, %d) = %v, want %v", tc.complete, tc.closing, tc.unread, got, tc.want)
+		}
+	}
+}
+
+// tcpPair is a connected pair of loopback TCP connections.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return client, server
+}
+
+// eventually waits for cond, which the kernel makes true within moments.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestQuiet(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		c, _ := tcpPair(t)
+		if !Quiet(c) {
+			t.Fatal("an idle connection is not quiet")
+		}
+	})
+	t.Run("bytes sent unasked stay readable", func(t *testing.T) {
+		c, s := tcpPair(t)
+		if _, err := s.Write([]byte("HTTP/1.1 200 OK\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "bytes in the socket still read as quiet", func() bool { return !Quiet(c) })
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "HTTP" {
+			t.Fatalf("the probe consumed bytes: %q %v", b, err)
+		}
+	})
+	t.Run("closed by the peer", func(t *testing.T) {
+		c, s := tcpPair(t)
+		_ = s.Close()
+		eventually(t, "a closed connection still reads as quiet", func() bool { return !Quiet(c) })
+	})
+	t.Run("not a socket", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		if !Quiet(a) {
+			t.Fatal("a connection that cannot be probed is left to its Lease")
+		}
+	})
+}
+
+type lease struct {
+	net.Conn
+	taken bool
+}
+
+func (l *lease) Acquire() bool { return !l.taken }
+func (l *lease) Release()      {}
+
+func TestLeaseOf(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if LeaseOf(a) != nil {
+		t.Fatal("a plain connection has a lease")
+	}
+	l := &lease{Conn: a, taken: true}
+	if got := LeaseOf(l); got == nil || got.Acquire() {
+		t.Fatal("a taken-back lease acquired")
+	}
+}
