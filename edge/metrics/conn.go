@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"code.tuna.am/tuna/k8s-operator/internal/connio"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // TunnelConn counts the bytes of a tunnel channel seen from the edge: what
@@ -46,4 +47,19 @@ func (c countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.m.Bytes("out", n)
 	return n, err
+}
+
+// Acquire and Release pass the channel's Lease on (httprule.Lease): a
+// connection without one is never taken back.
+func (c TunnelConn) Acquire() bool {
+	if l := httprule.LeaseOf(c.Conn); l != nil {
+		return l.Acquire()
+	}
+	return true
+}
+
+func (c TunnelConn) Release() {
+	if l := httprule.LeaseOf(c.Conn); l != nil {
+		l.Release()
+	}
 }

@@ -3,6 +3,8 @@ package public
 import (
 	"net"
 	"net/http"
+
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // setForwarded writes the forwarding headers: the values are ours, never
@@ -12,9 +14,10 @@ func setForwarded(h http.Header, host string, cs *connState) {
 	if err != nil {
 		ip = cs.remote
 	}
-	// A client-supplied RFC 7239 header would contradict ours.
-	h.Del("Forwarded")
-	h.Set("X-Forwarded-For", ip)
-	h.Set("X-Forwarded-Host", host)
-	h.Set("X-Forwarded-Proto", cs.scheme)
+	for _, name := range httprule.ForwardedFields() {
+		h.Del(name)
+	}
+	h.Set(httprule.ForwardedFor, ip)
+	h.Set(httprule.ForwardedHost, host)
+	h.Set(httprule.ForwardedProto, cs.scheme)
 }

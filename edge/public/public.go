@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -215,6 +216,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState,
 	host := names.Normalize(r.Host)
 	out := httpfwd.Outgoing(r)
 	setForwarded(out.Header, r.Host, cs)
+	if out.Body != nil && h.t.Body > 0 {
+		out.Body = stallGuard{ReadCloser: out.Body, rc: http.NewResponseController(w), d: h.t.Body}
+	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		// An agent that stops accepting must not hold the client forever.
 		ctx, cancel := context.WithTimeout(ctx, openTimeout)
@@ -228,6 +232,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState,
 	if err := httpfwd.Forward(w, out, &cs.idle, host, dial, nil); err != nil {
 		h.proxyError(w, r, err)
 	}
+}
+
+// stallGuard bounds each wait for more of a request body, as the relay's
+// BodyTimeout does: a client that stalls mid-upload longer than d is cut
+// off, and its tunnel's slot freed.
+type stallGuard struct {
+	io.ReadCloser
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (b stallGuard) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	return b.ReadCloser.Read(p)
 }
 
 // roundTripper picks the per-connection transport; it exists because
@@ -244,17 +262,11 @@ func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("no connection in request context")
 	}
 	cs.once.Do(func() { cs.tr = rt.h.newTransport(cs) })
-	resp, err := cs.tr.RoundTrip(r)
-	// A replica that begins to drain closes its idle and new channels; a
-	// request sent on one of them gets EOF with no answer. A request that
-	// may be replayed (GET, HEAD, OPTIONS without a body, as http.Transport
-	// itself would replay on a reused connection) is sent again: the pool
-	// no longer picks the draining session, so it reaches another replica.
-	// Only EOF: a refusal (a limit, no session) must not be multiplied.
-	for retry := 0; httpfwd.ClosedUnanswered(err) && retry < 2 && httpfwd.Replayable(r) && r.Context().Err() == nil; retry++ {
-		resp, err = cs.tr.RoundTrip(r)
-	}
-	return resp, err
+	// No retry here: an upgrade's request reached the agent or not, and
+	// only the second would be safe to send again (httprule.Replay), which
+	// the Transport does not tell. A channel that cannot be opened is
+	// retried on the pool's next session by registry.Pool.Open.
+	return cs.tr.RoundTrip(r)
 }
 
 // newTransport dials by opening a forward channel on the session of the
@@ -284,10 +296,12 @@ func (h *Handler) newTransport(cs *connState) *http.Transport {
 			}
 			return metrics.TunnelConn{Conn: c, M: h.m}, nil
 		},
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   false,
+		DisableCompression: true,
+		// Only upgrades come here, and each needs a channel of its own;
+		// an answer that does not upgrade ends its channel, so no idle
+		// channel waits here for a draining session to take back.
+		DisableKeepAlives: true,
+		ForceAttemptHTTP2: false,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // Relay returns the public HTTP listener's server: plain HTTP/1.1
@@ -21,7 +22,8 @@ import (
 // the edge gives itself (no tunnel, not connected, refused address,
 // over a limit).
 func (h *Handler) Relay(fallback *http.Server) *h1.Server {
-	return &h1.Server{Router: relayRouter{h}, Fallback: fallback, ReadHeaderTimeout: h.t.ReadHeader, IdleTimeout: h.t.Idle}
+	return &h1.Server{Router: relayRouter{h}, Fallback: fallback, ReadHeaderTimeout: h.t.ReadHeader, IdleTimeout: h.t.Idle,
+		BodyTimeout: h.t.Body, ExchangeTimeout: h.t.Exchange}
 }
 
 type relayRouter struct{ h *Handler }
@@ -29,13 +31,13 @@ type relayRouter struct{ h *Handler }
 var acmeChallenge = []byte("/.well-known/acme-challenge/")
 
 // forwardedFields are dropped from what a client sends: the edge writes
-// its own, so that a client cannot spoof its address (setForwarded).
-var forwardedFields = []string{"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"}
+// its own, so that a client cannot spoof its address (httprule.Forwarded).
+var forwardedFields = httprule.ForwardedFields()
 
 var (
-	xForwardedFor   = []byte("X-Forwarded-For")
-	xForwardedHost  = []byte("X-Forwarded-Host")
-	xForwardedProto = []byte("X-Forwarded-Proto")
+	xForwardedFor   = []byte(httprule.ForwardedFor)
+	xForwardedHost  = []byte(httprule.ForwardedHost)
+	xForwardedProto = []byte(httprule.ForwardedProto)
 	schemeHTTP      = []byte("http")
 )
 

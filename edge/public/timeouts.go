@@ -25,6 +25,15 @@ type Timeouts struct {
 	// Read and Write bound reading the rest of the request and writing the
 	// answer when the edge answers itself.
 	Read, Write time.Duration
+	// Body bounds each wait for more of a proxied request's body: a client
+	// that stalls mid-upload longer than this is cut off, and its tunnel's
+	// slot freed (0: DefaultBodyTimeout; negative: no bound). It bounds
+	// the gaps, not the upload: a slow upload that keeps sending goes on.
+	Body time.Duration
+	// Exchange bounds one proxied exchange from its request head to the
+	// end of its answer (504 if no answer began; 0: no bound, since long
+	// polls, downloads and streams are the backend's business).
+	Exchange time.Duration
 }
 
 // Default timeouts for production. ReadHeader also bounds the TLS handshake,
@@ -35,6 +44,7 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultWriteTimeout      = 30 * time.Second
+	DefaultBodyTimeout       = 60 * time.Second
 )
 
 func (t Timeouts) withDefaults() Timeouts {
@@ -51,6 +61,13 @@ func (t Timeouts) withDefaults() Timeouts {
 			*f.v = f.def
 		}
 	}
+	switch {
+	case t.Body == 0:
+		t.Body = DefaultBodyTimeout
+	case t.Body < 0:
+		t.Body = 0
+	}
+	t.Exchange = max(t.Exchange, 0)
 	return t
 }
 

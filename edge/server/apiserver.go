@@ -14,7 +14,7 @@ import (
 func (e *Edge) apiHTTPServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", e.m.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", e.healthz)
 	mux.Handle("/", e.api)
 	t := e.cfg.APITimeouts
 	srv := &http.Server{

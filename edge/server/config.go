@@ -99,6 +99,10 @@ type Config struct {
 	// public.Timeouts).
 	PublicReadHeaderTimeout, PublicIdleTimeout time.Duration
 	PublicReadTimeout, PublicWriteTimeout      time.Duration
+	// PublicBodyTimeout bounds each wait for more of a proxied request's
+	// body (default 60s; negative: none); PublicExchangeTimeout one whole
+	// proxied exchange (default: none). See public.Timeouts.
+	PublicBodyTimeout, PublicExchangeTimeout time.Duration
 
 	// TCPPortRange is the first and last port reserved TCP endpoints get.
 	TCPPortRange [2]int

@@ -32,6 +32,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
@@ -58,6 +59,8 @@ type Edge struct {
 	follow    *follower
 	member    *store.Membership
 	startedAt time.Time
+	// health records listeners that stopped accepting for good.
+	health listenerHealth
 
 	mu        sync.Mutex
 	started   bool
@@ -89,6 +92,7 @@ func New(cfg Config) (*Edge, error) {
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: m, hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
+	e.ports.OnFail = func(port int, err error) { e.health.fail(fmt.Sprintf("TCP endpoint port %d", port), err) }
 	if st.Shared() {
 		if err := e.checkIdentity(); err != nil {
 			_ = st.Close()
@@ -160,6 +164,8 @@ func New(cfg Config) (*Edge, error) {
 		Idle:       cfg.PublicIdleTimeout,
 		Read:       cfg.PublicReadTimeout,
 		Write:      cfg.PublicWriteTimeout,
+		Body:       cfg.PublicBodyTimeout,
+		Exchange:   cfg.PublicExchangeTimeout,
 	}, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
 	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
 		ac := &acme.Client{DirectoryURL: cfg.ACMEDirectory}
@@ -265,6 +271,7 @@ func (e *Edge) start(ctx context.Context) error {
 			e.serveHTTP("public HTTP", srv, ln, false)
 		} else {
 			relay := e.public.Relay(srv)
+			relay.OnAcceptRetry = e.retrying("public HTTP")
 			e.servers = append(e.servers, relay)
 			e.goServe("public HTTP", func() error { return relay.Serve(ln) })
 		}
@@ -347,9 +354,17 @@ func (e *Edge) goServe(what string, serve func() error) {
 	go func() {
 		defer e.wg.Done()
 		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			e.log.Error("listener failed", "listener", what, "err", err)
+			e.log.Error("listener stopped accepting for good; /healthz fails until the edge restarts", "listener", what, "err", err)
+			e.health.fail(what, err)
 		}
 	}()
+}
+
+// retrying logs a transient accept error that a listener waits out.
+func (e *Edge) retrying(what string) func(error, time.Duration) {
+	return func(err error, wait time.Duration) {
+		e.log.Warn("accepting a connection failed; retrying", "listener", what, "err", err, "retry_in", wait)
+	}
 }
 
 // publicServer is a server Close shuts down: an http.Server, or the h1
@@ -364,6 +379,7 @@ type publicServer interface {
 
 func (e *Edge) serveHTTP(what string, srv *http.Server, ln net.Listener, useTLS bool) {
 	e.servers = append(e.servers, srv)
+	ln = accept.Wrap(ln, e.retrying(what))
 	e.goServe(what, func() error {
 		if useTLS {
 			return srv.ServeTLS(ln, "", "")

@@ -23,6 +23,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
 // handshakeTimeout bounds a connection that never finishes the SSH
@@ -228,13 +229,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	al := accept.Wrap(ln, func(err error, wait time.Duration) {
+		s.log.Warn("accepting an SSH connection failed; retrying", "err", err, "retry_in", wait)
+	})
 	for {
-		c, err := ln.Accept()
+		c, err := al.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return nil
 			}
-			return fmt.Errorf("ssh accept: %w", err)
+			return fmt.Errorf("ssh accept, stopped for good: %w", err)
 		}
 		if !s.handshakes.Take(s.cfg.Limits.Handshakes) {
 			s.refuseHandshake(c)

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
 var (
@@ -34,6 +36,10 @@ type Serve func(net.Conn)
 
 // Manager is safe for concurrent use.
 type Manager struct {
+	// OnFail, if set, is told of a port whose listener stopped accepting
+	// for good (transient errors are waited out: package accept).
+	OnFail func(port int, err error)
+
 	host        string
 	first, last int
 	log         *slog.Logger
@@ -182,26 +188,22 @@ func (m *Manager) Close() {
 
 func (m *Manager) accept(p int, hp *port) {
 	defer m.wg.Done()
-	var delay time.Duration
-	for {
-		c, err := hp.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and the like: back off as
-			// net/http does, rather than spin or give up the port.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			m.log.Warn("accepting on a TCP endpoint port", "port", p, "err", err, "retry_in", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
+	l := accept.Wrap(hp.ln, func(err error, wait time.Duration) {
+		m.log.Warn("accepting on a TCP endpoint port failed; retrying", "port", p, "err", err, "retry_in", wait)
+	})
+	err := accept.Serve(l, func(c net.Conn) {
 		r := hp.route.Load()
 		if r == nil {
 			_ = c.Close() // reserved, but no session serves it now
-			continue
+			return
 		}
-		go r.serve(c)
+		r.serve(c)
+	})
+	if err == nil {
+		return
+	}
+	m.log.Error("a TCP endpoint port stopped accepting for good", "port", p, "err", err)
+	if m.OnFail != nil {
+		m.OnFail(p, err)
 	}
 }

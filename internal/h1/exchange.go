@@ -2,119 +2,118 @@ package h1
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
-// conn is one client connection and the upstream connections pinned to
-// it: requests of one HTTP/1.1 connection come one after another, so one
-// upstream connection per Key serves them all. A client that names
-// another host on the same connection gets that host's own, never the
-// first one's.
-type conn struct {
-	s      *Server
-	nc     net.Conn
-	remote string
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	// direct is set when br reads nc's DirectReader, which no deadline
-	// interrupts.
-	direct io.Reader
-	// linger: the connection ends with a request body unread in it.
-	linger bool
-	// ups are the pinned upstream connections, at most maxPinned; up is
-	// the one of the exchange in progress.
-	ups []*upstream
-	up  *upstream
-	// req and resp are reused for every exchange; sent is the request head
-	// as the next hop gets it (kept for a replay), out any other head being
-	// written.
-	req, resp Head
-	sent, out []byte
+// life is what may end an exchange from outside the goroutine that runs
+// it: the client leaving, its body breaking the framing, the exchange's
+// deadline. Ending it closes the exchange's upstream connection, which
+// ends whatever waits on it, at once.
+type life struct {
+	mu sync.Mutex
+	// live: an exchange runs; up is its upstream connection once chosen.
+	live bool
+	up   net.Conn
+	// answering: the answer's head has gone to the client.
+	answering bool
+	why       error
+	timer     *time.Timer
 }
 
-// upstream is a pinned upstream connection. Its buffers are held only
-// during an exchange: an idle keep-alive connection costs no buffer.
-type upstream struct {
-	nc  net.Conn
-	key string
-	r   io.Reader // nc, or its direct reader
-	br  *bufio.Reader
-	bw  *bufio.Writer
-}
+// Why an exchange was ended from outside.
+var (
+	errClientGone  = errors.New("the client left before its answer")
+	errBadBody     = errors.New("the request body breaks its framing")
+	errExchangeDue = errors.New("the exchange took longer than its deadline")
+)
 
-// hold takes the buffers for an exchange.
-func (u *upstream) hold() {
-	if u.br == nil {
-		u.br = upstreamReaders.Get().(*bufio.Reader)
-		u.br.Reset(u.r)
-		u.bw = writers.Get().(*bufio.Writer)
-		u.bw.Reset(u.nc)
+// begin starts an exchange's life, with its deadline if one is set.
+func (c *conn) begin() {
+	x := &c.x
+	x.mu.Lock()
+	x.live, x.up, x.answering, x.why = true, nil, false, nil
+	x.mu.Unlock()
+	if d := c.s.ExchangeTimeout; d > 0 {
+		if x.timer == nil {
+			x.timer = time.AfterFunc(d, func() { c.end(errExchangeDue) })
+		} else {
+			x.timer.Reset(d)
+		}
 	}
 }
 
-// release gives the buffers back; the reader must be empty.
-func (u *upstream) release() {
-	if u.br != nil {
-		u.br.Reset(nil)
-		upstreamReaders.Put(u.br)
-		u.bw.Reset(nil)
-		writers.Put(u.bw)
-		u.br, u.bw = nil, nil
+// use makes up the exchange's upstream; it fails when the exchange has
+// already been ended.
+func (c *conn) use(up net.Conn) error {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.why != nil {
+		return x.why
+	}
+	x.up = up
+	return nil
+}
+
+// answering records that the answer's head is about to go out: from then
+// on an exchange that is ended can only be cut, not answered.
+func (c *conn) answering() error {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.answering = true
+	return x.why
+}
+
+// end ends the exchange in progress, if any, for why: its upstream
+// connection is closed, and a client that is being answered (or has left)
+// is cut off too.
+func (c *conn) end(why error) {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.live || x.why != nil {
+		return
+	}
+	x.why = why
+	if x.up != nil {
+		_ = x.up.Close()
+	}
+	if x.answering || errors.Is(why, errClientGone) {
+		_ = c.nc.SetWriteDeadline(time.Now())
+		if c.direct != nil {
+			_ = c.nc.Close() // no deadline reaches a direct reader's writes
+		}
 	}
 }
 
-// errTooLarge is an answer head over the upstream buffer.
-var errTooLarge = fmt.Errorf("the answer's head is larger than %d KiB", upstreamBuffer>>10)
+// finish ends the exchange's life; it returns why it was ended from
+// outside, if it was.
+func (c *conn) finish() error {
+	x := &c.x
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.live, x.up = false, nil
+	return x.why
+}
 
-// readRequest waits for the next request and parses its head, which stays
-// in the reader (not consumed) so that it can be handed over whole.
-func (c *conn) readRequest(first bool) error {
-	wait := c.s.IdleTimeout
-	if first {
-		wait = c.s.ReadHeaderTimeout
-	}
-	deadline := false
-	if wait > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(wait))
-		deadline = true
-	}
-	if _, err := c.br.Peek(1); err != nil {
-		return err
-	}
-	c.s.setActive(c)
-	for {
-		b, _ := c.br.Peek(c.br.Buffered())
-		n, err := headEnd(b)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			if deadline {
-				_ = c.nc.SetReadDeadline(time.Time{})
-			}
-			if err := parseRequest(b[:n], &c.req); err != nil {
-				return errNotSimple
-			}
-			return nil
-		}
-		if len(b) == c.br.Size() {
-			return errNotSimple // a head this large is net/http's to judge
-		}
-		if !deadline && c.s.ReadHeaderTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
-			deadline = true
-		}
-		if _, err := c.br.Peek(len(b) + 1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return err
-		}
-	}
+// ended is why the exchange was ended from outside, or nil.
+func (c *conn) ended() error {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.why
 }
 
 // exchange forwards the request whose head is in c.req and copies its
@@ -125,20 +124,27 @@ func (c *conn) exchange(rt *Route) bool {
 	isHead := string(h.Method) == "HEAD"
 	closing := h.Close
 	hasBody := h.Chunked || h.ContentLength > 0
-	replayable := !hasBody && (isHead || string(h.Method) == "GET" || string(h.Method) == "OPTIONS")
 	c.sent = appendRequest(c.sent[:0], h, rt)
 	chunked, length := h.Chunked, h.ContentLength
 	_, _ = c.br.Discard(len(h.Raw)) // h's slices are stale from here
 
+	c.begin()
 	status, in, out := 0, int64(0), int64(0)
-	if rt.Done != nil {
-		defer func() { rt.Done(status, in, out, time.Since(start)) }()
-	}
 	var body *bodyCopy
-	for attempt := 0; ; attempt++ {
+	defer func() {
+		c.finish()
+		if rt.Done != nil {
+			rt.Done(status, in, out, time.Since(start))
+		}
+	}()
+	for sends := 1; ; sends++ {
 		up, err := c.upstream(rt)
+		var written int64
 		if err == nil {
-			body, err = c.send(up, chunked, length)
+			if err = c.use(up.nc); err == nil {
+				body, err = c.send(up, chunked, length)
+				written = up.w.n
+			}
 		}
 		if err == nil {
 			err = c.readAnswer(up)
@@ -146,39 +152,40 @@ func (c *conn) exchange(rt *Route) bool {
 		if err == nil {
 			break
 		}
-		if replayable && attempt < 2 && httpfwd.ClosedUnanswered(err) {
-			c.dropUpstream() // no body: nothing else uses the connection
+		if body == nil && c.ended() == nil && httprule.Replay(written, err, sends) {
+			// Nothing of it reached the upstream, which was found closed:
+			// it is sent on a fresh connection, whatever its method.
+			c.dropUpstream()
 			continue
 		}
-		a := rt.Fail(err)
-		status = a.Status
-		// A request with a body closes its connection after the relay's
-		// own answer: the body may be left unread.
-		sent := c.answer(a, closing || hasBody)
+		status = c.fail(rt, err, hasBody || closing)
 		ok := c.endBody(body)
 		c.dropUpstream()
 		in = body.count()
-		return sent && ok && !closing && !hasBody
+		return status != 0 && ok && !closing && !hasBody && c.ended() == nil
 	}
 
 	r := &c.resp
 	noBody := isHead || r.Status == 204 || r.Status == 304
 	untilEOF := !noBody && !r.Chunked && r.ContentLength < 0
-	upClose := r.Close || untilEOF
 	closing = closing || untilEOF || c.s.stopping.Load()
 	status = r.Status
 	c.out = appendResponse(c.out[:0], r, closing)
 	_, _ = c.up.br.Discard(len(r.Raw))
-	_, err := c.bw.Write(c.out)
+	err := c.answering()
 	if err == nil {
+		_, err = c.bw.Write(c.out)
+	}
+	if err == nil {
+		p := pipe{w: c.bw, r: c.up.br}
 		switch {
 		case noBody:
 		case r.Chunked:
-			out, err = copyChunked(c.bw, c.up.br)
+			out, err = p.copyChunked()
 		case untilEOF:
-			out, err = copyUntilEOF(c.bw, c.up.br)
+			out, err = p.copyUntilEOF()
 		default:
-			out, err = copyLength(c.bw, c.up.br, r.ContentLength)
+			out, err = p.copyLength(r.ContentLength)
 		}
 	}
 	if err == nil {
@@ -186,14 +193,36 @@ func (c *conn) exchange(rt *Route) bool {
 	}
 	ok := c.endBody(body)
 	in = body.count()
-	if err != nil || !ok || upClose || c.up.br.Buffered() > 0 {
-		// Bytes after the answer were never asked for: the connection
-		// cannot be trusted with the next request.
-		c.dropUpstream()
+	if err == nil && ok && c.ended() == nil && httprule.Reusable(!untilEOF, r.Close, c.up.br.Buffered()) {
+		c.up.keep()
 	} else {
-		c.up.release()
+		// Bytes after the answer were never asked for, or the answer was
+		// cut: the connection cannot be trusted with the next request.
+		c.dropUpstream()
 	}
-	return err == nil && ok && !closing
+	return err == nil && ok && !closing && c.ended() == nil
+}
+
+// fail answers a request that got no answer, if the client is still
+// there to read one; it returns the status sent (0 for none). A request
+// with a body closes its connection after the relay's own answer: the
+// body may be left unread.
+func (c *conn) fail(rt *Route, err error, closing bool) int {
+	var a Answer
+	switch why := c.ended(); {
+	case errors.Is(why, errClientGone):
+		return 0
+	case errors.Is(why, errBadBody):
+		a = TextAnswer(http.StatusBadRequest, "tuna: the request body breaks its chunked framing")
+	case errors.Is(why, errExchangeDue):
+		a = TextAnswer(http.StatusGatewayTimeout, fmt.Sprintf("tuna: no answer within %s", c.s.ExchangeTimeout))
+	default:
+		a = rt.Fail(err)
+	}
+	if c.answer(a, closing) {
+		return a.Status
+	}
+	return 0
 }
 
 // relay runs one exchange with the client's write buffer held for it
@@ -206,6 +235,30 @@ func (c *conn) relay(rt *Route) bool {
 	writers.Put(c.bw)
 	c.bw = nil
 	return keep
+}
+
+// watchClient waits, in the background, for the client's next byte once
+// its request has been read whole. A client that leaves (an end, a reset)
+// while its answer is awaited ends the exchange, so the upstream stops
+// working for nobody, as net/http's background read does. Bytes that come
+// instead (a pipelined request) stay in the reader for readRequest, which
+// takes the watch's result.
+func (c *conn) watchClient() {
+	if c.watch != nil {
+		return
+	}
+	if c.s.BodyTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	w := make(chan error, 1)
+	c.watch = w
+	go func() {
+		_, err := c.br.Peek(1)
+		if err != nil {
+			c.end(errClientGone)
+		}
+		w <- err
+	}()
 }
 
 // endBody waits for the request body's copy to end; it reports whether the
@@ -251,89 +304,60 @@ func (c *conn) closeLingering() {
 	_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
 }
 
-// maxPinned is how many upstream connections one client connection
-// keeps, one per key.
-const maxPinned = 4
-
-// upstream returns the pinned connection for rt's key, or a new one. A
-// pinned connection with unasked bytes in it is not reused.
-func (c *conn) upstream(rt *Route) (*upstream, error) {
-	for _, u := range c.ups {
-		if u.key == rt.Key {
-			c.up = u
-			u.hold()
-			return u, nil
-		}
-	}
-	if len(c.ups) == maxPinned {
-		c.up = c.ups[0]
-		c.dropUpstream()
-	}
-	nc, err := rt.Dial(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	u := &upstream{nc: nc, key: rt.Key, r: readerOf(nc)}
-	u.hold()
-	c.ups = append(c.ups, u)
-	c.up = u
-	return u, nil
-}
-
-// dropUpstream closes the current upstream connection.
-func (c *conn) dropUpstream() {
-	u := c.up
-	if u == nil {
-		return
-	}
-	c.up = nil
-	for i, v := range c.ups {
-		if v == u {
-			c.ups = append(c.ups[:i], c.ups[i+1:]...)
-			break
-		}
-	}
-	_ = u.nc.Close()
-	u.release()
-}
-
-// dropAll closes every pinned upstream connection.
-func (c *conn) dropAll() {
-	for len(c.ups) > 0 {
-		c.up = c.ups[0]
-		c.dropUpstream()
-	}
-}
-
 // send writes the request head and its body. A body that has arrived
-// whole goes in the same write as the head; any other is copied beside
-// the reading of the answer, as net/http does, so that a backend that
-// answers before it has read all of it is not deadlocked.
+// whole goes in the same write as the head, and leaves the client's
+// reader only once written, so that a request that met a closed
+// connection can be sent again whole. Any other body is copied beside the
+// reading of the answer, as net/http does, so that a backend that answers
+// before it has read all of it is not deadlocked; such a request is never
+// sent again. A nil bodyCopy: nothing of a body was consumed.
 func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error) {
 	if _, err := up.bw.Write(c.sent); err != nil {
 		return nil, err
 	}
-	if !chunked && length > 0 && int64(c.br.Buffered()) >= length {
-		n, err := copyLength(up.bw, c.br, length)
-		b := &bodyCopy{n: n, done: true, ok: err == nil}
-		if err != nil {
-			return b, err
-		}
-		return b, up.bw.Flush()
-	}
 	if !chunked && length <= 0 {
-		return nil, up.bw.Flush()
+		if err := up.bw.Flush(); err != nil {
+			return nil, err
+		}
+		c.watchClient()
+		return nil, nil
+	}
+	if !chunked && int64(c.br.Buffered()) >= length {
+		b, _ := c.br.Peek(int(length))
+		_, _ = up.bw.Write(b)
+		if err := up.bw.Flush(); err != nil {
+			return nil, err
+		}
+		_, _ = c.br.Discard(len(b))
+		c.watchClient()
+		return &bodyCopy{n: length, done: true, ok: true}, nil
 	}
 	b := &bodyCopy{result: make(chan error, 1)}
+	p := pipe{w: up.bw, r: c.br}
+	if d := c.s.BodyTimeout; d > 0 {
+		p.wait = func() { _ = c.nc.SetReadDeadline(time.Now().Add(d)) }
+	}
 	go func() {
 		var err error
 		if chunked {
-			b.n, err = copyChunked(up.bw, c.br)
+			b.n, err = p.copyChunked()
 		} else {
-			b.n, err = copyLength(up.bw, c.br, length)
+			b.n, err = p.copyLength(length)
 		}
 		if err == nil {
-			err = up.bw.Flush()
+			if err = up.bw.Flush(); err != nil {
+				p.write(err)
+			}
+		}
+		switch {
+		case err == nil:
+			c.watchClient()
+		case p.malformed():
+			c.end(errBadBody)
+		case p.readErr != nil:
+			// The client left mid-body, or stalled past the body
+			// timeout: the upstream must not wait for the rest.
+			c.end(errClientGone)
 		}
 		b.result <- err
 	}()

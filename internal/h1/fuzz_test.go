@@ -132,10 +132,11 @@ func sameBodyEnd(t *testing.T, msg []byte, n int, chunked bool, length int64, st
 	r := bufio.NewReaderSize(bytes.NewReader(msg[n:]), 64)
 	var data int64
 	var err error
+	p := pipe{w: w, r: r}
 	if chunked {
-		data, err = copyChunked(w, r)
+		data, err = p.copyChunked()
 	} else {
-		data, err = copyLength(w, r, length)
+		data, err = p.copyLength(length)
 	}
 	_ = w.Flush()
 	if err != nil {

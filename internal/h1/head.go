@@ -23,6 +23,8 @@ import (
 	"strconv"
 
 	"golang.org/x/net/http/httpguts"
+
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // Field is one header field; Name keeps the case it was sent in.
@@ -51,8 +53,10 @@ type Head struct {
 	Close bool
 	// Trailers: a request's TE asks for trailers.
 	Trailers bool
-	// hop lists the field names that Connection names, lower case.
+	// hop lists the field names that Connection names (as sent).
 	hop [][]byte
+	// upgrade: Connection names "upgrade".
+	upgrade bool
 }
 
 // errNotSimple is a head this package leaves to net/http.
@@ -137,10 +141,8 @@ func parseRequest(raw []byte, h *Head) error {
 	if h.Chunked && h.ContentLength >= 0 {
 		return errNotSimple
 	}
-	for _, t := range h.hop {
-		if string(t) == "upgrade" {
-			return errNotSimple
-		}
+	if h.upgrade {
+		return errNotSimple
 	}
 	return nil
 }
@@ -169,7 +171,9 @@ func parseResponse(raw []byte, h *Head) error {
 		return ErrMalformed
 	}
 	if err := parseFields(rest, h); err != nil {
-		return err
+		// Also a Connection option naming a framing field: an answer
+		// that no hop may re-frame is refused (502), never passed on.
+		return ErrMalformed
 	}
 	if err := framing(h); err != nil {
 		return err
@@ -185,7 +189,10 @@ func parseResponse(raw []byte, h *Head) error {
 	return nil
 }
 
-// parseFields parses the field lines after the start line.
+// parseFields parses the field lines after the start line. The options
+// of a Connection field are classified by the rulebook: one that names a
+// framing field or Host makes the message one the relay must not
+// re-frame (errCritical).
 func parseFields(b []byte, h *Head) error {
 	for {
 		line, rest := cutLine(b)
@@ -205,21 +212,30 @@ func parseFields(b []byte, h *Head) error {
 		f := Field{Name: line[:colon], Value: v}
 		h.Fields = append(h.Fields, f)
 		if equalFold(f.Name, "connection") {
-			if err := eachToken(v, func(t []byte) error {
-				lt := bytes.ToLower(t)
-				switch string(lt) {
-				case "close":
-					h.Close = true
-				case "keep-alive":
-				default:
-					h.hop = append(h.hop, lt)
-				}
-				return nil
-			}); err != nil {
+			if err := eachToken(v, h.connectionOption); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// errCritical is a Connection option that names a framing field or Host.
+var errCritical = errors.New("h1: Connection names a field that carries the framing or the target")
+
+// connectionOption applies one token of a Connection field.
+func (h *Head) connectionOption(t []byte) error {
+	switch httprule.ConnectionOption(t) {
+	case httprule.OptionClose:
+		h.Close = true
+	case httprule.OptionKeepAlive:
+	case httprule.OptionUpgrade:
+		h.upgrade = true
+	case httprule.OptionCritical:
+		return errCritical
+	default:
+		h.hop = append(h.hop, t)
+	}
+	return nil
 }
 
 // framing sets ContentLength and Chunked from the fields: one
@@ -259,25 +275,21 @@ func (h *Head) keepAlive() bool {
 	return false
 }
 
-// hopByHop reports whether a field applies to one connection only (RFC
-// 9110 section 7.6.1), or is named by the head's Connection field. A
-// chunked body is copied as it is, so its Transfer-Encoding stays with it.
-func (h *Head) hopByHop(name []byte) bool {
-	for _, n := range hopFields {
-		if equalFold(name, n) {
-			return true
-		}
+// passedOn reports whether a field of the head is copied to the next
+// hop: not a hop-by-hop field (the rulebook's, or one Connection names),
+// and not a framing field, which the relay writes itself from the framing
+// it applies (appendFraming).
+func (h *Head) passedOn(name []byte) bool {
+	if httprule.Hop(name) || httprule.Framing(name) {
+		return false
 	}
 	for _, t := range h.hop {
-		if equalFold(name, string(t)) {
-			return true
+		if bytes.EqualFold(name, t) {
+			return false
 		}
 	}
-	return false
+	return true
 }
-
-var hopFields = []string{"connection", "proxy-connection", "keep-alive", "proxy-authenticate",
-	"proxy-authorization", "te", "upgrade"}
 
 // cutLine splits b at its first CRLF; the line excludes it.
 func cutLine(b []byte) (line, rest []byte) {

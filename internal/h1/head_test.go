@@ -160,7 +160,8 @@ func TestCopyChunked(t *testing.T) {
 			var out bytes.Buffer
 			w := bufio.NewWriter(&out)
 			r := bufio.NewReaderSize(strings.NewReader(tc.in), 64)
-			n, err := copyChunked(w, r)
+			p := pipe{w: w, r: r}
+			n, err := p.copyChunked()
 			_ = w.Flush()
 			if (err == nil) != tc.ok {
 				t.Fatalf("err = %v, want ok %v", err, tc.ok)

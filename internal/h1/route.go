@@ -77,15 +77,16 @@ func appendAnswer(b []byte, a Answer, closing bool) []byte {
 }
 
 // appendRequest appends the head the next hop gets: the client's request
-// line and fields, without the hop-by-hop ones and those the route
+// line and the fields it passes on (Head.passedOn) less those the route
 // drops, then "TE: trailers" when the client asked for trailers (gRPC
-// needs it), then the route's own fields.
+// needs it), then the framing the relay applies, then the route's own
+// fields.
 func appendRequest(b []byte, h *Head, rt *Route) []byte {
 	line, _ := cutLine(h.Raw)
 	b = append(b, line...)
 	b = append(b, "\r\n"...)
 	for _, f := range h.Fields {
-		if h.hopByHop(f.Name) || dropped(f.Name, rt.Drop) {
+		if !h.passedOn(f.Name) || dropped(f.Name, rt.Drop) {
 			continue
 		}
 		b = appendField(b, f.Name, f.Value)
@@ -93,29 +94,50 @@ func appendRequest(b []byte, h *Head, rt *Route) []byte {
 	if h.Trailers {
 		b = append(b, "Te: trailers\r\n"...)
 	}
+	b = appendFraming(b, h.Chunked, h.ContentLength)
 	for _, f := range rt.Set {
 		b = appendField(b, f.Name, f.Value)
 	}
 	return append(b, "\r\n"...)
 }
 
-// appendResponse appends the head the client gets: HTTP/1.1, the
-// status, and the answer's fields without the hop-by-hop ones.
+// appendResponse appends the head the client gets: HTTP/1.1, the status,
+// the fields the answer passes on, its framing (none on a 1xx or 204,
+// which have no body by definition), and "Connection: close" when the
+// relay closes the connection after it.
 func appendResponse(b []byte, h *Head, closing bool) []byte {
 	line, _ := cutLine(h.Raw)
 	b = append(b, "HTTP/1.1 "...)
 	b = append(b, line[9:]...)
 	b = append(b, "\r\n"...)
 	for _, f := range h.Fields {
-		if h.hopByHop(f.Name) {
-			continue
+		if h.passedOn(f.Name) {
+			b = appendField(b, f.Name, f.Value)
 		}
-		b = appendField(b, f.Name, f.Value)
+	}
+	if h.Status >= 200 && h.Status != 204 {
+		b = appendFraming(b, h.Chunked, h.ContentLength)
 	}
 	if closing {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	return append(b, "\r\n"...)
+}
+
+// appendFraming writes the framing the relay applies to a body: chunked,
+// or its length; nothing for a message whose body is delimited otherwise.
+// The sender's own framing fields are never copied (httprule.Framing), so
+// the next hop reads exactly the framing the relay copies by.
+func appendFraming(b []byte, chunked bool, length int64) []byte {
+	switch {
+	case chunked:
+		return append(b, "Transfer-Encoding: chunked\r\n"...)
+	case length >= 0:
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, length, 10)
+		return append(b, "\r\n"...)
+	}
+	return b
 }
 
 func appendField(b, name, value []byte) []byte {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
 // Server accepts connections and relays their plain requests itself; it
@@ -21,9 +23,18 @@ type Server struct {
 	// and its Shutdown.
 	Fallback *http.Server
 	// ReadHeaderTimeout bounds the wait for a new connection's first
-	// request and the reading of every head; IdleTimeout the wait for the
-	// next request on a kept connection. Zero: no bound.
+	// request and the reading of every head once its first byte has come;
+	// IdleTimeout the wait for the next request on a kept connection.
+	// Zero: no bound.
 	ReadHeaderTimeout, IdleTimeout time.Duration
+	// BodyTimeout bounds each wait for more of a request body (a client
+	// that stalls mid-upload); ExchangeTimeout one exchange, from its head
+	// to its answer's end (504 when no answer has begun). Zero: no bound:
+	// long polls, streams and slow uploads are the backend's business.
+	BodyTimeout, ExchangeTimeout time.Duration
+	// OnAcceptRetry, if set, is told of each transient accept error (see
+	// package accept).
+	OnAcceptRetry func(err error, wait time.Duration)
 
 	once sync.Once
 	hand *handoff
@@ -51,7 +62,10 @@ var (
 	writers         = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
 )
 
-// Serve accepts connections on ln until Shutdown or Close.
+// Serve accepts connections on ln until Shutdown or Close; it returns
+// ErrServerClosed then, or the error that stopped the listener for good
+// (transient errors, such as running out of file descriptors, are waited
+// out: package accept).
 func (s *Server) Serve(ln net.Listener) error {
 	s.start(ln.Addr())
 	s.mu.Lock()
@@ -62,24 +76,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closing := s.closing
-			s.mu.Unlock()
-			if closing {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond) // out of descriptors: as net/http does, wait
-				continue
-			}
-			return err
-		}
-		go s.serveConn(nc)
+	err := accept.Serve(accept.Wrap(ln, s.OnAcceptRetry), s.serveConn)
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing || err == nil {
+		return ErrServerClosed
 	}
+	return err
 }
 
 // start runs the fallback server on the hand-off listener, once.
@@ -194,14 +198,14 @@ type DirectReader interface {
 	DirectReader() (io.Reader, bool)
 }
 
-// readerOf is nc's direct reader, or nc.
-func readerOf(nc net.Conn) io.Reader {
+// readerOf is nc's direct reader and true, or nc and false.
+func readerOf(nc net.Conn) (io.Reader, bool) {
 	if d, ok := nc.(DirectReader); ok {
 		if r, ok := d.DirectReader(); ok {
-			return r
+			return r, true
 		}
 	}
-	return nc
+	return nc, false
 }
 
 // serveConn relays requests on nc until one is not the relay's, or the
@@ -213,8 +217,8 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	c.br = clientReaders.Get().(*bufio.Reader)
-	if s.ReadHeaderTimeout <= 0 && s.IdleTimeout <= 0 {
-		c.direct = readerOf(nc)
+	if s.ReadHeaderTimeout <= 0 && s.IdleTimeout <= 0 && s.BodyTimeout <= 0 {
+		c.direct, _ = readerOf(nc)
 		c.br.Reset(c.direct)
 	} else {
 		c.br.Reset(nc)
@@ -228,6 +232,7 @@ func (s *Server) serveConn(nc net.Conn) {
 				c.closeLingering()
 			}
 			_ = nc.Close()
+			c.stopWatch()
 			c.br.Reset(nil)
 			clientReaders.Put(c.br)
 		}

@@ -12,19 +12,34 @@ package httpfwd
 
 import (
 	"bufio"
-	"errors"
+	"io"
 	"net"
-	"os"
 	"sync"
-	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
-// Conn is one outbound connection and its buffered ends.
+// Conn is one outbound connection and its buffered ends; w counts the
+// bytes the connection accepted since the last request began, for the
+// rulebook's replay rule.
 type Conn struct {
 	c   net.Conn
 	key string
+	w   countingWriter
 	br  *bufio.Reader
 	bw  *bufio.Writer
+}
+
+// countingWriter counts the bytes its connection accepted.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 var (
@@ -35,11 +50,12 @@ var (
 // NewConn wraps c, opened for key (what may reuse it: a host, an upstream
 // address).
 func NewConn(c net.Conn, key string) *Conn {
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(c)
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(c)
-	return &Conn{c: c, key: key, br: br, bw: bw}
+	u := &Conn{c: c, key: key, w: countingWriter{w: c}}
+	u.br = readers.Get().(*bufio.Reader)
+	u.br.Reset(c)
+	u.bw = writers.Get().(*bufio.Writer)
+	u.bw.Reset(&u.w)
+	return u
 }
 
 // Close closes the connection. The buffers go back to their pools only
@@ -52,22 +68,18 @@ func (u *Conn) Close() {
 	writers.Put(u.bw)
 }
 
-// quiet reports whether an idle connection can carry the next request: the
-// peer has not closed it (as a draining agent closes its idle channels, or
-// a backend its idle keep-alives) and has sent nothing unasked. A read
-// with a deadline already passed answers without waiting.
-func (u *Conn) quiet() bool {
+// reusable reports whether a kept connection can carry the next request:
+// nothing is left unread in its buffer, its owner has not taken it back
+// (its Lease, now held), and its peer has neither closed it nor sent
+// anything unasked (httprule.Quiet).
+func (u *Conn) reusable() bool {
 	if u.br.Buffered() > 0 {
 		return false
 	}
-	if u.c.SetReadDeadline(time.Now()) != nil {
+	if l := httprule.LeaseOf(u.c); l != nil && !l.Acquire() {
 		return false
 	}
-	_, err := u.br.Peek(1)
-	if u.c.SetReadDeadline(time.Time{}) != nil {
-		return false
-	}
-	return errors.Is(err, os.ErrDeadlineExceeded)
+	return httprule.Quiet(u.c)
 }
 
 // maxIdle is how many idle connections one inbound connection keeps: one
@@ -96,7 +108,8 @@ func (p *Idle) take(key string) *Conn {
 }
 
 // put keeps u for a later request, or closes it when the inbound
-// connection is gone or keeps enough.
+// connection is gone or keeps enough. A kept connection is idle: its
+// owner may take it back (httprule.Lease).
 func (p *Idle) put(u *Conn) {
 	p.mu.Lock()
 	if p.closed || len(p.conns) >= maxIdle {
@@ -106,6 +119,9 @@ func (p *Idle) put(u *Conn) {
 	}
 	p.conns = append(p.conns, u)
 	p.mu.Unlock()
+	if l := httprule.LeaseOf(u.c); l != nil {
+		l.Release()
+	}
 }
 
 // Close closes the idle connections; later ones are closed as they are

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // Dial opens a new outbound connection.
@@ -39,7 +39,7 @@ func Forward(w http.ResponseWriter, out *http.Request, idle *Idle, key string, d
 		if err != nil {
 			stop()
 			u.Close()
-			if ClosedUnanswered(err) && attempt < 2 && Replayable(out) && ctx.Err() == nil {
+			if out.Body == nil && ctx.Err() == nil && httprule.Replay(u.w.n, err, attempt+1) {
 				continue
 			}
 			return err
@@ -48,7 +48,7 @@ func Forward(w http.ResponseWriter, out *http.Request, idle *Idle, key string, d
 			modify(resp)
 		}
 		complete := answer(w, resp)
-		if stop() && complete && werr() == nil && !resp.Close {
+		if stop() && werr() == nil && httprule.Reusable(complete, resp.Close, u.br.Buffered()) {
 			idle.put(u)
 			return nil
 		}
@@ -58,15 +58,16 @@ func Forward(w http.ResponseWriter, out *http.Request, idle *Idle, key string, d
 	}
 }
 
-// open returns an idle connection for key that is still quiet, or a new
-// one.
+// open returns an idle connection for key that may carry the request,
+// or a new one.
 func open(ctx context.Context, idle *Idle, key string, dial Dial) (*Conn, error) {
 	for {
 		u := idle.take(key)
 		if u == nil {
 			break
 		}
-		if u.quiet() {
+		if u.reusable() {
+			u.w.n = 0
 			return u, nil
 		}
 		u.Close()
@@ -146,6 +147,11 @@ func answer(w http.ResponseWriter, resp *http.Response) bool {
 	for k, v := range resp.Header {
 		dst[k] = v
 	}
+	for k := range resp.Trailer {
+		if !httprule.TrailerAllowed(k) {
+			delete(resp.Trailer, k)
+		}
+	}
 	announced := len(resp.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -205,20 +211,3 @@ func copyBody(w http.ResponseWriter, body io.Reader, length int64) (bool, error)
 	}
 }
 
-// ClosedUnanswered is a connection that closed before any answer: an end
-// of stream, or a reset (a peer that closes a connection with a request
-// unread in it resets it) or broken pipe while the request was written.
-func ClosedUnanswered(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// Replayable is a request that may be sent twice: idempotent and without
-// a body.
-func Replayable(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return r.Body == nil || r.Body == http.NoBody
-	}
-	return false
-}

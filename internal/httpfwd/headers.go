@@ -3,26 +3,28 @@ package httpfwd
 import (
 	"net/http"
 	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
-// hopHeaders apply to one connection only, so a proxy never passes them on
-// (RFC 9110 section 7.6.1), nor any header that Connection names.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// RemoveHopHeaders removes the hop-by-hop headers from h.
+// RemoveHopHeaders removes from h what the rulebook does not pass on
+// (httprule): hop-by-hop fields and those Connection names, and the
+// framing fields and Trailer, which net/http writes itself from the
+// message's own framing and trailers. A Connection option that names a
+// framing field or Host changes nothing here: net/http frames from its
+// parse, never from these fields.
 func RemoveHopHeaders(h http.Header) {
 	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
+			if name = strings.TrimSpace(name); name != "" && httprule.ConnectionOption(name) == httprule.OptionHop {
 				h.Del(name)
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		h.Del(name)
+	for name := range h {
+		if httprule.Hop(name) || httprule.Framing(name) || name == "Trailer" {
+			delete(h, name)
+		}
 	}
 }
 

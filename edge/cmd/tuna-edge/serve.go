@@ -93,6 +93,8 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.PublicIdleTimeout, "public-idle-timeout", public.DefaultIdleTimeout, "public listeners: close keep-alive connections idle this long")
 	f.DurationVar(&cfg.PublicReadTimeout, "public-read-timeout", public.DefaultReadTimeout, "public listeners: limit for reading a request the edge answers itself (404, 502, 403); proxied requests stream without limit")
 	f.DurationVar(&cfg.PublicWriteTimeout, "public-write-timeout", public.DefaultWriteTimeout, "public listeners: limit for writing an answer of the edge's own; proxied answers stream without limit")
+	f.DurationVar(&cfg.PublicBodyTimeout, "public-body-timeout", public.DefaultBodyTimeout, "public listeners: cut off a client whose request body stalls this long between two reads, freeing its tunnel's slot (negative: never)")
+	f.DurationVar(&cfg.PublicExchangeTimeout, "public-exchange-timeout", 0, "public listeners: limit for one proxied exchange, request head to the answer's end; 504 when no answer began (0: none, so long polls and streams are not cut)")
 	f.StringVar(&cfg.ACMEDirectory, "acme-directory", "", "ACME directory URL, e.g. https://acme-v02.api.letsencrypt.org/directory")
 	f.StringVar(&cfg.ACMEEmail, "acme-email", "", "contact e-mail for the ACME account")
 	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", "", "PEM bundle to trust for the ACME directory, besides the system roots (private ACME CAs such as step-ca)")
