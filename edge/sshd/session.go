@@ -37,6 +37,7 @@ type session struct {
 	done      chan struct{}
 	termOnce  sync.Once
 	chans     registry.Slots // open forward channels
+	fwd       forwards       // the same, for a drain to take back
 	// draining: the agent asked for no new public connections; they go to
 	// the other sessions of its pool while it finishes what it carries.
 	draining atomic.Bool
@@ -80,9 +81,9 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		case protocol.StreamFailedRequestType:
 			ss.streams.fail(req.Payload)
 		case protocol.DrainRequestType:
-			if !ss.draining.Swap(true) {
-				ss.srv.log.Info("session draining", "session", ss.id)
-			}
+			// The reply goes after the idle connections are taken back:
+			// the agent waits, from then on, for the rest to close.
+			ss.drain()
 			_ = req.Reply(true, nil)
 		case protocol.BindRequestType:
 			reply, err := ss.bind(req.Payload)
@@ -214,6 +215,8 @@ func (ss *session) Terminate(code, reason string) {
 
 // OpenForward opens one channel for one public connection. Over the
 // session's channel limit it fails at once with a *registry.LimitError.
+// The connection is a Lease (httprule.Lease): busy until released after
+// an exchange, so a drain takes back only idle ones.
 func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
 	if limit := ss.srv.cfg.Limits.ChannelsPerSession; !ss.chans.Take(limit) {
 		ss.srv.m.LimitRefused(metrics.LimitChannelsPerSession)
@@ -225,7 +228,76 @@ func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (
 		ss.chans.Put()
 		return nil, err
 	}
-	return &slotConn{Conn: c, put: ss.chans.Put}, nil
+	f := &forward{Conn: c, ss: ss}
+	if !ss.track(f) {
+		_ = f.Close()
+		return nil, net.ErrClosed
+	}
+	return f, nil
+}
+
+// forward is one public connection's channel (or stream) on the session.
+// It gives its slot back when closed, once, and is a Lease: a connection
+// kept for the next request between exchanges is idle, and a draining
+// session closes its idle ones itself (and each busy one as it is
+// released), so that no request is ever written into a channel that the
+// agent closed at the same moment. The agent, for its part, never closes
+// a kept channel while it drains: it waits for the edge to.
+type forward struct {
+	net.Conn
+	ss    *session
+	state atomic.Int32
+	once  sync.Once
+}
+
+// States of a forward connection.
+const (
+	forwardBusy int32 = iota
+	forwardIdle
+	forwardTaken
+)
+
+// Acquire marks an idle connection busy; false once the session took it
+// back.
+func (c *forward) Acquire() bool { return c.state.CompareAndSwap(forwardIdle, forwardBusy) }
+
+// Release marks it idle; a draining session takes it back at once.
+func (c *forward) Release() {
+	if c.state.CompareAndSwap(forwardBusy, forwardIdle) && c.ss.draining.Load() {
+		c.takeBack()
+	}
+}
+
+// takeBack closes the connection if it is idle.
+func (c *forward) takeBack() {
+	if c.state.CompareAndSwap(forwardIdle, forwardTaken) {
+		_ = c.Close()
+	}
+}
+
+func (c *forward) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.ss.untrack(c)
+		c.ss.chans.Put()
+	})
+	return err
+}
+
+// WriteTo and ReadFrom let io.Copy use the connection's own copy (a
+// channel read in place, a stream's large buffers).
+func (c *forward) WriteTo(w io.Writer) (int64, error)  { return connio.WriteTo(c.Conn, w) }
+func (c *forward) ReadFrom(r io.Reader) (int64, error) { return connio.ReadFrom(c.Conn, r) }
+
+// DirectReader passes a channel's direct reader on, for the h1 relay.
+func (c *forward) DirectReader() (io.Reader, bool) { return connio.DirectReaderOf(c.Conn) }
+
+// CloseWrite passes half-closes through (see Pipe).
+func (c *forward) CloseWrite() error {
+	if cw, ok := c.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // openStreamOrChannel carries a TCP endpoint's connection on a stream
@@ -251,33 +323,51 @@ func (ss *session) openStreamOrChannel(ctx context.Context, info protocol.Forwar
 	return c, err
 }
 
-// slotConn gives its channel's slot back when closed, once.
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	put  func()
+// forwards is a session's open forward connections.
+type forwards struct {
+	mu   sync.Mutex
+	open map[*forward]struct{}
 }
 
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.put)
-	return err
-}
-
-// WriteTo and ReadFrom let io.Copy use the connection's own copy (a
-// channel read in place, a stream's large buffers).
-func (c *slotConn) WriteTo(w io.Writer) (int64, error)  { return connio.WriteTo(c.Conn, w) }
-func (c *slotConn) ReadFrom(r io.Reader) (int64, error) { return connio.ReadFrom(c.Conn, r) }
-
-// DirectReader passes a channel's direct reader on, for the h1 relay.
-func (c *slotConn) DirectReader() (io.Reader, bool) { return connio.DirectReaderOf(c.Conn) }
-
-// CloseWrite passes half-closes through (see Pipe).
-func (c *slotConn) CloseWrite() error {
-	if cw, ok := c.Conn.(closeWriter); ok {
-		return cw.CloseWrite()
+// track adds f to the session's set; false when the session has ended.
+func (ss *session) track(f *forward) bool {
+	fs := &ss.fwd
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	select {
+	case <-ss.done:
+		return false
+	default:
 	}
-	return nil
+	if fs.open == nil {
+		fs.open = map[*forward]struct{}{}
+	}
+	fs.open[f] = struct{}{}
+	return true
+}
+
+func (ss *session) untrack(f *forward) {
+	ss.fwd.mu.Lock()
+	delete(ss.fwd.open, f)
+	ss.fwd.mu.Unlock()
+}
+
+// drain marks the session draining and takes back its idle connections;
+// busy ones are taken back as they are released. New public connections
+// go to the pool's other sessions (registry.Pool.Pick).
+func (ss *session) drain() {
+	if !ss.draining.Swap(true) {
+		ss.srv.log.Info("session draining", "session", ss.id)
+	}
+	ss.fwd.mu.Lock()
+	open := make([]*forward, 0, len(ss.fwd.open))
+	for f := range ss.fwd.open {
+		open = append(open, f)
+	}
+	ss.fwd.mu.Unlock()
+	for _, f := range open {
+		f.takeBack()
+	}
 }
 
 func (ss *session) openForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {

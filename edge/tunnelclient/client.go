@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -54,6 +55,11 @@ type Session struct {
 	closed chan struct{}
 	// nodes holds the latest node list a cluster's edge sent, unread.
 	nodes chan protocol.NodeList
+
+	// open counts the public connections Accept returned that are not
+	// closed yet; quiet is signalled when it falls to zero (Drain waits).
+	open  atomic.Int64
+	quiet chan struct{}
 
 	mu         sync.Mutex
 	streamCert string             // the fingerprint the bind reply named
@@ -125,6 +131,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 		queue:  make(chan incoming, acceptQueue),
 		done:   make(chan struct{}),
 		closed: make(chan struct{}),
+		quiet:  make(chan struct{}, 1),
 		nodes:  make(chan protocol.NodeList, 1),
 	}
 	go s.channels(chans)
@@ -283,9 +290,13 @@ func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.
 }
 
 // Drain tells the edge to send this session no new public connections
-// while other sessions of its pool are live; the ones it carries go on, and
-// connections the edge opened just before may still arrive, so keep
-// accepting until the session is closed. An edge without pools refuses it.
+// while other sessions of its pool are live, and to close the ones it
+// carries as each becomes idle (it closes the idle ones before it
+// answers). The session's own side never closes a kept connection while
+// it drains: a close of its own could cross a request the edge is just
+// sending. Keep accepting, since a connection the edge opened just before
+// may still arrive, and wait (Quiet) until the edge has closed them all.
+// An edge without pools refuses it.
 func (s *Session) Drain(ctx context.Context) error {
 	r := make(chan error, 1)
 	go func() {
@@ -306,6 +317,41 @@ func (s *Session) Drain(ctx context.Context) error {
 	}
 }
 
+// Quiet waits until every public connection Accept returned is closed,
+// for ctx, or for the session's end (which closes them all).
+func (s *Session) Quiet(ctx context.Context) error {
+	for s.open.Load() > 0 {
+		select {
+		case <-s.quiet:
+		case <-s.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("tunnelclient: %d connections still open: %w", s.open.Load(), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Open is how many public connections Accept returned that are still open.
+func (s *Session) Open() int { return int(s.open.Load()) }
+
+// track counts c as open until it is closed.
+func (s *Session) track(c *Conn) *Conn {
+	c.owner = s
+	s.open.Add(1)
+	return c
+}
+
+// closed is told, once per connection, that one was closed.
+func (s *Session) closedConn() {
+	if s.open.Add(-1) == 0 {
+		select {
+		case s.quiet <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Accept returns the next public connection.
 func (s *Session) Accept() (*Conn, error) { return s.accept(nil) }
 
@@ -315,7 +361,7 @@ func (s *Session) accept(stop <-chan struct{}) (*Conn, error) {
 		select {
 		case in := <-s.queue:
 			if in.stream != nil {
-				return in.stream, nil
+				return s.track(in.stream), nil
 			}
 			nc := in.channel
 			var info protocol.ForwardInfo
@@ -325,7 +371,7 @@ func (s *Session) accept(stop <-chan struct{}) (*Conn, error) {
 				continue // the edge gave up on this one
 			}
 			go ssh.DiscardRequests(reqs)
-			return &Conn{Conn: chanconn.New(ch, s.conn.LocalAddr(), remoteAddr(info.RemoteAddr)), info: info}, nil
+			return s.track(&Conn{Conn: chanconn.New(ch, s.conn.LocalAddr(), remoteAddr(info.RemoteAddr)), info: info}), nil
 		case <-stop:
 			return nil, net.ErrClosed
 		case <-s.closed:
@@ -381,6 +427,9 @@ type Conn struct {
 	// stream is set on a stream connection, which the session closes
 	// when it ends.
 	stream *Session
+	// owner counts the connection open until its first Close.
+	owner *Session
+	once  sync.Once
 }
 
 // Info describes the public connection (client address, host, scheme).

@@ -111,7 +111,11 @@ func (c *Conn) Close() error {
 		delete(s.streams, c)
 		s.mu.Unlock()
 	}
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if s := c.owner; s != nil {
+		c.once.Do(s.closedConn)
+	}
+	return err
 }
 
 // CloseWrite passes a half-close on: the upstream's EOF reaches the public

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,21 +116,20 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	defer t.linkDown()
 
 	var srv httpServer
-	streams := &tcpStreams{accepting: make(chan struct{})}
 	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP && t.traffic.Handler != nil {
 		srv = t.httpServer()
 		go func() { _ = srv.Serve(ln) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
-		go t.serveTCP(ln, streams)
+		go t.serveTCP(ln)
 	}
 	defer func() { _ = ln.Close() }()
 	for {
 		select {
 		case <-ctx.Done():
 			if g := time.Duration(max(t.grace.Load(), l.retire.Load())); g > 0 {
-				t.drain(l, s, ln, srv, streams, g)
+				t.drain(l, s, g)
 			}
 			return time.Since(start), ctx.Err()
 		case <-s.Done():
@@ -173,59 +171,41 @@ func (t *Tunnel) httpServer() httpServer {
 // a channel.
 const channelHeaderTimeout = 30 * time.Second
 
-// drain asks the edge for no new connections, then waits up to grace for
-// those in flight: the server's Shutdown closes idle keep-alive channels
-// (the edge dials new ones on another replica) and waits for active
-// requests; TCP streams are waited for. Channels the edge opened just
-// before the drain and nobody accepted fail when the session closes, and
-// the edge retries them on another session of the pool.
-func (t *Tunnel) drain(l *link, s *tunnelclient.Session, ln net.Listener, srv httpServer, streams *tcpStreams, grace time.Duration) {
+// drain asks the edge for no new connections, then waits up to grace
+// for the edge to close the ones the session carries. The edge closes
+// each kept HTTP channel as soon as it is idle (at once for those idle
+// now, after its exchange for busy ones), so every request in flight, with
+// or without a body, finishes and none is written into a channel that is
+// closing; TCP streams end when their clients end them. The agent closes
+// nothing itself until then: a close of its own could cross a request the
+// edge is sending. What is still open at the end of grace is cut when the
+// session closes.
+func (t *Tunnel) drain(l *link, s *tunnelclient.Session, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
+	start := time.Now()
 	if err := s.Drain(ctx); err != nil {
 		l.log.Info("the edge did not take the drain request; closing at once", "error", err.Error())
 		return
 	}
-	l.log.Info("draining the tunnel session", "grace", grace.String())
-	if srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			l.log.Info("requests still in flight at the end of the drain grace period", "error", err.Error())
-		}
+	l.log.Info("draining the tunnel session", "grace", grace.String(), "open", s.Open())
+	if err := s.Quiet(ctx); err != nil {
+		l.log.Info("connections still open at the end of the drain grace period", "error", err.Error())
 		return
 	}
-	_ = ln.Close()
-	done := make(chan struct{})
-	go func() {
-		<-streams.accepting // no Add after this
-		streams.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		l.log.Info("TCP streams still open at the end of the drain grace period")
-	}
+	l.log.Info("tunnel session drained", "took", time.Since(start).String())
 }
 
-// tcpStreams counts a session's open TCP pipes; accepting closes when the
-// accept loop has returned, after which the count only falls.
-type tcpStreams struct {
-	wg        sync.WaitGroup
-	accepting chan struct{}
-}
-
-// serveTCP accepts until ln closes.
-func (t *Tunnel) serveTCP(ln net.Listener, streams *tcpStreams) {
-	defer close(streams.accepting)
+// serveTCP accepts until ln closes, piping each connection to the
+// upstream; the session counts it open until the pipe closes it.
+func (t *Tunnel) serveTCP(ln net.Listener) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		addr := t.traffic.TCPAddr()
-		streams.wg.Add(1)
 		go func() {
-			defer streams.wg.Done()
 			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
 				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
 			}
