@@ -64,6 +64,8 @@ var edgeExportedMetrics = []string{
 	"tuna_edge_limit_refusals_total",
 	"tuna_edge_secrets",
 	"tuna_edge_secret_watches",
+	"tuna_edge_tunnel_channels",
+	"tuna_edge_public_in_flight",
 	// client_golang collectors.NewGoCollector, NewProcessCollector
 	"go_goroutines",
 	"process_resident_memory_bytes",

@@ -28,6 +28,8 @@ type Metrics struct {
 	limitRefusals     *prometheus.CounterVec
 	secrets           prometheus.Gauge
 	secretWatches     prometheus.Gauge
+	channels          prometheus.Gauge
+	inFlight          prometheus.Gauge
 	store             *storeMetrics
 }
 
@@ -87,6 +89,12 @@ func New() *Metrics {
 		secretWatches: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tuna_edge_secret_watches", Help: "Long polls of GET /v1/secrets waiting for a change.",
 		}),
+		channels: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tuna_edge_tunnel_channels", Help: "Open forward channels and streams of all tunnel sessions (idle kept channels included).",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tuna_edge_public_in_flight", Help: "Public HTTP requests in flight and TCP connections open: each holds a slot of its tunnel's connections_per_tunnel limit.",
+		}),
 	}
 	// Every limit is exported from the start, at 0, so an alert on its
 	// rate needs no "absent" clause.
@@ -94,7 +102,7 @@ func New() *Metrics {
 		m.limitRefusals.WithLabelValues(l)
 	}
 	m.reg.MustRegister(m.sessions, m.binds, m.publicConnections, m.tcpForwards, m.httpRequests, m.bytes, m.apiRequests, m.limitRefusals, m.secrets, m.secretWatches,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.channels, m.inFlight, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.store = newStoreMetrics(m.reg)
 	return m
 }
@@ -187,5 +195,20 @@ func (m *Metrics) Secrets(n int) {
 func (m *Metrics) SecretWatch(delta int) {
 	if m != nil {
 		m.secretWatches.Add(float64(delta))
+	}
+}
+
+// Channel moves the open channels gauge by delta (+1, -1).
+func (m *Metrics) Channel(delta int) {
+	if m != nil {
+		m.channels.Add(float64(delta))
+	}
+}
+
+// InFlight moves the gauge of public requests and connections holding a
+// tunnel's slot by delta (+1, -1).
+func (m *Metrics) InFlight(delta int) {
+	if m != nil {
+		m.inFlight.Add(float64(delta))
 	}
 }

@@ -163,7 +163,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			What: fmt.Sprintf("the tunnel for %s has too many requests in flight; retry later", host)})
 		return
 	}
-	defer rt.Pool.Conns.Put()
+	h.m.InFlight(1)
+	defer func() {
+		rt.Pool.Conns.Put()
+		h.m.InFlight(-1)
+	}()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
 	if !httpfwd.IsUpgrade(r) {
 		h.forward(w, r, cs, rt)

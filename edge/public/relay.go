@@ -55,6 +55,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 		return h1.Route{}, false
 	}
 	h.m.PublicConnection(protocol.ProtocolHTTP)
+	h.m.InFlight(1)
 	ip, _, err := net.SplitHostPort(remote)
 	if err != nil {
 		ip = remote
@@ -86,6 +87,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 		},
 		Done: func(status int, _, _ int64, _ time.Duration) {
 			rt.Pool.Conns.Put()
+			h.m.InFlight(-1)
 			h.m.HTTPRequest(status)
 		},
 	}, true

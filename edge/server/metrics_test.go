@@ -47,6 +47,7 @@ func TestMetrics(t *testing.T) {
 		`tuna_edge_limit_refusals_total{limit="secrets"} 0`,
 		"tuna_edge_secrets 0",
 		"tuna_edge_secret_watches 0",
+		"tuna_edge_public_in_flight 0",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)

@@ -229,6 +229,7 @@ func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (
 		return nil, err
 	}
 	f := &forward{Conn: c, ss: ss}
+	ss.srv.m.Channel(1)
 	if !ss.track(f) {
 		_ = f.Close()
 		return nil, net.ErrClosed
@@ -280,6 +281,7 @@ func (c *forward) Close() error {
 	c.once.Do(func() {
 		c.ss.untrack(c)
 		c.ss.chans.Put()
+		c.ss.srv.m.Channel(-1)
 	})
 	return err
 }

@@ -38,7 +38,11 @@ func (s *Server) serveTCP(c net.Conn, pool *registry.Pool) {
 		_ = c.Close()
 		return
 	}
-	defer pool.Conns.Put()
+	s.m.InFlight(1)
+	defer func() {
+		pool.Conns.Put()
+		s.m.InFlight(-1)
+	}()
 	s.m.PublicConnection(protocol.ProtocolTCP)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	ch, err := pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: remote})

@@ -262,27 +262,6 @@ func TestRelayAnswerUntilClose(t *testing.T) {
 	}
 }
 
-func TestRelayReplaysOnAClosedUpstream(t *testing.T) {
-	// Each backend connection answers once and closes without saying so:
-	// the second request on the pinned connection finds it closed.
-	addr := rawBackend(t, func(c net.Conn) { _, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") })
-	_, _, relay := startRelay(t, addr)
-	c := dialRaw(t, relay)
-	for i := range 3 {
-		if res, body := c.do(t, "GET", get("relay.test", "/")); res.StatusCode != 200 || body != "ok" {
-			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
-		}
-	}
-	// A POST is never sent twice: it fails with the relay's answer.
-	res, body := c.do(t, "POST", "POST / HTTP/1.1\r\nHost: relay.test\r\nContent-Length: 1\r\n\r\nx")
-	if res.StatusCode != 200 {
-		// The pinned connection was the one closed; the POST went on it.
-		if res.StatusCode != http.StatusBadGateway || !strings.HasPrefix(body, "relay: ") {
-			t.Fatalf("POST on a closed upstream: %d %q, want 200 or the relay's 502", res.StatusCode, body)
-		}
-	}
-}
-
 func TestRelayFailures(t *testing.T) {
 	refused := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
