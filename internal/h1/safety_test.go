@@ -59,10 +59,10 @@ func closedSoon(t *testing.T, c *rawClient) {
 func TestRelayHandsOverAConnectionOptionNamingTheFraming(t *testing.T) {
 	inner := "GET /inner HTTP/1.1\r\nHost: admin.internal\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil.example\r\nX-Forwarded-Proto: https\r\n\r\n"
 	for name, raw := range map[string]string{
-		"Content-Length": fmt.Sprintf("POST /outer HTTP/1.1\r\nHost: relay.test\r\nConnection: Content-Length\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner),
+		"Content-Length":                fmt.Sprintf("POST /outer HTTP/1.1\r\nHost: relay.test\r\nConnection: Content-Length\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner),
 		"lower case, beside keep-alive": fmt.Sprintf("POST /outer HTTP/1.1\r\nHost: relay.test\r\nConnection: keep-alive, content-length\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner),
-		"Transfer-Encoding": fmt.Sprintf("POST /outer HTTP/1.1\r\nHost: relay.test\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(inner), inner),
-		"Host": "GET / HTTP/1.1\r\nHost: relay.test\r\nConnection: Host\r\n\r\n",
+		"Transfer-Encoding":             fmt.Sprintf("POST /outer HTTP/1.1\r\nHost: relay.test\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(inner), inner),
+		"Host":                          "GET / HTTP/1.1\r\nHost: relay.test\r\nConnection: Host\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := recorder(t)

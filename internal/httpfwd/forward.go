@@ -210,4 +210,3 @@ func copyBody(w http.ResponseWriter, body io.Reader, length int64) (bool, error)
 		}
 	}
 }
-
