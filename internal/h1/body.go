@@ -206,7 +206,7 @@ func (p *pipe) line() ([]byte, error) {
 			}
 			return b[:i+1], nil
 		}
-		if len(b) >= maxChunkLine {
+		if len(b) >= maxChunkLine || len(b) == p.r.Size() {
 			return nil, p.read(ErrMalformed)
 		}
 		if err := p.fill(); err != nil {
