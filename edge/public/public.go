@@ -197,6 +197,13 @@ func limitExceeded(w http.ResponseWriter, err *registry.LimitError) {
 
 func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Debug("proxying through tunnel failed", "err", err)
+	if errors.Is(err, httpfwd.ErrRequestBody) {
+		// The client broke its body's framing or left: the connection
+		// cannot carry another request.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "tuna-edge: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	code, msg, retry := failure(err)
 	if retry {
 		w.Header().Set("Retry-After", "1")

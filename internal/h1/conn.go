@@ -75,6 +75,9 @@ func (c *conn) readRequest(first bool) error {
 				_ = c.nc.SetReadDeadline(time.Time{})
 			}
 			if err := parseRequest(b[:n], &c.req); err != nil {
+				if errors.Is(err, errBothFramings) {
+					return err
+				}
 				return errNotSimple
 			}
 			return nil

@@ -453,6 +453,18 @@ func (c *conn) readAnswer(up *upstream) error {
 	}
 }
 
+// refuse answers a request the relay will not take, and closes the
+// connection after it (lingering: the request's body is unread).
+func (c *conn) refuse(status int, msg string) {
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(c.nc)
+	c.answer(TextAnswer(status, msg), true)
+	c.bw.Reset(nil)
+	writers.Put(c.bw)
+	c.bw = nil
+	c.linger = c.direct == nil
+}
+
 // answer writes the relay's own answer; it reports whether it went out.
 func (c *conn) answer(a Answer, closing bool) bool {
 	c.out = appendAnswer(c.out[:0], a, closing)

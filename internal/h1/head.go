@@ -62,6 +62,13 @@ type Head struct {
 // errNotSimple is a head this package leaves to net/http.
 var errNotSimple = errors.New("h1: not a simple HTTP/1.1 head")
 
+// errBothFramings is a request framed by both Content-Length and chunked:
+// a smuggling attempt more often than not (RFC 9112 section 6.1). The
+// relay refuses it (400, and the connection closes), as nginx does,
+// rather than hand it over: net/http would frame it by its chunks and
+// keep the connection, reading what follows as the client's next request.
+var errBothFramings = errors.New("h1: a request framed by both Content-Length and Transfer-Encoding")
+
 // ErrMalformed is an answer head that no HTTP/1.1 peer should send.
 var ErrMalformed = errors.New("h1: malformed HTTP/1.1 answer head")
 
@@ -139,7 +146,7 @@ func parseRequest(raw []byte, h *Head) error {
 		return errNotSimple
 	}
 	if h.Chunked && h.ContentLength >= 0 {
-		return errNotSimple
+		return errBothFramings
 	}
 	if h.upgrade {
 		return errNotSimple

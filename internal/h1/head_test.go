@@ -58,7 +58,9 @@ func TestParseRequestTakesOnlySimpleHeads(t *testing.T) {
 		"bare LF":                  "GET / HTTP/1.1\nHost: x\r\n\r\n",
 		"bare LF in a field":       "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\nX-B: b\r\n\r\n",
 		"space before colon":       "GET / HTTP/1.1\r\nHost : x\r\n\r\n",
-		"CL and TE":                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Connection names CL":      "POST / HTTP/1.1\r\nHost: x\r\nConnection: Content-Length\r\nContent-Length: 3\r\n\r\n",
+		"Connection names TE":      "POST / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Connection names Host":    "GET / HTTP/1.1\r\nHost: x\r\nConnection: HOST\r\n\r\n",
 		"two CLs":                  "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n",
 		"CL list":                  "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\n",
 		"signed CL":                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\n",
@@ -84,6 +86,19 @@ func TestParseRequestTakesOnlySimpleHeads(t *testing.T) {
 				t.Fatalf("err = %v, want errNotSimple", err)
 			}
 		})
+	}
+}
+
+// A request framed both ways is refused, not handed over: net/http would
+// frame it by its chunks and keep the connection.
+func TestParseRequestRefusesBothFramings(t *testing.T) {
+	for _, msg := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\ntransfer-encoding: CHUNKED\r\ncontent-length: 0\r\n\r\n",
+	} {
+		if _, err := parseFull(msg); !errors.Is(err, errBothFramings) {
+			t.Fatalf("%q: err = %v, want errBothFramings", msg, err)
+		}
 	}
 }
 

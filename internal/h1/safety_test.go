@@ -422,3 +422,20 @@ func TestRelayDeadlines(t *testing.T) {
 		within(t, ended, "the backend still works after the deadline")
 	})
 }
+
+// A request framed both by a length and by chunks is refused with a 400,
+// and its connection closes: nothing after it is read as a request.
+func TestRelayRefusesBothFramings(t *testing.T) {
+	rec := recorder(t)
+	_, _, relay := startRelay(t, rec.Addr())
+	c := dialRaw(t, relay)
+	res, body := c.do(t, "POST", "POST / HTTP/1.1\r\nHost: relay.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+
+		"GET /smuggled HTTP/1.1\r\nHost: relay.test\r\n\r\n")
+	if res.StatusCode != http.StatusBadRequest || !res.Close || !strings.Contains(body, "both Content-Length and Transfer-Encoding") {
+		t.Fatalf("answer %d close=%v %q, want 400 and the connection closed", res.StatusCode, res.Close, body)
+	}
+	closedSoon(t, c)
+	if got := rec.Requests(); len(got) != 0 {
+		t.Fatalf("the backend got %+v", got)
+	}
+}

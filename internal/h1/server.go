@@ -253,6 +253,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.hand.give(nc, c.br)
 			return
 		}
+		if errors.Is(err, errBothFramings) {
+			c.refuse(http.StatusBadRequest, "tuna: a request may not carry both Content-Length and Transfer-Encoding")
+			return
+		}
 		if err != nil || !c.relay(&rt) || !s.setIdle(c) {
 			return
 		}

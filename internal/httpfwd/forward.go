@@ -91,8 +91,20 @@ func exchange(u *Conn, out *http.Request) (resp *http.Response, werr func() erro
 		}
 		werr = func() error { return nil }
 	} else {
+		// A body the client breaks or leaves mid-way ends the exchange at
+		// once: the upstream would otherwise wait for the rest of it, and
+		// this side for its answer, for ever.
+		body := &bodyReader{ReadCloser: out.Body}
+		out.Body = body
 		done := make(chan error, 1)
-		go func() { done <- writeRequest(u, out) }()
+		go func() {
+			err := writeRequest(u, out)
+			if body.err != nil {
+				_ = u.c.Close()
+				err = fmt.Errorf("%w: %w", ErrRequestBody, body.err)
+			}
+			done <- err
+		}()
 		var once sync.Once
 		var e error
 		werr = func() error {
@@ -116,7 +128,9 @@ func exchange(u *Conn, out *http.Request) (resp *http.Response, werr func() erro
 		resp, err = http.ReadResponse(u.br, out)
 		if err != nil {
 			_ = u.c.Close()
-			_ = werr()
+			if werr := werr(); errors.Is(werr, ErrRequestBody) {
+				return nil, nil, werr
+			}
 			return nil, nil, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -129,6 +143,24 @@ func exchange(u *Conn, out *http.Request) (resp *http.Response, werr func() erro
 		return nil, nil, errors.New("the peer switched protocols on a request that asked for no upgrade")
 	}
 	return resp, werr, nil
+}
+
+// ErrRequestBody is an exchange ended by its request body: the client
+// broke its framing, stalled past a deadline, or left mid-way.
+var ErrRequestBody = errors.New("reading the request body")
+
+// bodyReader records a request body's read error.
+type bodyReader struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 func writeRequest(u *Conn, out *http.Request) error {

@@ -57,6 +57,20 @@ type EdgeOptions struct {
 	// (default: what ships, 20/s with bursts of 40).
 	APIRateLimit float64
 	APIRateBurst int
+	// Public are the public listeners' timeouts (the edge's defaults
+	// where zero); NoHTTPRelay serves plain HTTP with net/http, as
+	// --no-http-relay does.
+	Public      PublicTimeouts
+	NoHTTPRelay bool
+	// MaxConnectionsPerTunnel caps each host's requests in flight
+	// (default: what ships).
+	MaxConnectionsPerTunnel int
+}
+
+// PublicTimeouts are the public listeners' timeouts (server.Config's
+// Public*Timeout fields).
+type PublicTimeouts struct {
+	ReadHeader, Idle, Read, Write, Body, Exchange time.Duration
 }
 
 // StartEdge starts an edge with its state in dataDir. Starting another edge
@@ -105,6 +119,15 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		TunnelKeyTTL:      o.TunnelKeyTTL,
 		APIRateLimit:      o.APIRateLimit,
 		APIRateBurst:      o.APIRateBurst,
+
+		PublicReadHeaderTimeout: o.Public.ReadHeader,
+		PublicIdleTimeout:       o.Public.Idle,
+		PublicReadTimeout:       o.Public.Read,
+		PublicWriteTimeout:      o.Public.Write,
+		PublicBodyTimeout:       o.Public.Body,
+		PublicExchangeTimeout:   o.Public.Exchange,
+		NoHTTPRelay:             o.NoHTTPRelay,
+		MaxConnectionsPerTunnel: o.MaxConnectionsPerTunnel,
 	}
 	e, err := server.New(cfg)
 	if err != nil {

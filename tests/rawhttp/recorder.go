@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Request is one request a Recorder read, with net/http's strict parser,
@@ -38,6 +39,9 @@ type Recorder struct {
 	// CloseAfterAnswer closes each connection after its first answer,
 	// without saying so in the answer, as a backend's idle timeout does.
 	CloseAfterAnswer bool
+	// IdleTimeout, if set, closes a connection that sends no new request
+	// for that long, as backends do with their idle keep-alives.
+	IdleTimeout time.Duration
 
 	mu       sync.Mutex
 	requests []Request
@@ -156,9 +160,16 @@ func (r *Recorder) serve(c net.Conn, n int) {
 	}()
 	br := bufio.NewReader(tee{r: r, c: c, n: n})
 	for {
-		if _, err := br.Peek(1); err != nil {
-			return // the hop closed the connection between requests
+		r.mu.Lock()
+		idle := r.IdleTimeout
+		r.mu.Unlock()
+		if idle > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(idle))
 		}
+		if _, err := br.Peek(1); err != nil {
+			return // the hop closed the connection between requests, or it idled
+		}
+		_ = c.SetReadDeadline(time.Time{})
 		hr, err := http.ReadRequest(br)
 		var body []byte
 		if err == nil {

@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
+	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 )
 
 // Upstream is where traffic goes: the address to dial and how to describe it.
@@ -146,9 +148,16 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 // the tunnel itself stays up.
 func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := t.failure(err)
+	status := http.StatusBadGateway
+	if errors.Is(err, httpfwd.ErrRequestBody) {
+		// The request's own body failed (the edge's channel closed
+		// mid-body): not the upstream's fault.
+		code, msg, status = "request-body", "tuna: "+err.Error()+"\n", http.StatusBadRequest
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tuna-Error", code)
-	w.WriteHeader(http.StatusBadGateway)
+	w.WriteHeader(status)
 	_, _ = io.WriteString(w, msg)
 }
 
