@@ -53,6 +53,11 @@ func (b *bench) httpSection() error {
 		if err := b.httpTuna(backend, direct, t.sessions, t.mode); err != nil {
 			return err
 		}
+		if b.baseline != "" && t.sessions == 1 && t.mode == relayed {
+			if err := b.httpBaseline(backend, direct); err != nil {
+				return err
+			}
+		}
 	}
 
 	hops, err := startProc(b.dir, "http-relay2", b.self, "http-relay2", addrs[1], addrs[2], backend)
@@ -175,6 +180,7 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tuna
 	}
 	defer a.stop()
 	host := label + "." + baseDomain
+	path += b.variant
 	if _, err := b.wrkRow(path, "http://"+e.httpAddr+"/", host, direct); err != nil {
 		return err
 	}
@@ -186,6 +192,16 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tuna
 		_, err := runWrk("http://"+e.httpAddr+"/", host, d)
 		return err
 	})
+}
+
+// httpBaseline runs the relayed row with the baseline's binaries.
+func (b *bench) httpBaseline(backend string, direct float64) error {
+	edge, agent := b.edgeBin, b.agentBin
+	b.edgeBin, b.agentBin = b.baseEdge, b.baseAgent
+	defer func() { b.edgeBin, b.agentBin = edge, agent }()
+	b.variant = " at " + b.baseline
+	defer func() { b.variant = "" }()
+	return b.httpTuna(backend, direct, 1, relayed)
 }
 
 // httpNginx measures two nginx hops, or records the row as skipped when

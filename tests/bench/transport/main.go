@@ -37,6 +37,13 @@ type bench struct {
 	profileDir string
 	pgBin      string
 	rows       []row
+	// baseline, when set, is a git revision whose tuna-edge and tunnel
+	// agent run the relayed HTTP row again beside this tree's, in the same
+	// run: baseEdge and baseAgent are those binaries.
+	baseline            string
+	baseEdge, baseAgent string
+	// variant is added to the rows' paths while the baseline runs.
+	variant string
 }
 
 func main() {
@@ -59,6 +66,7 @@ func main() {
 	flag.StringVar(&b.profileDir, "profile", os.Getenv("TUNA_BENCH_PROFILE"),
 		"write CPU profiles of the edge and the agent under load here (default $TUNA_BENCH_PROFILE; empty: none)")
 	flag.StringVar(&b.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL's bin folder (initdb, pg_ctl)")
+	flag.StringVar(&b.baseline, "baseline", "", "a git revision: also run the relayed HTTP row with tuna-edge and the tunnel agent built from it, right after this tree's row (to show what a change costs, in one run)")
 	flag.Parse()
 	b.echoBytes = *echoMiB << 20
 	if err := b.run(strings.Split(*only, ","), *out); err != nil {
@@ -101,6 +109,12 @@ func (b *bench) run(sections []string, out string) error {
 	}
 	if b.agentBin, err = goBuild(b.dir, "./tests/bench/transport/tunnelagent", "tunnelagent"); err != nil {
 		return err
+	}
+	if b.baseline != "" {
+		step("building tuna-edge and the tunnel agent at %s", b.baseline)
+		if b.baseEdge, b.baseAgent, err = buildAt(b.dir, b.baseline); err != nil {
+			return err
+		}
 	}
 	start := loadavg()
 	for _, s := range []struct {

@@ -139,9 +139,29 @@ func repoRoot() string {
 
 // goBuild builds a package of the repository into dir.
 func goBuild(dir, pkg, name string) (string, error) {
+	return goBuildIn(repoRoot(), dir, pkg, name)
+}
+
+// buildAt builds tuna-edge and the tunnel agent as they were at rev, in a
+// worktree of the repository made for it and removed after.
+func buildAt(dir, rev string) (edge, agent string, err error) {
+	tree := filepath.Join(dir, "baseline-src")
+	if out, err := exec.Command("git", "-C", repoRoot(), "worktree", "add", "--detach", tree, rev).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("checking out %s: %w\n%s", rev, err, out)
+	}
+	defer func() { _ = exec.Command("git", "-C", repoRoot(), "worktree", "remove", "--force", tree).Run() }()
+	if edge, err = goBuildIn(tree, dir, "./edge/cmd/tuna-edge", "tuna-edge-baseline"); err != nil {
+		return "", "", err
+	}
+	agent, err = goBuildIn(tree, dir, "./tests/bench/transport/tunnelagent", "tunnelagent-baseline")
+	return edge, agent, err
+}
+
+// goBuildIn builds a package of the source tree src into dir.
+func goBuildIn(src, dir, pkg, name string) (string, error) {
 	bin := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-p", "2", "-o", bin, pkg)
-	cmd.Dir = repoRoot()
+	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}

@@ -1,7 +1,10 @@
 package session
 
 import (
+	"fmt"
 	"io"
+	"net"
+	"strings"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -9,10 +12,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 )
 
-// load sends requests for host on keep-alive connections from clients
-// goroutines until stop, counting the ones that did not answer 200.
+// load sends GETs and POSTs with 4 KiB bodies, each with an id of its
+// own, for host on keep-alive connections from clients goroutines until
+// stop, counting the ones that did not get their own answer.
 type load struct {
 	ok, failed atomic.Int64
 	stop       chan struct{}
@@ -21,25 +27,34 @@ type load struct {
 
 func startLoad(addr, host string, clients int) *load {
 	l := &load{stop: make(chan struct{})}
-	for range clients {
+	body := strings.Repeat("p", 4<<10)
+	for c := range clients {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			c := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
-			for {
+			hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+			for i := 0; ; i++ {
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-				req.Host = host
-				resp, err := c.Do(req)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
+				id := fmt.Sprintf("%d-%d", c, i)
+				method, rd, want := http.MethodGet, io.Reader(nil), "GET "+id+" 0"
+				if i%2 == 1 {
+					method, rd, want = http.MethodPost, strings.NewReader(body), fmt.Sprintf("POST %s %d", id, len(body))
 				}
-				if err != nil || resp.StatusCode != http.StatusOK {
+				req, _ := http.NewRequest(method, "http://"+addr+"/", rd)
+				req.Host = host
+				req.Header.Set("X-Request-Id", id)
+				resp, err := hc.Do(req)
+				got := ""
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					got = string(b)
+				}
+				if err != nil || resp.StatusCode != http.StatusOK || got != want {
 					l.failed.Add(1)
 				} else {
 					l.ok.Add(1)
@@ -54,8 +69,47 @@ func (l *load) end() { close(l.stop); l.wg.Wait() }
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 
-func replica(b *testing.B, cfg Config) *Tunnel {
-	t := Start(cfg, Traffic{Handler: okHandler}, Backoff{Initial: 50 * time.Millisecond, Max: time.Second}, Hooks{}, logr.Discard(), nil)
+// onceHandler answers each request with its method, id and body length,
+// and counts the ids it sees more than once: requests run twice.
+type onceHandler struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	dups int
+}
+
+func (h *onceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	id := r.Header.Get("X-Request-Id")
+	h.mu.Lock()
+	if h.seen[id] {
+		h.dups++
+	}
+	h.seen[id] = true
+	h.mu.Unlock()
+	fmt.Fprintf(w, "%s %s %d", r.Method, id, len(b))
+}
+
+// upstreamProxy serves h on loopback and returns the agent's proxy to it,
+// as an http Tunnel's: plain requests go through the h1 relay.
+func upstreamProxy(b *testing.B, h http.Handler) *proxy.HTTP {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	return proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: ln.Addr().String(), Display: "backend"}, nil)
+}
+
+func (h *onceHandler) duplicates() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dups
+}
+
+func replica(b *testing.B, cfg Config, h http.Handler) *Tunnel {
+	t := Start(cfg, Traffic{Handler: h}, Backoff{Initial: 50 * time.Millisecond, Max: time.Second}, Hooks{}, logr.Discard(), nil)
 	waitConnectedB(b, t)
 	return t
 }
@@ -70,21 +124,24 @@ func waitConnectedB(b *testing.B, t *Tunnel) {
 	}
 }
 
-// BenchmarkRollingRestart counts the requests that fail while an agent's
-// replicas are replaced one by one under constant load. pool-drain: two
-// replicas, each replaced by starting the new one and draining the old one
-// (what a RollingUpdate with maxUnavailable 0 does). single-stop, the
-// baseline: one replica, stopped and started again (Recreate).
+// BenchmarkRollingRestart counts the requests that fail, and those the
+// backend runs twice, while an agent's replicas are replaced one by one
+// under constant load of GETs and 4 KiB POSTs. pool-drain: two replicas,
+// each replaced by starting the new one and draining the old one (what a
+// RollingUpdate with maxUnavailable 0 does). single-stop, the baseline:
+// one replica, stopped and started again (Recreate).
 func BenchmarkRollingRestart(b *testing.B) {
 	b.Run("pool-drain", func(b *testing.B) {
 		e, cfg := startEdge(b, "rolling")
 		host := "rolling.tuna.localhost"
-		reps := []*Tunnel{replica(b, cfg), replica(b, cfg)}
+		once := &onceHandler{seen: map[string]bool{}}
+		h := upstreamProxy(b, once)
+		reps := []*Tunnel{replica(b, cfg, h), replica(b, cfg, h)}
 		l := startLoad(e.HTTPAddr(), host, 4)
 		b.ResetTimer()
 		for range b.N {
 			for i := range reps {
-				next := replica(b, cfg)
+				next := replica(b, cfg, h)
 				reps[i].Drain(5 * time.Second)
 				reps[i] = next
 			}
@@ -92,6 +149,7 @@ func BenchmarkRollingRestart(b *testing.B) {
 		b.StopTimer()
 		l.end()
 		b.ReportMetric(float64(l.failed.Load())/float64(b.N), "failed/restart")
+		b.ReportMetric(float64(once.duplicates())/float64(b.N), "dup/restart")
 		b.ReportMetric(float64(l.ok.Load())/float64(b.N), "ok/restart")
 		for _, r := range reps {
 			r.Stop()
@@ -100,16 +158,19 @@ func BenchmarkRollingRestart(b *testing.B) {
 	b.Run("single-stop", func(b *testing.B) {
 		e, cfg := startEdge(b, "recreate")
 		host := "recreate.tuna.localhost"
-		rep := replica(b, cfg)
+		once := &onceHandler{seen: map[string]bool{}}
+		h := upstreamProxy(b, once)
+		rep := replica(b, cfg, h)
 		l := startLoad(e.HTTPAddr(), host, 4)
 		b.ResetTimer()
 		for range b.N {
 			rep.Stop()
-			rep = replica(b, cfg)
+			rep = replica(b, cfg, h)
 		}
 		b.StopTimer()
 		l.end()
 		b.ReportMetric(float64(l.failed.Load())/float64(b.N), "failed/restart")
+		b.ReportMetric(float64(once.duplicates())/float64(b.N), "dup/restart")
 		b.ReportMetric(float64(l.ok.Load())/float64(b.N), "ok/restart")
 		rep.Stop()
 	})
@@ -136,7 +197,7 @@ func BenchmarkKilledReplicaRecovery(b *testing.B) {
 		host := label + ".tuna.localhost"
 		var reps []*Tunnel
 		for range replicas {
-			reps = append(reps, replica(b, cfg))
+			reps = append(reps, replica(b, cfg, okHandler))
 		}
 		var total time.Duration
 		b.ResetTimer()
