@@ -37,9 +37,12 @@ type conn struct {
 	// next byte that began once the request was read whole: it notices a
 	// client that leaves while its answer is awaited, and the next
 	// readRequest takes its result instead of waiting itself.
-	watch chan error
+	watch chan peeked
 	x     life
 }
+
+// peeked is how a watch for the client's next byte ended.
+type peeked struct{ err error }
 
 // readRequest waits for the next request and parses its head, which stays
 // in the reader (not consumed) so that it can be handed over whole. The
@@ -100,8 +103,8 @@ func (c *conn) readRequest(first bool) error {
 func (c *conn) firstByte() error {
 	if w := c.watch; w != nil {
 		c.watch = nil
-		if err := <-w; err != nil && c.br.Buffered() == 0 {
-			return err
+		if r := <-w; r.err != nil && c.br.Buffered() == 0 {
+			return r.err
 		}
 		return nil
 	}
@@ -114,6 +117,6 @@ func (c *conn) firstByte() error {
 func (c *conn) stopWatch() {
 	if w := c.watch; w != nil {
 		c.watch = nil
-		<-w
+		<-w // the connection is closed: how the watch ended says nothing
 	}
 }

@@ -132,7 +132,7 @@ func (c *conn) exchange(rt *Route) bool {
 	status, in, out := 0, int64(0), int64(0)
 	var body *bodyCopy
 	defer func() {
-		c.finish()
+		_ = c.finish()
 		if rt.Done != nil {
 			rt.Done(status, in, out, time.Since(start))
 		}
@@ -250,14 +250,14 @@ func (c *conn) watchClient() {
 	if c.s.BodyTimeout > 0 {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	w := make(chan error, 1)
+	w := make(chan peeked, 1)
 	c.watch = w
 	go func() {
 		_, err := c.br.Peek(1)
 		if err != nil {
 			c.end(errClientGone)
 		}
-		w <- err
+		w <- peeked{err}
 	}()
 }
 
@@ -346,7 +346,7 @@ func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error)
 		}
 		if err == nil {
 			if err = up.bw.Flush(); err != nil {
-				p.write(err)
+				err = p.write(err)
 			}
 		}
 		switch {

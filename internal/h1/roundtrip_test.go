@@ -151,6 +151,7 @@ func FuzzResponseRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the relay took an answer net/http refuses: %v\n%q", err, msg)
 		}
+		defer func() { _ = in.Body.Close() }()
 		inBody, err := io.ReadAll(in.Body)
 		if err != nil && !noBody {
 			t.Fatalf("the relay copied a body net/http cannot read: %v\n%q", err, msg)
@@ -160,6 +161,7 @@ func FuzzResponseRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("net/http cannot read what the relay wrote: %v\nin:  %q\nout: %q", err, msg, out)
 		}
+		defer func() { _ = got.Body.Close() }()
 		gotBody, err := io.ReadAll(got.Body)
 		if err != nil {
 			t.Fatalf("net/http cannot read the body the relay wrote: %v\nout: %q", err, out)
