@@ -49,6 +49,9 @@ type options struct {
 	netHTTP bool
 	// maxInFlight caps the host's requests in flight.
 	maxInFlight int
+	// upstream, if set, is the backend's address in place of the
+	// recorder's.
+	upstream string
 }
 
 func startStack(t *testing.T, o options) *stack {
@@ -73,7 +76,8 @@ func startStack(t *testing.T, o options) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	tk, err := e.Client(e.OperatorKey).CreateTunnelKey(context.Background(), edgeclient.CreateTunnelKey{Protocol: "http", Address: "desync"})
+	tk, err := e.Client(e.OperatorKey).CreateTunnelKey(context.Background(), edgeclient.CreateTunnelKey{Protocol: "http", Address: "desync",
+		Owner: harness.TestClusterID + "/desync"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +86,11 @@ func startStack(t *testing.T, o options) *stack {
 			KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
 		Bind: protocol.BindRequest{Protocol: "http"},
 	}
-	handler := proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: rec.Addr(), Display: "recorder"}, nil)
+	upstream := rec.Addr()
+	if o.upstream != "" {
+		upstream = o.upstream
+	}
+	handler := proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: upstream, Display: "backend"}, nil)
 	tun := session.Start(cfg, session.Traffic{Handler: handler, NoRelay: o.netHTTP},
 		session.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}, session.Hooks{}, logr.Discard(), nil)
 	t.Cleanup(tun.Stop)
