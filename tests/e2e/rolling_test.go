@@ -145,7 +145,7 @@ func TestRollingRestartRunsEveryRequestOnce(t *testing.T) {
 	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
 	// The chart's agent arguments (templates/agent/deployment.yaml), with
 	// a drain grace that fits a test.
-	agents := map[string]*harness.AgentProcess{}
+	agents := map[string]*harness.Process{}
 	start := func(name string) {
 		t.Helper()
 		pdir := dir + "/" + name
