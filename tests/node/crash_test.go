@@ -88,6 +88,7 @@ func TestSweepAfterCrash(t *testing.T) {
 		t.Fatal("the killed test binary left no mount: nothing to sweep, the test shows nothing")
 	}
 	t.Logf("left by the crash: processes %v, %d mounts", left, len(mountsUnder(dir)))
+	sandboxes := sandboxIDs(t, dir)
 
 	if err := Sweep(); err != nil {
 		t.Fatal(err)
@@ -99,7 +100,7 @@ func TestSweepAfterCrash(t *testing.T) {
 			}
 		}
 	}
-	assertNothingLeft(t, dir, index)
+	assertNothingLeft(t, dir, index, sandboxes)
 }
 
 // runCrashChild starts a cluster, runs a pod, reports the cluster and

@@ -215,6 +215,13 @@ func (c *Cluster) Stop() error {
 			_ = p.stop(syscall.SIGKILL, 10*time.Second)
 		}
 	}
+	// The pods' logs live in the cluster's folder: keep them with the
+	// components' when those are kept.
+	if !strings.HasPrefix(c.opts.LogDir, c.Dir+"/") {
+		if out, err := exec.Command("cp", "-r", filepath.Join(c.Dir, "pod-logs"), filepath.Join(c.opts.LogDir, "pods")).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("keeping the pods' logs: %w: %s", err, out))
+		}
+	}
 	if err := sweep(c.Index); err != nil {
 		errs = append(errs, err)
 	}

@@ -38,11 +38,27 @@ func TestClusterRunsPodsAndLeavesNothing(t *testing.T) {
 	}
 
 	dir, index := c.Dir, c.Index
+	sandboxes := sandboxIDs(t, dir)
 	stopped = true
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	assertNothingLeft(t, dir, index)
+	assertNothingLeft(t, dir, index, sandboxes)
+}
+
+// sandboxIDs are the pod sandboxes of the cluster in dir: each has a CNI
+// loopback cache entry until it is removed.
+func sandboxIDs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(dir, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	if len(ids) == 0 {
+		t.Fatal("the cluster has no pod sandbox: the checks of what is left would show nothing")
+	}
+	return ids
 }
 
 // runPod runs a pod in a namespace that enforces the restricted Pod
@@ -87,7 +103,7 @@ func runPod(ctx context.Context, t *testing.T, c *Cluster) string {
 
 }
 
-func assertNothingLeft(t *testing.T, dir string, index int) {
+func assertNothingLeft(t *testing.T, dir string, index int, sandboxes []string) {
 	t.Helper()
 	if m := mountsUnder(dir); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
@@ -103,8 +119,19 @@ func assertNothingLeft(t *testing.T, dir string, index int) {
 	if _, err := os.Stat("/sys/class/net/" + hostVeth(index)); !os.IsNotExist(err) {
 		t.Errorf("link %s left", hostVeth(index))
 	}
-	if cached, _ := filepath.Glob("/var/lib/cni/results/" + networkName(index) + "-*"); len(cached) > 0 {
+	links, _ := os.ReadDir(containerLogLinks)
+	for _, l := range links {
+		if dest, err := os.Readlink(filepath.Join(containerLogLinks, l.Name())); err == nil && strings.HasPrefix(dest, dir+"/") {
+			t.Errorf("log link left: %s -> %s", l.Name(), dest)
+		}
+	}
+	if cached, _ := filepath.Glob(filepath.Join(cniResults, networkName(index)+"-*")); len(cached) > 0 {
 		t.Errorf("CNI cache entries left: %v", cached)
+	}
+	for _, sb := range sandboxes {
+		if _, err := os.Stat(filepath.Join(cniResults, "cni-loopback-"+sb+"-lo")); err == nil {
+			t.Errorf("CNI loopback cache entry of sandbox %s left", sb)
+		}
 	}
 }
 

@@ -110,9 +110,17 @@ func sweep(index int) error {
 			errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", hostVeth(index), err, out))
 		}
 	}
+	// The kubelet links every container's log into /var/log/containers
+	// (a fixed path), pointing into the cluster's folder.
+	removeLinksInto(containerLogLinks, dir)
 	// The CNI library caches each attachment's result under /var/lib/cni,
-	// named after the network.
-	cached, _ := filepath.Glob("/var/lib/cni/results/" + networkName(index) + "-*")
+	// named after the network and the sandbox: the pods' own network and
+	// containerd's loopback one.
+	cached, _ := filepath.Glob(filepath.Join(cniResults, networkName(index)+"-*"))
+	sandboxes, _ := os.ReadDir(filepath.Join(dir, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	for _, sb := range sandboxes {
+		cached = append(cached, filepath.Join(cniResults, "cni-loopback-"+sb.Name()+"-lo"))
+	}
 	for _, f := range cached {
 		_ = os.Remove(f)
 	}
@@ -120,6 +128,24 @@ func sweep(index int) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// cniResults is where the CNI library caches results.
+const cniResults = "/var/lib/cni/results"
+
+// containerLogLinks is where the kubelet links the containers' logs.
+const containerLogLinks = "/var/log/containers"
+
+// removeLinksInto removes the symbolic links in dir that point into
+// target, dangling or not.
+func removeLinksInto(dir, target string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if dest, err := os.Readlink(p); err == nil && strings.HasPrefix(dest, target+"/") {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // cgroupHierarchies are the mounted cgroup v1 hierarchies (and the v2 one),
