@@ -14,15 +14,8 @@ if [ ${#missing[@]} -eq 0 ]; then
 	echo "bench-deps: wrk, nginx and PostgreSQL 15 are installed"
 	exit 0
 fi
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	command -v sudo >/dev/null || { echo "bench-deps: run as root to install ${missing[*]}" >&2; exit 1; }
-	sudo=sudo
-fi
-echo "bench-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" bench-deps "${missing[@]}"
 # The Debian package starts nginx on port 80; the benchmark runs its own.
 if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then
-	$sudo systemctl disable --now nginx || true
+	systemctl disable --now nginx || sudo systemctl disable --now nginx || true
 fi

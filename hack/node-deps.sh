@@ -18,14 +18,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 	echo "node-deps: containerd, runc, the CNI plugins and iptables are installed"
 	exit 0
 fi
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	command -v sudo >/dev/null || { echo "node-deps: run as root to install ${missing[*]}" >&2; exit 1; }
-	sudo=sudo
-fi
-echo "node-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" node-deps "${missing[@]}"
 # The Debian package starts containerd as a service where systemd runs; the
 # node harness runs its own, with its own socket and state, so leave the
 # host's alone but do not depend on it.
