@@ -148,24 +148,38 @@ func removeLinksInto(dir, target string) {
 	}
 }
 
-// cgroupHierarchies are the mounted cgroup v1 hierarchies (and the v2 one),
-// each a folder of /sys/fs/cgroup.
-func cgroupHierarchies() []string {
+// mount is one line of /proc/self/mountinfo: where, and the type.
+type mount struct{ point, fstype string }
+
+// mounts lists this process's mounts.
+func mounts() []mount {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
 	defer func() { _ = f.Close() }()
-	var out []string
+	var out []mount
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
+		// id parent major:minor root point options [optional...] - type source super
 		fields := strings.Fields(sc.Text())
 		sep := indexOf(fields, "-")
-		if sep < 0 || sep+1 >= len(fields) {
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
 			continue
 		}
-		if t := fields[sep+1]; (t == "cgroup" || t == "cgroup2") && strings.HasPrefix(fields[4], "/sys/fs/cgroup") {
-			out = append(out, fields[4])
+		// Spaces and other characters are octal-escaped in mountinfo.
+		out = append(out, mount{point: unescapeMount(fields[4]), fstype: fields[sep+1]})
+	}
+	return out
+}
+
+// cgroupHierarchies are the mounted cgroup v1 hierarchies (and the v2 one),
+// each a folder of /sys/fs/cgroup.
+func cgroupHierarchies() []string {
+	var out []string
+	for _, m := range mounts() {
+		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && strings.HasPrefix(m.point, "/sys/fs/cgroup") {
+			out = append(out, m.point)
 		}
 	}
 	return out
@@ -351,22 +365,10 @@ func unmountUnder(dir string) error {
 
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = f.Close() }()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		// Spaces and other characters are octal-escaped in mountinfo.
-		mp := unescapeMount(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
+	for _, m := range mounts() {
+		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
+			out = append(out, m.point)
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return len(out[a]) > len(out[b]) })
