@@ -23,6 +23,8 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/node/tuna"
 )
 
+// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too.
+
 // env is what every test of the suite shares: one cluster with the chart
 // installed.
 var env struct {
@@ -58,7 +60,7 @@ func run(m *testing.M) int {
 	env.dir = dir
 	code := 1
 	defer func() {
-		if code == 0 {
+		if code == 0 && os.Getenv("TUNA_NODE_KEEP_LOGS") == "" {
 			_ = os.RemoveAll(dir)
 		} else {
 			fmt.Fprintf(os.Stderr, "node e2e: the logs (components, edge) are in %s\n", dir)
