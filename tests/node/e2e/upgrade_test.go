@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +61,10 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := podNames(ctx, t, agentSelector)
+	// The old pods' logs go with them: keep them with the suite's.
+	for name := range old {
+		followLogs(ctx, t, name)
+	}
 
 	l := startLoad(url, loadClients)
 	eventually(ctx, t, time.Minute, func() error {
@@ -159,4 +166,25 @@ func first(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
+}
+
+// followLogs copies a pod's log, as it is written, to a file of the
+// suite's folder (kept when a test fails), since the kubelet removes it
+// with the pod.
+func followLogs(ctx context.Context, t *testing.T, pod string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(env.dir, "pod-"+pod+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := env.cluster.Client.CoreV1().Pods(tuna.Namespace).GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.Copy(f, stream)
+		_ = stream.Close()
+		_ = f.Close()
+	}()
 }
