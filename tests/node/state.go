@@ -63,7 +63,13 @@ func sweepFree(keep bool) (int, *os.File, error) {
 	var lock *os.File
 	index := -1
 	for i := range maxClusters {
-		f, err := os.OpenFile(filepath.Join(StateRoot, strconv.Itoa(i)+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		name := filepath.Join(StateRoot, strconv.Itoa(i)+".lock")
+		// Every cluster made its lock file first: an index without one
+		// left nothing, and needs one only to be claimed.
+		if _, err := os.Stat(name); os.IsNotExist(err) && (!keep || index >= 0) {
+			continue
+		}
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			return 0, nil, err
 		}
