@@ -56,6 +56,14 @@ type common struct {
 	stamps        images.Stamps
 }
 
+// newFlags is a subcommand's flag set with the flags both share.
+func newFlags(name string) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	c := &common{}
+	c.flags(fs)
+	return fs, c
+}
+
 func (c *common) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.registry, "registry", "code.tuna.am/tuna", "the images' names are REGISTRY/<image>")
 	fs.StringVar(&c.tag, "tag", "dev", "the images' tag")
@@ -70,9 +78,7 @@ func (c *common) ref(i images.Image) (name.Tag, error) {
 }
 
 func save(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("save", flag.ExitOnError)
-	var c common
-	c.flags(fs)
+	fs, c := newFlags("save")
 	out := fs.String("o", "", "the tarball to write (required)")
 	_ = fs.Parse(args)
 	if *out == "" {
@@ -98,9 +104,7 @@ func save(ctx context.Context, args []string) error {
 }
 
 func push(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("push", flag.ExitOnError)
-	var c common
-	c.flags(fs)
+	fs, c := newFlags("push")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
 	_ = fs.Parse(args)
 	root, err := moduleRoot()
