@@ -9,12 +9,14 @@ import (
 
 // setForwarded writes the forwarding headers: the values are ours, never
 // appended to what a client sent, so a client cannot spoof its address.
+// It drops the client's identity fields too (httprule.EdgeWritten): only
+// an access policy's login sets them, after this.
 func setForwarded(h http.Header, host string, cs *connState) {
 	ip, _, err := net.SplitHostPort(cs.remote)
 	if err != nil {
 		ip = cs.remote
 	}
-	for _, name := range httprule.ForwardedFields() {
+	for _, name := range httprule.EdgeFields() {
 		h.Del(name)
 	}
 	h.Set(httprule.ForwardedFor, ip)

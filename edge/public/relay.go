@@ -30,9 +30,10 @@ type relayRouter struct{ h *Handler }
 
 var acmeChallenge = []byte("/.well-known/acme-challenge/")
 
-// forwardedFields are dropped from what a client sends: the edge writes
-// its own, so that a client cannot spoof its address (httprule.Forwarded).
-var forwardedFields = httprule.ForwardedFields()
+// edgeFields are dropped from what a client sends: the edge writes its
+// own forwarding and identity fields, so that a client can spoof neither
+// its address nor who it is (httprule.EdgeWritten).
+var edgeFields = httprule.EdgeFields()
 
 var (
 	xForwardedFor   = []byte(httprule.ForwardedFor)
@@ -76,7 +77,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 			{Name: xForwardedHost, Value: bytes.Clone(hd.Host)},
 			{Name: xForwardedProto, Value: schemeHTTP},
 		},
-		Drop: forwardedFields,
+		Drop: edgeFields,
 		Fail: func(err error) h1.Answer {
 			h.log.Debug("relaying through tunnel failed", "err", err)
 			code, msg, retry := failure(err)

@@ -8,8 +8,8 @@
 //     each hop from the framing it applies (Hop, Framing);
 //   - what a Connection option may name: naming a framing field or Host
 //     makes a message one that no hop may re-frame (ConnectionOption);
-//   - which forwarding fields the edge writes itself and never takes from
-//     a client (Forwarded);
+//   - which forwarding and identity fields the edge writes itself and never
+//     takes from a client, on any path (Forwarded, Identity, EdgeWritten);
 //   - which trailer fields are passed on (TrailerAllowed);
 //   - when a request may be sent again and when a connection may carry the
 //     next one (Replay, Reusable, Quiet, Lease).

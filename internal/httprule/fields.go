@@ -90,10 +90,42 @@ const (
 	ForwardedProto = "X-Forwarded-Proto"
 )
 
+// identityFields carry who an access policy found the client to be: the
+// user, the e-mail, the groups, and an assertion of all three that the edge
+// signs (a JWT). The edge writes them for a request it let through after a
+// login, and drops whatever a client sent under these names on every host,
+// with a policy or without, so that a backend can trust them.
+var identityFields = []string{"x-tuna-user", "x-tuna-email", "x-tuna-groups", "x-tuna-assertion"}
+
+// Canonical names of the identity fields the edge writes.
+const (
+	IdentityUser      = "X-Tuna-User"
+	IdentityEmail     = "X-Tuna-Email"
+	IdentityGroups    = "X-Tuna-Groups"
+	IdentityAssertion = "X-Tuna-Assertion"
+)
+
+// Identity reports whether a field is one of the identity fields, which
+// only the edge writes.
+func Identity[N Name](name N) bool { return in(name, identityFields) }
+
+// edgeFields are every field the edge writes itself: the forwarding and
+// the identity fields.
+var edgeFields = append(append([]string(nil), forwardedFields...), identityFields...)
+
+// EdgeWritten reports whether a field is one the edge writes itself, so
+// that a client's copy is dropped on every path: a forwarding or an
+// identity field.
+func EdgeWritten[N Name](name N) bool { return in(name, edgeFields) }
+
+// EdgeFields lists the fields the edge writes itself (lower case): what
+// every path of the edge drops from a client's request.
+func EdgeFields() []string { return append([]string(nil), edgeFields...) }
+
 // trailerRefused are fields a trailer section may not carry (RFC 9110
 // section 6.5.1): framing, routing, request modifiers, authentication,
-// the content's own description, and the forwarding fields, which only
-// the edge writes. A trailer is read after the body, when every hop has
+// the content's own description, and the forwarding and identity fields,
+// which only the edge writes. A trailer is read after the body, when every hop has
 // already acted on the header section: such a field there is either
 // ignored or, by a peer that merges trailers into headers, taken as if
 // the sender had sent it in the head.
@@ -105,6 +137,7 @@ var trailerRefused = []string{
 	"content-encoding", "content-type", "content-range", "age", "expires", "date", "location",
 	"retry-after", "vary",
 	"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
+	"x-tuna-user", "x-tuna-email", "x-tuna-groups", "x-tuna-assertion",
 }
 
 // TrailerAllowed reports whether a trailer field is passed on; the others

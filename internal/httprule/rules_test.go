@@ -91,6 +91,51 @@ func TestForwarded(t *testing.T) {
 	}
 }
 
+func TestIdentity(t *testing.T) {
+	for _, name := range []string{IdentityUser, IdentityEmail, IdentityGroups, IdentityAssertion, "x-tuna-user", "X-TUNA-GROUPS"} {
+		if !Identity(name) || !EdgeWritten(name) || !Identity([]byte(name)) {
+			t.Errorf("%q is an identity field the edge writes, but a client's copy would pass", name)
+		}
+		if TrailerAllowed(name) {
+			t.Errorf("TrailerAllowed(%q): a backend that merges trailers would take the client's identity", name)
+		}
+	}
+	for _, name := range []string{ForwardedFor, ForwardedHost, ForwardedProto, "Forwarded"} {
+		if !EdgeWritten(name) {
+			t.Errorf("EdgeWritten(%q) = false: the edge writes it", name)
+		}
+	}
+	for _, name := range []string{"X-Tuna", "X-User", "Authorization", "Cookie", "X-Tuna-Users"} {
+		if Identity(name) || EdgeWritten(name) {
+			t.Errorf("%q is not the edge's field", name)
+		}
+	}
+	list := EdgeFields()
+	for _, f := range ForwardedFields() {
+		if !contains(list, f) {
+			t.Errorf("EdgeFields misses the forwarding field %s", f)
+		}
+	}
+	for _, f := range []string{"x-tuna-user", "x-tuna-email", "x-tuna-groups", "x-tuna-assertion"} {
+		if !contains(list, f) {
+			t.Errorf("EdgeFields misses the identity field %s", f)
+		}
+	}
+	list[0] = "changed"
+	if EdgeFields()[0] == "changed" {
+		t.Fatal("EdgeFields hands out the rulebook's own list")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
 func TestTrailerAllowed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
