@@ -33,6 +33,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -304,6 +305,26 @@ func BuildIndexes(ctx context.Context, root string, platforms []v1.Platform, s S
 		}
 	}
 	return out, nil
+}
+
+// Push builds every image for platforms and pushes each as a
+// multi-platform index to registry/<name>:tag (the release workflow's
+// step), with opts for the credentials.
+func Push(ctx context.Context, root, registry, tag string, platforms []v1.Platform, s Stamps, opts ...remote.Option) error {
+	idx, err := BuildIndexes(ctx, root, platforms, s)
+	if err != nil {
+		return err
+	}
+	for _, i := range All {
+		ref, err := name.NewTag(registry + "/" + i.Name + ":" + tag)
+		if err != nil {
+			return err
+		}
+		if err := remote.WriteIndex(ref, idx[i.Name], append([]remote.Option{remote.WithContext(ctx)}, opts...)...); err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
+	}
+	return nil
 }
 
 // WriteTarball writes images under their names into one tarball (the

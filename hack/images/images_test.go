@@ -7,6 +7,8 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +18,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -242,6 +246,46 @@ func checkImage(t *testing.T, i Image, img v1.Image, s Stamps) {
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Errorf("%s: the binary is dynamically linked (PT_INTERP): it cannot run FROM scratch", i.Name)
+		}
+	}
+}
+
+// TestPush pushes the images as the release workflow does, to a real
+// registry on loopback (go-containerregistry's, in memory), and pulls
+// them back: an index per image whose one platform holds the image built
+// here, under the tag, with the labels.
+func TestPush(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	stamps := Stamps{Version: "v9.9.9-test", Commit: "0123456789abcdef0123456789abcdef01234567", Date: "2026-01-02T03:04:05Z"}
+	ctx := context.Background()
+	if err := Push(ctx, root, host+"/tuna", "9.9.9-test", []v1.Platform{HostPlatform()}, stamps); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Build(ctx, root, HostPlatform(), stamps, All...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range All {
+		ref, err := name.NewTag(host + "/tuna/" + i.Name + ":9.9.9-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := remote.Index(ref)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		m, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Manifests) != 1 || m.Manifests[0].Platform == nil || m.Manifests[0].Platform.Architecture != HostPlatform().Architecture {
+			t.Fatalf("%s: index %+v, want one manifest for %s", ref, m.Manifests, HostPlatform().Architecture)
+		}
+		wantDigest, _ := want[i.Name].Digest()
+		if m.Manifests[0].Digest != wantDigest {
+			t.Errorf("%s: pushed %s, a build of the same commit is %s", ref, m.Manifests[0].Digest, wantDigest)
 		}
 	}
 }

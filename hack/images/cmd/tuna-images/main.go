@@ -119,21 +119,16 @@ func push(ctx context.Context, args []string) error {
 		}
 		ps = append(ps, v1.Platform{OS: os, Architecture: arch})
 	}
-	idx, err := images.BuildIndexes(ctx, root, ps, c.stamps)
-	if err != nil {
-		return err
-	}
+	fmt.Fprintf(os.Stderr, "tuna-images: building and pushing %s/{%s}:%s (%s)\n", c.registry, names(), c.tag, *platforms)
+	return images.Push(ctx, root, c.registry, c.tag, ps, c.stamps, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+}
+
+func names() string {
+	var n []string
 	for _, i := range images.All {
-		ref, err := c.ref(i)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "tuna-images: pushing %s (%s)\n", ref, *platforms)
-		if err := remote.WriteIndex(ref, idx[i.Name], remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return fmt.Errorf("pushing %s: %w", ref, err)
-		}
+		n = append(n, i.Name)
 	}
-	return nil
+	return strings.Join(n, ",")
 }
 
 // moduleRoot is the folder of go.mod, where `go run` runs from.
