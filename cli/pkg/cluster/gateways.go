@@ -19,10 +19,10 @@ func gatewayGVR(resource string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: gwv1.GroupVersion.Group, Version: gwv1.GroupVersion.Version, Resource: resource}
 }
 
-// GatewayStatuses are the status rows of the Gateways of the operator's
-// GatewayClasses and of the HTTPRoutes and TCPRoutes it reports on, in a
-// namespace ("" for all). Without the Gateway API CRDs there are none.
-func (c *Cluster) GatewayStatuses(ctx context.Context, namespace string) ([]Status, error) {
+// GatewayClasses are the GatewayClasses of the operator's controllerName
+// (not being deleted); nil without the Gateway API CRDs, a non-nil empty
+// list when there are none.
+func (c *Cluster) GatewayClasses(ctx context.Context) ([]gwv1.GatewayClass, error) {
 	classes, err := c.Dynamic.Resource(gatewayGVR("gatewayclasses")).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || IsNotServed(err) {
 		return nil, nil
@@ -30,12 +30,27 @@ func (c *Cluster) GatewayStatuses(ctx context.Context, namespace string) ([]Stat
 	if err != nil {
 		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
 	}
-	ours := map[string]bool{}
+	ours := []gwv1.GatewayClass{}
 	for _, u := range classes.Items {
 		var gc gwv1.GatewayClass
 		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &gc) == nil && gateway.Ours(&gc) {
-			ours[gc.Name] = true
+			ours = append(ours, gc)
 		}
+	}
+	return ours, nil
+}
+
+// GatewayStatuses are the status rows of the Gateways of the operator's
+// GatewayClasses and of the HTTPRoutes and TCPRoutes it reports on, in a
+// namespace ("" for all). Without the Gateway API CRDs there are none.
+func (c *Cluster) GatewayStatuses(ctx context.Context, namespace string) ([]Status, error) {
+	classes, err := c.GatewayClasses(ctx)
+	if err != nil || classes == nil {
+		return nil, err
+	}
+	ours := map[string]bool{}
+	for _, gc := range classes {
+		ours[gc.Name] = true
 	}
 	var out []Status
 	gws, err := c.Dynamic.Resource(gatewayGVR("gateways")).Namespace(namespace).List(ctx, metav1.ListOptions{})

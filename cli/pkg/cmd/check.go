@@ -42,10 +42,19 @@ these values can work. Each check prints ✓ (passed), ‼ (warning) or ×
                   them) and current (× when they differ: run upgrade)
   ingress-class   no other IngressClass named tuna, no other default class
                   when ingressClass.default=true
+  gateway-api     the Gateway API CRDs are installed (‼ when missing, × when
+                  gatewayClass.enabled=true needs them), and a running
+                  operator accepted the GatewayClasses of its controllerName
+                  (‼ naming those it has not)
   load-balancer   LoadBalancer Services of class k8s.tuna.am/tuna are served
                   (‼ when loadBalancer.enabled=false leaves some pending);
                   with loadBalancer.classless=true, no classless one is
                   already served by another load balancer (×)
+  namespaces      every namespace of watchNamespaces exists (×: the chart's
+                  Roles go there)
+  cluster-id      ‼ when Domains or TCPEndpoints keep reservations
+                  (reclaimPolicy: Retain) while clusterID is left to the
+                  UID of kube-system, which a rebuilt cluster does not share
   values          the values, the credentials source and its injection
   credentials     the Secret of existingSecret (or an extraEnv secretKeyRef)
                   exists and has the key
@@ -107,13 +116,17 @@ func (a *app) statusCmd() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List Tunnels, Domains, TCPEndpoints, SecretSyncs and LoadBalancer Services with their address and health",
+		Short: "List Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer Services, Gateways and HTTPRoutes with their address and health",
 		Long: `List the operator's resources in all namespaces (or only in -n): Tunnels
 with their public URL, Domains with their FQDN, TCPEndpoints with their
 address, SecretSyncs with the Secret they write, and the Ready condition
-with its reason; and the LoadBalancer Services it publishes (kind Service)
+with its reason; the LoadBalancer Services it publishes (kind Service)
 with the hosts and ports of their status.loadBalancer: Ready True when
-every TCP port is published, False with the first port's error.
+every TCP port is published, False with the first port's error; and, with
+the Gateway API installed, the Gateways of its GatewayClasses (their
+addresses, Ready from Programmed) and the HTTPRoutes and TCPRoutes it
+reports on (their Gateways, Ready when Accepted and ResolvedRefs are True
+for every one).
 
 Exit codes: 0 listed (whatever the health); 1 the cluster could not be read;
 3 bad flags.`,
@@ -150,7 +163,7 @@ Exit codes: 0 listed (whatever the health); 1 the cluster could not be read;
 				if ns != "" {
 					where = "namespace " + ns
 				}
-				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs or LoadBalancer Services of class tuna in %s.\n", where)
+				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer Services of class tuna, Gateways or routes in %s.\n", where)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"code.tuna.am/tuna/k8s-operator/cli/pkg/preflight"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
@@ -228,6 +229,7 @@ func TestRenderBadValues(t *testing.T) {
 		{"old Kubernetes", []string{"--set", edgeURL, "--set", "credentials.existingSecret=s", "--kube-version", "v1.31.9"}, []string{"the chart needs Kubernetes >=1.32.0-0, the target is v1.31.9", "Hint: upgrade the cluster"}},
 		{"bad --set", []string{"--set", "a.b"}, []string{"--set", "Hint:"}},
 		{"missing -f", []string{"-f", "/nonexistent/values.yaml"}, []string{"/nonexistent/values.yaml"}},
+		{"no values at all", nil, []string{"edge.apiURL is required"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, append([]string{"render"}, tc.args...)...).must(t, ExitInvalid)
@@ -241,6 +243,9 @@ func TestRenderBadValues(t *testing.T) {
 				if !strings.Contains(r.stderr, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
 				}
+			}
+			if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); !strings.HasPrefix(lines[len(lines)-1], "Hint: ") {
+				t.Errorf("the error does not end with a Hint: line:\n%s", r.stderr)
 			}
 			if strings.Contains(r.stderr, "execution error at") || strings.Contains(r.stderr, "rendering chart") {
 				t.Errorf("Helm's internals leak into the message:\n%s", r.stderr)
@@ -375,5 +380,23 @@ func TestVersionAndHelp(t *testing.T) {
 	r = run(t, "completion", "bash").must(t, ExitOK)
 	if !strings.Contains(r.stdout, "__start_tuna-operator") {
 		t.Fatalf("bash completion: %.200s", r.stdout)
+	}
+}
+
+// Every category preflight reports is explained in its --help and in the
+// preflight table of docs/cli.md.
+func TestPreflightCategoriesDocumented(t *testing.T) {
+	help := run(t, "preflight", "--help").must(t, ExitOK).stdout
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range preflight.Categories {
+		if !slices.ContainsFunc(strings.Split(help, "\n"), func(l string) bool { return strings.HasPrefix(l, "  "+c+" ") }) {
+			t.Errorf("preflight --help does not explain the category %s", c)
+		}
+		if !strings.Contains(string(doc), "\n| "+c+" |") {
+			t.Errorf("docs/cli.md's preflight table has no row for the category %s", c)
+		}
 	}
 }

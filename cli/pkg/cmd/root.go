@@ -138,6 +138,10 @@ func (a *app) report(err error) int {
 		code = ExitInvalid
 		hint = "see " + a.cmdPath + " --help"
 	}
+	if hint == "" && code == ExitInvalid {
+		// An error of the input always says where to look.
+		hint = "see " + a.cmdPath + " --help"
+	}
 	fmt.Fprintln(a.env.Stderr, "Error: "+err.Error())
 	if hint != "" {
 		fmt.Fprintln(a.env.Stderr, "Hint: "+hint)
@@ -174,8 +178,8 @@ the Helm chart ` + chart.Name + ` and drives the Helm 4 SDK:
              their finalizers,
              then remove the release (and the CRDs with --delete-crds)
   preflight  check the cluster, the values and the edge before an install
-  status     list Tunnels, Domains, TCPEndpoints and SecretSyncs with address
-             and health
+  status     list Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer
+             Services, Gateways and HTTPRoutes with address and health
 
 Values are given as with Helm: -f values.yaml (repeatable) and --set a.b=c.
 Results go to stdout, progress and errors to stderr.

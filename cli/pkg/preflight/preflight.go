@@ -1,8 +1,10 @@
 // Package preflight checks, before an install or upgrade, that the cluster,
 // the values and the edge are ready for the operator, in the style of
 // `linkerd check --pre`: Kubernetes version, the caller's permissions, the
-// CRDs, IngressClass conflicts, LoadBalancer Services, the namespaces of watchNamespaces, the
-// cluster id that retained reservations need, the credentials source, the API key's scope, and the edge's API and SSH
+// CRDs, IngressClass conflicts, the Gateway API's CRDs and whether a
+// running operator serves them, LoadBalancer Services, the namespaces of
+// watchNamespaces, the cluster id that retained reservations need, the
+// credentials source, the API key's scope, and the edge's API and SSH
 // transport.
 package preflight
 
@@ -43,6 +45,11 @@ const (
 	CatCredentials = "credentials"
 	CatEdge        = "edge"
 )
+
+// Categories are every category of the report, in the order Run reports
+// them (the help and docs/cli.md list each).
+var Categories = []string{CatKubernetes, CatValues, CatPermissions, CatCRDs, CatIngress, CatGatewayAPI,
+	CatLoadBalancer, CatNamespaces, CatClusterID, CatCredentials, CatEdge}
 
 // Options of a preflight run.
 type Options struct {

@@ -112,7 +112,7 @@ func Readable(err error) error {
 		return &InvalidError{Problems: problems, Hint: "the chart's values.schema.json rejects these values: fix or remove them (`tuna-operator render --help` shows how values are given; the chart's values.yaml documents every value)"}
 	case execError.MatchString(msg):
 		m := execError.FindStringSubmatch(msg)
-		return &InvalidError{Problems: []string{m[1]}}
+		return &InvalidError{Problems: []string{m[1]}, Hint: rulesHint}
 	case kubeVersionE.MatchString(msg):
 		m := kubeVersionE.FindStringSubmatch(msg)
 		return &InvalidError{
@@ -120,8 +120,12 @@ func Readable(err error) error {
 			Hint:     "upgrade the cluster to Kubernetes 1.32 or newer (or pass --kube-version to render for another version)",
 		}
 	}
-	return &InvalidError{Problems: []string{msg}}
+	return &InvalidError{Problems: []string{msg}, Hint: rulesHint}
 }
+
+// rulesHint ends a refusal by the chart's own rules, whose messages name
+// the value and what to set.
+const rulesHint = "change the values as the message says (the chart's values.yaml documents every value; `tuna-operator render --help` shows how values are given)"
 
 // Get returns the value at a dotted path of a values map, or nil.
 func Get(vals map[string]any, path string) any {

@@ -89,11 +89,15 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
 		Recorder: mgr.GetEventRecorder("tuna-agent"), Edge: r.Edge,
-		Gateways: gatewaysInstalled(mgr),
 	}
-	ing.BackendTLSPolicies = ing.Gateways && gateway.BackendTLSPoliciesInstalled(mgr.GetRESTMapper())
 	if err := ing.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress agent: %w", err)
+	}
+	if err := watchAPIs(mgr, o.Common,
+		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error { return ing.ServeGateways(mgr) }),
+		gatewayAPI(apiBackendTLSPolicy, []string{gateway.KindBackendTLSPolicy}, "https backendRefs are verified without BackendTLSPolicies",
+			func() error { return ing.ServeBackendTLSPolicies(mgr) })); err != nil {
+		return err
 	}
 	hb := &agent.Heartbeat{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Reconciler: r,
 		Namespace: o.Namespace, TTL: o.HeartbeatTTL, Log: log.WithName("heartbeat")}

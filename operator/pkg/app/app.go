@@ -63,6 +63,11 @@ type Common struct {
 	// Restartable lets a process start the component again after it stopped
 	// (the test harness does; a binary never needs it).
 	Restartable bool
+	// APIDiscoveryInterval is how often discovery is asked for the
+	// optional APIs not installed yet (the Gateway API's CRDs): they are
+	// served from the next look on, without a restart (default
+	// apiwatch.DefaultInterval).
+	APIDiscoveryInterval time.Duration
 }
 
 // LeaderElection is how the controller replicas elect their leader, and so

@@ -139,14 +139,17 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	metrics.ObserveReservations(mgr.GetClient())
 	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
-	gateways := gatewaysInstalled(mgr)
+	rec := mgr.GetEventRecorder("tuna-controller")
+	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
+		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
+		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	apiReader := mgr.GetAPIReader()
 	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
 		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
 		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
 			hosts, err := ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
-			if err != nil || !gateways {
+			if err != nil || !ingressKeys.ServesGateways() {
 				return hosts, err
 			}
 			// Gateway hosts hold Ingress host keys too.
@@ -162,7 +165,6 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel key controller: %w", err)
 	}
-	rec := mgr.GetEventRecorder("tuna-controller")
 	domains := &domain.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Info: info, Recorder: rec,
 		ClusterID: o.ClusterID, VerifyInterval: o.DNSVerifyInterval, Resync: o.ReservationResync}
 	if err := domains.SetupWithManager(mgr); err != nil {
@@ -173,16 +175,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}
-	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
-		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync, Gateways: gateways,
-		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
 	}
-	if gateways {
-		if err := setupGateways(mgr, o.WatchNamespaces); err != nil {
-			return err
-		}
+	if err := watchControllerAPIs(mgr, o.Common, ingressKeys); err != nil {
+		return err
 	}
 	if !o.LoadBalancer.Disabled {
 		lb := &loadbalancer.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: rec, Info: info,

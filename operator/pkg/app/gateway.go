@@ -3,33 +3,63 @@ package app
 import (
 	"fmt"
 
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/apiwatch"
 	gatewayctl "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/gateway"
+	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
 
-// setupGateways starts the Gateway API status controller. It runs only
-// when the API server serves the Gateway API's kinds (gatewaysInstalled):
-// the chart does not install those CRDs;
-// without them the operator says so once and runs without Gateway
-// support, since controller-runtime fails to start a watch of an unknown
-// kind. Installing the CRDs later takes a restart of the controller.
-func setupGateways(mgr ctrl.Manager, namespaces []string) error {
-	r := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: namespaces,
-		TCPRoutes: gateway.TCPRoutesInstalled(mgr.GetRESTMapper())}
-	if err := r.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the Gateway status controller: %w", err)
-	}
-	return nil
+// The optional APIs: the chart does not install the Gateway API's CRDs,
+// and controller-runtime cannot watch a kind the API server does not
+// serve, so what uses them is turned on when discovery shows them, at
+// start or later (apiwatch), without a restart.
+const (
+	apiGateway          = "the Gateway API"
+	apiTCPRoute         = "the Gateway API's TCPRoute"
+	apiBackendTLSPolicy = "the Gateway API's BackendTLSPolicy"
+)
+
+// gatewayAPI is an optional API of the Gateway API's group: the core kinds
+// and the extra ones, so that an extra API is turned on after the core.
+func gatewayAPI(name string, extra []string, off string, serve func() error) apiwatch.API {
+	return apiwatch.API{Name: name, GroupVersion: gwv1.SchemeGroupVersion, Kinds: append(gateway.Kinds(), extra...), Off: off, Serve: serve}
 }
 
-// gatewaysInstalled checks for the Gateway API's CRDs and logs, once per
-// component start, when they are missing.
-func gatewaysInstalled(mgr ctrl.Manager) bool {
-	if gateway.Installed(mgr.GetRESTMapper()) {
-		return true
+// watchControllerAPIs turns on the controller's part of the Gateway API:
+// the keys of Gateway hosts, the status controller, then TCPRoutes.
+func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *ingresskeys.Reconciler) error {
+	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces}
+	return watchAPIs(mgr, o,
+		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error {
+			if err := keys.ServeGateways(mgr); err != nil {
+				return err
+			}
+			if err := status.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("setting up the Gateway status controller: %w", err)
+			}
+			return nil
+		}),
+		gatewayAPI(apiTCPRoute, []string{gateway.KindTCPRoute}, "TCPRoutes are not served",
+			func() error { return status.ServeTCPRoutes(mgr) }))
+}
+
+// watchAPIs checks the optional APIs now, serving those installed, and
+// adds the watcher that serves the others once they are.
+func watchAPIs(mgr ctrl.Manager, o Common, apis ...apiwatch.API) error {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating the discovery client: %w", err)
 	}
-	ctrl.Log.WithName("gateway").Info("the Gateway API CRDs (gateway.networking.k8s.io) are not installed; Gateway support is off until they are and the component restarts")
-	return false
+	w := &apiwatch.Watcher{Discovery: dc, Interval: o.APIDiscoveryInterval, Log: ctrl.Log.WithName("apis"), APIs: apis}
+	if err := w.Check(); err != nil {
+		return err
+	}
+	if err := mgr.Add(w); err != nil {
+		return fmt.Errorf("adding the optional API watcher: %w", err)
+	}
+	return nil
 }

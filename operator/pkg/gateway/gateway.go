@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -121,29 +119,15 @@ func IndexHosts(o client.Object) []string {
 	return nil
 }
 
-// Installed reports whether the API server serves the Gateway API's
-// standard kinds. The operator starts its Gateway controllers only then:
-// controller-runtime cannot watch a kind the API server does not know.
-func Installed(mapper meta.RESTMapper) bool {
-	for _, kind := range []string{"GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"} {
-		gk := schema.GroupKind{Group: gwv1.GroupName, Kind: kind}
-		if _, err := mapper.RESTMapping(gk); err != nil {
-			return false
-		}
-	}
-	return true
-}
+// Kinds are the Gateway API kinds (gateway.networking.k8s.io/v1) the
+// operator needs before it serves Gateways; TCPRoute and BackendTLSPolicy
+// are served too once their CRDs are installed. The chart installs none
+// of them, and controller-runtime cannot watch a kind the API server does
+// not serve, so the components turn each on when discovery shows it.
+func Kinds() []string { return []string{"GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"} }
 
-// TCPRoutesInstalled reports whether the API server serves TCPRoute
-// (gateway.networking.k8s.io/v1 in the pinned release).
-func TCPRoutesInstalled(mapper meta.RESTMapper) bool {
-	_, err := mapper.RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: "TCPRoute"}, gwv1.GroupVersion.Version)
-	return err == nil
-}
-
-// BackendTLSPoliciesInstalled reports whether the API server serves
-// BackendTLSPolicy (gateway.networking.k8s.io/v1).
-func BackendTLSPoliciesInstalled(mapper meta.RESTMapper) bool {
-	_, err := mapper.RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: "BackendTLSPolicy"}, gwv1.GroupVersion.Version)
-	return err == nil
-}
+// The optional kinds beyond Kinds.
+const (
+	KindTCPRoute         = "TCPRoute"
+	KindBackendTLSPolicy = "BackendTLSPolicy"
+)

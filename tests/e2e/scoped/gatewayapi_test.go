@@ -4,10 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // This suite's API server has no Gateway API CRDs, as a cluster where
@@ -15,13 +14,12 @@ import (
 // its Gateway controllers off instead of failing to start watches of
 // unknown kinds: the controller and agent of this suite serve every other
 // test here, and TestMain fails if either of them stopped with an error.
-// (tests/e2e installs the CRDs and tests the Gateways themselves; the CRDs
-// are not installed here, so the test repeats under -count.)
+// (tests/e2e installs the CRDs before the operator starts and tests the
+// Gateways themselves, tests/e2e/lateapi installs them after; the CRDs are
+// not installed here, so the test repeats under -count.)
 func TestGatewayAPIMissing(t *testing.T) {
-	httpClient, err := rest.HTTPClientFor(cp.Config)
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
 	require.NoError(t, err)
-	mapper, err := apiutil.NewDynamicRESTMapper(cp.Config, httpClient)
-	require.NoError(t, err)
-	require.False(t, gateway.Installed(mapper), "the Gateway API must look absent on an API server without its CRDs")
-
+	_, err = dc.ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
+	require.True(t, apierrors.IsNotFound(err), "the Gateway API must be absent from an API server without its CRDs: %v", err)
 }

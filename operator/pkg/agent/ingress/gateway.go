@@ -36,7 +36,7 @@ type gwBackend struct {
 // attached to served Gateways of the namespaces allowed to publish it
 // (allowed nil: any). Without the Gateway API installed there are none.
 func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []string) ([]gwEntry, error) {
-	if !r.Gateways {
+	if !r.gateways.Load() {
 		return nil, nil
 	}
 	gws, err := gateway.ServedFor(ctx, r.Client, host)
@@ -162,7 +162,7 @@ func backendFailed(rule, backend string) http.Handler {
 // Service's cluster name.
 func (r *Reconciler) gatewayTLS(ctx context.Context, ns string, t upstream.Target, portName string) (*proxy.TLS, error) {
 	var o upstream.TLSOptions
-	if r.BackendTLSPolicies {
+	if r.tlsPolicies.Load() {
 		var list gwv1.BackendTLSPolicyList
 		if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return nil, fmt.Errorf("listing BackendTLSPolicies of namespace %s: %w", ns, err)

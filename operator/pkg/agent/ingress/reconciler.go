@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -74,14 +76,16 @@ type Reconciler struct {
 	// Resync re-resolves each host's Services this often (default 30s):
 	// the agent may not watch Services (R21).
 	Resync time.Duration
-	// Gateways serves HTTPRoutes of the operator's Gateways on their
-	// hosts too; set when the Gateway API's CRDs are installed.
-	Gateways bool
-	// BackendTLSPolicies verifies https backendRefs by their
-	// BackendTLSPolicy; set when its CRD is installed.
-	BackendTLSPolicies bool
 
-	wakes  agent.Waker
+	wakes agent.Waker
+	// ctl is the running controller, which ServeGateways and
+	// ServeBackendTLSPolicies give more watches.
+	ctl controller.Controller
+	// gateways serves HTTPRoutes of the operator's Gateways on their hosts
+	// too, once the Gateway API's CRDs are installed (ServeGateways);
+	// tlsPolicies verifies https backendRefs by their BackendTLSPolicy once
+	// its CRD is (ServeBackendTLSPolicies).
+	gateways, tlsPolicies atomic.Bool
 
 	mu    sync.Mutex
 	hosts map[string]*hostState

@@ -7,7 +7,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
@@ -16,31 +18,59 @@ import (
 
 // SetupWithManager registers the reconciler: Ingress and IngressClass
 // changes wake the hosts they concern, and each host's tunnel wakes its
-// host when its state changes.
+// host when its state changes. Gateway API kinds are watched from
+// ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, model.HostIndex, model.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	ctl, err := ctrl.NewControllerManagedBy(mgr).
 		Named("ingress-agent").
 		Watches(&networkingv1.Ingress{}, model.Handler(mgr.GetClient(), false), builder.WithPredicates(model.Changed)).
 		Watches(&networkingv1.IngressClass{}, model.ClassHandler(mgr.GetClient(), false)).
-		WatchesRawSource(r.wakes.Source())
-	if r.Gateways {
-		// Gateway hosts share the Ingress hosts' keys, tunnels and routers.
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
-			return fmt.Errorf("indexing Gateways by host: %w", err)
-		}
-		b = b.Watches(&gwv1.GatewayClass{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-			Watches(&gwv1.HTTPRoute{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		WatchesRawSource(r.wakes.Source()).
+		Build(r)
+	r.ctl = ctl
+	return err
+}
+
+// ServeGateways serves the HTTPRoutes of the operator's Gateways on their
+// hosts, next to the Ingress paths: Gateway hosts share the Ingress
+// hosts' keys, tunnels and routers. Call it once, after SetupWithManager,
+// when the API server serves the Gateway API (before or after the manager
+// started).
+func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
+		return fmt.Errorf("indexing Gateways by host: %w", err)
 	}
-	if r.Gateways {
+	// On once the index is there, before the watches, whose first lists
+	// wake the hosts of the Gateways that exist.
+	r.gateways.Store(true)
+	c, h, all := mgr.GetCache(), gateway.HostHandler(mgr.GetClient()), gateway.AllHostsHandler(mgr.GetClient())
+	generation := predicate.GenerationChangedPredicate{}
+	for _, src := range []source.Source{
+		source.Kind(c, client.Object(&gwv1.GatewayClass{}), all, generation),
+		source.Kind(c, client.Object(&gwv1.Gateway{}), h, generation),
+		source.Kind(c, client.Object(&gwv1.HTTPRoute{}), h, generation),
 		// A grant given or taken back changes which backendRefs are served.
-		b = b.Watches(&gwv1.ReferenceGrant{}, gateway.AllHostsHandler(mgr.GetClient()))
+		source.Kind(c, client.Object(&gwv1.ReferenceGrant{}), all),
+	} {
+		if err := r.ctl.Watch(src); err != nil {
+			return fmt.Errorf("watching the Gateway API: %w", err)
+		}
 	}
-	if r.BackendTLSPolicies {
-		b = b.Watches(&gwv1.BackendTLSPolicy{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	return nil
+}
+
+// ServeBackendTLSPolicies verifies https backendRefs by their
+// BackendTLSPolicy; call it once, after ServeGateways, when the API server
+// serves BackendTLSPolicy.
+func (r *Reconciler) ServeBackendTLSPolicies(mgr ctrl.Manager) error {
+	r.tlsPolicies.Store(true)
+	src := source.Kind(mgr.GetCache(), client.Object(&gwv1.BackendTLSPolicy{}), gateway.AllHostsHandler(mgr.GetClient()),
+		predicate.GenerationChangedPredicate{})
+	if err := r.ctl.Watch(src); err != nil {
+		return fmt.Errorf("watching BackendTLSPolicies: %w", err)
 	}
-	return b.Complete(r)
+	return nil
 }

@@ -14,6 +14,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -39,9 +41,12 @@ type Reconciler struct {
 	Reader client.Reader
 	// Namespaces limits the lists (none: all), as --watch-namespaces does.
 	Namespaces []string
-	// TCPRoutes serves TCPRoutes, when their CRD is installed, through
-	// Tunnels the Gateway owns.
-	TCPRoutes bool
+
+	// ctl is the running controller, which ServeTCPRoutes gives a watch;
+	// tcpRoutes serves TCPRoutes through Tunnels the Gateway owns, once
+	// their CRD is installed.
+	ctl       controller.Controller
+	servesTCP atomic.Bool
 }
 
 // Request is the one request of this reconciler.
@@ -75,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if r.TCPRoutes {
+	if r.servesTCP.Load() {
 		if err := r.tcpRoutes(ctx, evaluated, endpoints.Items, attached); err != nil {
 			return reconcile.Result{}, err
 		}

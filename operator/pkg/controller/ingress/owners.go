@@ -77,7 +77,7 @@ func (r *Reconciler) publishers(ctx context.Context, host string, ings []*networ
 	for _, ing := range ings {
 		objs = append(objs, ing)
 	}
-	if r.Gateways {
+	if r.gateways.Load() {
 		gws, err := gateway.ServedFor(ctx, r.Client, host)
 		if err != nil {
 			return nil, err

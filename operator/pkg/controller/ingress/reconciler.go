@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -78,9 +80,12 @@ type Reconciler struct {
 	Resync time.Duration
 	// Now is the clock that decides renewals (default time.Now).
 	Now func() time.Time
-	// Gateways publishes the hosts of the operator's Gateways' listeners
-	// too, with the same keys; set when the Gateway API is installed.
-	Gateways bool
+
+	// ctl is the running controller, which ServeGateways gives more
+	// watches; gateways publishes the hosts of the operator's Gateways'
+	// listeners too, with the same keys, once the Gateway API is installed.
+	ctl      controller.Controller
+	gateways atomic.Bool
 
 	// handedOver remembers, per host, the key whose Secret this process
 	// wrote. The controller never reads Secrets, so after a restart it

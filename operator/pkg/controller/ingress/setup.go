@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
@@ -21,22 +22,13 @@ import (
 // SetupWithManager registers the reconciler. Its requests are hosts (for
 // keys) and Ingresses (for their rules): an Ingress change wakes both, an
 // IngressClass change every Ingress it may concern, and a Domain change
-// the host it reserves.
+// the host it reserves. Gateways are watched from ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("ingress-keys")
-	if r.Gateways {
-		// A Gateway listener's host gets its key as an Ingress host does.
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
-			return fmt.Errorf("indexing Gateways by host: %w", err)
-		}
-		b = b.Watches(&gwv1.GatewayClass{}, gateway.AllHostsHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-			Watches(&gwv1.Gateway{}, gateway.HostHandler(mgr.GetClient()), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	}
-	return b.
+	ctl, err := ctrl.NewControllerManagedBy(mgr).
+		Named("ingress-keys").
 		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
 		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), true)).
 		Watches(&tunav1.Domain{}, handler.Funcs{
@@ -50,8 +42,35 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueDomainHosts(ctx, q, e.Object)
 			},
 		}).
-		Complete(r)
+		Build(r)
+	r.ctl = ctl
+	return err
 }
+
+// ServeGateways publishes Gateway listeners' hosts too: each gets its key
+// as an Ingress host does. Call it once, after SetupWithManager, when the
+// API server serves the Gateway API (before or after the manager started).
+func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
+		return fmt.Errorf("indexing Gateways by host: %w", err)
+	}
+	// On once the index is there, before the watches, whose first lists
+	// wake the hosts of the Gateways that exist.
+	r.gateways.Store(true)
+	generation := predicate.GenerationChangedPredicate{}
+	for _, src := range []source.Source{
+		source.Kind(mgr.GetCache(), client.Object(&gwv1.GatewayClass{}), gateway.AllHostsHandler(mgr.GetClient()), generation),
+		source.Kind(mgr.GetCache(), client.Object(&gwv1.Gateway{}), gateway.HostHandler(mgr.GetClient()), generation),
+	} {
+		if err := r.ctl.Watch(src); err != nil {
+			return fmt.Errorf("watching the Gateway API: %w", err)
+		}
+	}
+	return nil
+}
+
+// ServesGateways reports whether ServeGateways ran.
+func (r *Reconciler) ServesGateways() bool { return r.gateways.Load() }
 
 // enqueueDomainHosts wakes the hosts a Domain reserves (before and after a
 // change) when a served Ingress has a rule for them.
