@@ -17,7 +17,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 )
 
@@ -31,7 +30,7 @@ type API struct {
 	Name string
 	// GroupVersion and Kinds are what the API server must serve, all of
 	// them, before Serve runs.
-	GroupVersion schema.GroupVersion
+	GroupVersion metav1.GroupVersion
 	Kinds        []string
 	// Off says, in the log line of a start without it, what stays off
 	// meanwhile.
@@ -97,7 +96,7 @@ func (w *Watcher) look(first bool) (done bool, err error) {
 	if w.served == nil {
 		w.served = make([]bool, len(w.APIs))
 	}
-	lists := map[schema.GroupVersion]*metav1.APIResourceList{}
+	lists := map[metav1.GroupVersion]*metav1.APIResourceList{}
 	done = true
 	for i, api := range w.APIs {
 		if w.served[i] {
@@ -136,7 +135,7 @@ func (w *Watcher) interval() time.Duration {
 
 // missing lists the API's kinds the API server does not serve; lists
 // caches this look's answers per group version.
-func (w *Watcher) missing(api API, lists map[schema.GroupVersion]*metav1.APIResourceList) ([]string, error) {
+func (w *Watcher) missing(api API, lists map[metav1.GroupVersion]*metav1.APIResourceList) ([]string, error) {
 	list, ok := lists[api.GroupVersion]
 	if !ok {
 		var err error

@@ -26,7 +26,7 @@ const (
 // gatewayAPI is an optional API of the Gateway API's group: the core kinds
 // and the extra ones, so that an extra API is turned on after the core.
 func gatewayAPI(name string, extra []string, off string, serve func() error) apiwatch.API {
-	return apiwatch.API{Name: name, GroupVersion: gwv1.SchemeGroupVersion, Kinds: append(gateway.Kinds(), extra...), Off: off, Serve: serve}
+	return apiwatch.API{Name: name, GroupVersion: gwv1.GroupVersion, Kinds: append(gateway.Kinds(), extra...), Off: off, Serve: serve}
 }
 
 // watchControllerAPIs turns on the controller's part of the Gateway API:
