@@ -26,6 +26,11 @@ type life struct {
 	answering bool
 	why       error
 	timer     *time.Timer
+	// watchTimer starts the watch of the client (watchSoon); armed says
+	// the exchange's request has been read whole, so a watch may start (a
+	// timer of an earlier exchange that fires late finds it false).
+	watchTimer *time.Timer
+	armed      bool
 }
 
 // Why an exchange was ended from outside.
@@ -39,7 +44,7 @@ var (
 func (c *conn) begin() {
 	x := &c.x
 	x.mu.Lock()
-	x.live, x.up, x.answering, x.why = true, nil, false, nil
+	x.live, x.up, x.answering, x.why, x.armed = true, nil, false, nil, false
 	x.mu.Unlock()
 	if d := c.s.ExchangeTimeout; d > 0 {
 		if x.timer == nil {
@@ -103,6 +108,10 @@ func (c *conn) finish() error {
 		x.timer.Stop()
 	}
 	x.mu.Lock()
+	if x.watchTimer != nil {
+		x.watchTimer.Stop()
+	}
+	x.armed = false
 	defer x.mu.Unlock()
 	x.live, x.up = false, nil
 	return x.why
@@ -237,19 +246,47 @@ func (c *conn) relay(rt *Route) bool {
 	return keep
 }
 
-// watchClient waits, in the background, for the client's next byte once
-// its request has been read whole. A client that leaves (an end, a reset)
-// while its answer is awaited ends the exchange, so the upstream stops
-// working for nobody, as net/http's background read does. Bytes that come
-// instead (a pipelined request) stay in the reader for readRequest, which
-// takes the watch's result.
-func (c *conn) watchClient() {
-	if c.watch != nil {
+// watchAfter is how long an exchange waits for its answer before the
+// relay starts watching its client. Almost every exchange ends sooner and
+// never pays for the watch (a goroutine and its wake-ups); a long poll
+// whose client leaves is noticed this much later.
+const watchAfter = 50 * time.Millisecond
+
+// watchSoon arms the watch of the client once its request has been read
+// whole: if the exchange still runs after watchAfter, watchClient starts.
+func (c *conn) watchSoon() {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.live {
 		return
 	}
-	if c.s.BodyTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Time{})
+	x.armed = true
+	if x.watchTimer == nil {
+		x.watchTimer = time.AfterFunc(watchAfter, c.watchLate)
+	} else {
+		x.watchTimer.Reset(watchAfter)
 	}
+}
+
+// watchLate starts the watch for an exchange that still runs.
+func (c *conn) watchLate() {
+	x := &c.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.live && x.armed && x.why == nil && c.watch == nil {
+		c.watchClient()
+	}
+}
+
+// watchClient waits, in the background, for the client's next byte. A
+// client that leaves (an end, a reset) while its answer is awaited ends
+// the exchange, so the upstream stops working for nobody, as net/http's
+// background read does. Bytes that come instead (a pipelined request) stay
+// in the reader for readRequest, which takes the watch's result. Nothing
+// else reads the client's reader until then: the request is read whole.
+// c.x.mu is held.
+func (c *conn) watchClient() {
 	w := make(chan peeked, 1)
 	c.watch = w
 	go func() {
@@ -319,7 +356,7 @@ func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error)
 		if err := up.bw.Flush(); err != nil {
 			return nil, err
 		}
-		c.watchClient()
+		c.watchSoon()
 		return nil, nil
 	}
 	if !chunked && int64(c.br.Buffered()) >= length {
@@ -329,7 +366,7 @@ func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error)
 			return nil, err
 		}
 		_, _ = c.br.Discard(len(b))
-		c.watchClient()
+		c.watchSoon()
 		return &bodyCopy{n: length, done: true, ok: true}, nil
 	}
 	b := &bodyCopy{result: make(chan error, 1)}
@@ -351,7 +388,10 @@ func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error)
 		}
 		switch {
 		case err == nil:
-			c.watchClient()
+			if c.s.BodyTimeout > 0 {
+				_ = c.nc.SetReadDeadline(time.Time{})
+			}
+			c.watchSoon()
 		case p.malformed():
 			c.end(errBadBody)
 		case p.readErr != nil:

@@ -17,8 +17,9 @@ type upstream struct {
 	key string
 	r   io.Reader // nc, or its direct reader
 	// direct: r reads nc in place (a tunnel channel), so nc cannot be
-	// probed for quiet (httprule.Quiet) and its Lease decides.
+	// probed for quiet and its Lease decides; probe is nc's otherwise.
 	direct bool
+	probe  *httprule.Prober
 	w      countingWriter
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -67,7 +68,7 @@ func (u *upstream) reusable() bool {
 	if l := httprule.LeaseOf(u.nc); l != nil && !l.Acquire() {
 		return false
 	}
-	return u.direct || httprule.Quiet(u.nc)
+	return u.direct || u.probe.Quiet()
 }
 
 // keep marks the connection idle after a complete exchange: from here on
@@ -111,6 +112,9 @@ func (c *conn) upstream(rt *Route) (*upstream, error) {
 	}
 	r, direct := readerOf(nc)
 	u := &upstream{nc: nc, key: rt.Key, r: r, direct: direct, w: countingWriter{w: nc}}
+	if !direct {
+		u.probe = httprule.NewProber(nc)
+	}
 	u.hold()
 	c.ups = append(c.ups, u)
 	c.up = u

@@ -23,11 +23,12 @@ import (
 // bytes the connection accepted since the last request began, for the
 // rulebook's replay rule.
 type Conn struct {
-	c   net.Conn
-	key string
-	w   countingWriter
-	br  *bufio.Reader
-	bw  *bufio.Writer
+	c     net.Conn
+	key   string
+	probe *httprule.Prober
+	w     countingWriter
+	br    *bufio.Reader
+	bw    *bufio.Writer
 }
 
 // countingWriter counts the bytes its connection accepted.
@@ -50,7 +51,7 @@ var (
 // NewConn wraps c, opened for key (what may reuse it: a host, an upstream
 // address).
 func NewConn(c net.Conn, key string) *Conn {
-	u := &Conn{c: c, key: key, w: countingWriter{w: c}}
+	u := &Conn{c: c, key: key, probe: httprule.NewProber(c), w: countingWriter{w: c}}
 	u.br = readers.Get().(*bufio.Reader)
 	u.br.Reset(c)
 	u.bw = writers.Get().(*bufio.Writer)
@@ -79,7 +80,7 @@ func (u *Conn) reusable() bool {
 	if l := httprule.LeaseOf(u.c); l != nil && !l.Acquire() {
 		return false
 	}
-	return httprule.Quiet(u.c)
+	return u.probe.Quiet()
 }
 
 // maxIdle is how many idle connections one inbound connection keeps: one

@@ -56,26 +56,46 @@ func Reusable(complete, closing bool, unread int) bool {
 // A connection that is not a socket (a tunnel channel) cannot be probed
 // and is taken as quiet: its owner closes it only through its Lease,
 // which the engine checks as well.
-func Quiet(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
+func Quiet(c net.Conn) bool { return NewProber(c).Quiet() }
+
+// Prober probes one connection for quiet (see Quiet). Made once per
+// connection and kept with it, it probes without allocating.
+type Prober struct {
+	raw   syscall.RawConn
+	peek  func(fd uintptr) bool
+	quiet bool
+	one   [1]byte
+}
+
+// NewProber returns the prober of c; for a connection that is not a
+// socket, one that always answers quiet.
+func NewProber(c net.Conn) *Prober {
+	p := &Prober{}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			p.raw = raw
+		}
+	}
+	p.peek = p.peekFD
+	return p
+}
+
+// peekFD peeks at the socket without waiting: EAGAIN (nothing to read and
+// no end) is quiet; bytes sent unasked, or the peer's end (0 bytes, no
+// error), are not. It never waits for readiness.
+func (p *Prober) peekFD(fd uintptr) bool {
+	_, _, err := syscall.Recvfrom(int(fd), p.one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	p.quiet = errors.Is(err, syscall.EAGAIN)
+	return true
+}
+
+// Quiet probes the connection now.
+func (p *Prober) Quiet() bool {
+	if p.raw == nil {
 		return true
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	quiet := false
-	var one [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// EAGAIN: nothing to read and no end: quiet. n > 0: bytes sent
-		// unasked; n == 0 without an error: the peer's end.
-		quiet = errors.Is(err, syscall.EAGAIN)
-		_ = n
-		return true // never wait for readiness
-	})
-	return err == nil && quiet
+	p.quiet = false
+	return p.raw.Read(p.peek) == nil && p.quiet
 }
 
 // Lease is a kept upstream connection that its owner may take back while

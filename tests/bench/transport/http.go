@@ -164,6 +164,11 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tuna
 	case sessions > 1:
 		name, label, path = "edge-http-pool", "bench-pool", fmt.Sprintf("tuna, pool of %d sessions", sessions)
 	}
+	if b.variant != "" {
+		// Its own data directory, logs and host: an edge of another
+		// revision must not open this one's database.
+		name, label = name+"-baseline", label+"-baseline"
+	}
 	step("%s: starting the edge and the agent", path)
 	e, err := b.startEdge(name, edgeArgs...)
 	if err != nil {
