@@ -50,11 +50,19 @@ func (b *bench) httpSection() error {
 		sessions int
 		mode     tunaMode
 	}{{1, relayed}, {2, relayed}, {1, netHTTP}, {1, piped}} {
+		// The baseline runs both before and after this tree's relayed
+		// row, so that a load that drifts during the run weighs on both.
+		baseline := b.baseline != "" && t.sessions == 1 && t.mode == relayed
+		if baseline {
+			if err := b.httpBaseline(backend, direct, "before"); err != nil {
+				return err
+			}
+		}
 		if err := b.httpTuna(backend, direct, t.sessions, t.mode); err != nil {
 			return err
 		}
-		if b.baseline != "" && t.sessions == 1 && t.mode == relayed {
-			if err := b.httpBaseline(backend, direct); err != nil {
+		if baseline {
+			if err := b.httpBaseline(backend, direct, "after"); err != nil {
 				return err
 			}
 		}
@@ -167,7 +175,7 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tuna
 	if b.variant != "" {
 		// Its own data directory, logs and host: an edge of another
 		// revision must not open this one's database.
-		name, label = name+"-baseline", label+"-baseline"
+		name, label = name+"-baseline-"+b.variantName, label+"-baseline"
 	}
 	step("%s: starting the edge and the agent", path)
 	e, err := b.startEdge(name, edgeArgs...)
@@ -199,13 +207,14 @@ func (b *bench) httpTuna(backend string, direct float64, sessions int, mode tuna
 	})
 }
 
-// httpBaseline runs the relayed row with the baseline's binaries.
-func (b *bench) httpBaseline(backend string, direct float64) error {
+// httpBaseline runs the relayed row with the baseline's binaries; when
+// says whether it runs before or after this tree's row.
+func (b *bench) httpBaseline(backend string, direct float64, when string) error {
 	edge, agent := b.edgeBin, b.agentBin
 	b.edgeBin, b.agentBin = b.baseEdge, b.baseAgent
 	defer func() { b.edgeBin, b.agentBin = edge, agent }()
-	b.variant = " at " + b.baseline
-	defer func() { b.variant = "" }()
+	b.variant, b.variantName = " at "+b.baseline+", "+when, when
+	defer func() { b.variant, b.variantName = "", "" }()
 	return b.httpTuna(backend, direct, 1, relayed)
 }
 

@@ -42,8 +42,9 @@ type bench struct {
 	// run: baseEdge and baseAgent are those binaries.
 	baseline            string
 	baseEdge, baseAgent string
-	// variant is added to the rows' paths while the baseline runs.
-	variant string
+	// variant is added to the rows' paths while the baseline runs, and
+	// variantName to its processes' names.
+	variant, variantName string
 }
 
 func main() {
