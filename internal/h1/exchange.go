@@ -151,8 +151,7 @@ func (c *conn) exchange(rt *Route) bool {
 		var written int64
 		if err == nil {
 			if err = c.use(up.nc); err == nil {
-				body, err = c.send(up, chunked, length)
-				written = up.w.n
+				body, written, err = c.send(up, chunked, length)
 			}
 		}
 		if err == nil {
@@ -347,29 +346,32 @@ func (c *conn) closeLingering() {
 // connection can be sent again whole. Any other body is copied beside the
 // reading of the answer, as net/http does, so that a backend that answers
 // before it has read all of it is not deadlocked; such a request is never
-// sent again. A nil bodyCopy: nothing of a body was consumed.
-func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error) {
+// sent again. A nil bodyCopy: nothing of a body was consumed. written is
+// what the upstream accepted before send returned (the copy of a body
+// that streams goes on after).
+func (c *conn) send(up *upstream, chunked bool, length int64) (b *bodyCopy, written int64, err error) {
 	if _, err := up.bw.Write(c.sent); err != nil {
-		return nil, err
+		return nil, up.w.n, err
 	}
 	if !chunked && length <= 0 {
 		if err := up.bw.Flush(); err != nil {
-			return nil, err
+			return nil, up.w.n, err
 		}
 		c.watchSoon()
-		return nil, nil
+		return nil, up.w.n, nil
 	}
 	if !chunked && int64(c.br.Buffered()) >= length {
-		b, _ := c.br.Peek(int(length))
-		_, _ = up.bw.Write(b)
+		body, _ := c.br.Peek(int(length))
+		_, _ = up.bw.Write(body)
 		if err := up.bw.Flush(); err != nil {
-			return nil, err
+			return nil, up.w.n, err
 		}
-		_, _ = c.br.Discard(len(b))
+		_, _ = c.br.Discard(len(body))
 		c.watchSoon()
-		return &bodyCopy{n: length, done: true, ok: true}, nil
+		return &bodyCopy{n: length, done: true, ok: true}, up.w.n, nil
 	}
-	b := &bodyCopy{result: make(chan error, 1)}
+	written = up.w.n
+	b = &bodyCopy{result: make(chan error, 1)}
 	p := pipe{w: up.bw, r: c.br}
 	if d := c.s.BodyTimeout; d > 0 {
 		p.wait = func() { _ = c.nc.SetReadDeadline(time.Now().Add(d)) }
@@ -401,7 +403,7 @@ func (c *conn) send(up *upstream, chunked bool, length int64) (*bodyCopy, error)
 		}
 		b.result <- err
 	}()
-	return b, nil
+	return b, written, nil
 }
 
 // bodyCopy is a request body on its way; nil is a request without one.

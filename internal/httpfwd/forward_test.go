@@ -275,23 +275,71 @@ func TestStreamFlushesAndClientGoneEndsUpstream(t *testing.T) {
 }
 
 // An idle upstream connection that its peer closed is not used for the
-// next request; a replayable request that meets a close is sent again.
+// next request, which goes on a new one, a POST as well. (A close that
+// crosses a request already written is a 502, never a second run:
+// TestNoRequestIsSentTwice.)
 func TestIdleConnectionClosedByThePeer(t *testing.T) {
-	be := startBackend(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") },
-		func(c net.Conn, st http.ConnState) {
-			if st == http.StateIdle {
-				_ = c.Close()
-			}
-		})
+	var closed atomic.Int64
+	be := startBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "ok %d", len(b))
+	}, func(c net.Conn, st http.ConnState) {
+		if st == http.StateIdle {
+			_ = c.Close()
+			closed.Add(1)
+		}
+	})
 	front := startFront(t, be.addr)
 	c := oneConnClient(t)
 	for i := range 20 {
-		if got := get(t, c, "http://"+front+"/", nil); got.code != http.StatusOK || got.body != "ok" {
-			t.Fatalf("request %d: %d %q", i, got.code, got.body)
+		var body io.Reader
+		want := "ok 0"
+		if i%2 == 1 {
+			body, want = strings.NewReader("hello"), "ok 5"
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+front+"/", body)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(got) != want {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, got)
+		}
+		// The backend has closed the connection before the next request
+		// comes: the forwarder must notice it (a peek finds the end).
+		deadline := time.Now().Add(10 * time.Second)
+		for closed.Load() < int64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatal("the backend did not close its idle connection")
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
-	if n := be.conns.Load(); n < 20 {
+	if n := be.conns.Load(); n != 20 {
 		t.Fatalf("upstream connections %d, want one per request (each closed when idle)", n)
+	}
+}
+
+// A request the upstream may have seen is never sent again: an answer
+// that does not come is a 502, and the backend ran the request once.
+func TestNoRequestIsSentTwice(t *testing.T) {
+	var runs atomic.Int64
+	be := startBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close() // no answer
+		}
+	}, nil)
+	front := startFront(t, be.addr)
+	c := oneConnClient(t)
+	if got := get(t, c, "http://"+front+"/", nil); got.code != http.StatusBadGateway {
+		t.Fatalf("answer %d %q, want 502", got.code, got.body)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the backend ran the GET %d times", n)
 	}
 }
 
