@@ -46,6 +46,12 @@ const (
 	KeepaliveRequestType = "keepalive@tuna.am"
 	TerminateRequestType = "tuna-terminate@tuna.am"
 	DrainRequestType     = "tuna-drain@tuna.am"
+	// LeaveRequestType ends a drain: the edge takes the session out of
+	// its pools, so no new connection comes, and replies true; it replies
+	// false (nothing changed) while the session is the last live member
+	// of a pool it serves that is not draining, so that the address goes
+	// on being served until another member joins or the agent gives up.
+	LeaveRequestType = "tuna-leave@tuna.am"
 	ForwardChannelType   = "tuna-forward@tuna.am"
 	NodesRequestType     = "tuna-nodes@tuna.am"
 	// StreamRequestType and StreamFailedRequestType carry public

@@ -211,6 +211,41 @@ func (r *Registry) Remove(sid string) {
 	r.routes.Store(&next)
 }
 
+// OthersServe reports whether every address the session sid serves has
+// another member in its pool that is not draining: the session may then
+// leave without the address going unserved.
+func (r *Registry) OthersServe(sid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.sessions[sid]
+	if !ok {
+		return true
+	}
+	var pools []*Pool
+	for _, h := range e.hosts {
+		pools = append(pools, r.hosts[h])
+	}
+	for _, p := range e.ports {
+		pools = append(pools, r.ports[p])
+	}
+	for _, pool := range pools {
+		if pool == nil {
+			continue
+		}
+		other := false
+		for _, m := range pool.Sessions() {
+			if m.ID() != sid && !m.Draining() {
+				other = true
+				break
+			}
+		}
+		if !other {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *Registry) leavePortLocked(port int, sid string) {
 	if pool := r.ports[port]; pool != nil {
 		pool.remove(sid)

@@ -41,6 +41,8 @@ type session struct {
 	// draining: the agent asked for no new public connections; they go to
 	// the other sessions of its pool while it finishes what it carries.
 	draining atomic.Bool
+	// left: the session is out of its pools and opens no new connection.
+	left atomic.Bool
 	streams  sessionStreams
 
 	mu    sync.Mutex
@@ -85,6 +87,8 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 			// the agent waits, from then on, for the rest to close.
 			ss.drain()
 			_ = req.Reply(true, nil)
+		case protocol.LeaveRequestType:
+			_ = req.Reply(ss.leave(), nil)
 		case protocol.BindRequestType:
 			reply, err := ss.bind(req.Payload)
 			if err != nil {
@@ -218,6 +222,10 @@ func (ss *session) Terminate(code, reason string) {
 // The connection is a Lease (httprule.Lease): busy until released after
 // an exchange, so a drain takes back only idle ones.
 func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (net.Conn, error) {
+	if ss.left.Load() {
+		// Picked just before it left: the pool tries its next session.
+		return nil, fmt.Errorf("tunnel session %s has left its pools: %w", ss.id, net.ErrClosed)
+	}
 	if limit := ss.srv.cfg.Limits.ChannelsPerSession; !ss.chans.Take(limit) {
 		ss.srv.m.LimitRefused(metrics.LimitChannelsPerSession)
 		return nil, &registry.LimitError{Limit: metrics.LimitChannelsPerSession, Value: limit,
@@ -300,6 +308,20 @@ func (c *forward) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// leave takes a draining session out of its pools once every address it
+// serves has another live member that is not draining; it reports whether
+// it did. A connection the pool picked just before opens nothing
+// (OpenForward), and the pool tries its next session.
+func (ss *session) leave() bool {
+	if !ss.draining.Load() || !ss.srv.reg.OthersServe(ss.id) {
+		return false
+	}
+	ss.left.Store(true)
+	ss.srv.reg.Remove(ss.id)
+	ss.srv.log.Info("session left its pools", "session", ss.id)
+	return true
 }
 
 // openStreamOrChannel carries a TCP endpoint's connection on a stream

@@ -317,6 +317,29 @@ func (s *Session) Drain(ctx context.Context) error {
 	}
 }
 
+// Leave asks the edge to take the session out of its pools once it
+// drains: it reports whether the edge did (no new connection will come),
+// or false while the session is the last live member of a pool it
+// serves, which the edge keeps routing to it.
+func (s *Session) Leave(ctx context.Context) (bool, error) {
+	r := make(chan error, 1)
+	var ok bool
+	go func() {
+		var err error
+		ok, _, err = s.conn.SendRequest(protocol.LeaveRequestType, true, nil)
+		r <- err
+	}()
+	select {
+	case err := <-r:
+		if err != nil {
+			return false, fmt.Errorf("tunnelclient: leave: %w", err)
+		}
+		return ok, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
 // Quiet waits until every public connection Accept returned is closed,
 // for ctx, or for the session's end (which closes them all).
 func (s *Session) Quiet(ctx context.Context) error {

@@ -182,19 +182,47 @@ func (r *Registry) EdgeReady() error {
 		tunnels = append(tunnels, e.tunnel)
 	}
 	r.mu.Unlock()
-	waiting, message := 0, ""
+	states := make([]tunnelReadiness, len(tunnels))
+	for i, t := range tunnels {
+		states[i] = tunnelReadiness{State: t.State(), Served: t.Served()}
+	}
+	return edgeReadiness(states)
+}
+
+// tunnelReadiness is what readiness looks at of one tunnel.
+type tunnelReadiness struct {
+	session.State
+	// Served: it has held an edge session since it started.
+	Served bool
+}
+
+// edgeReadiness is the agent's readiness from its tunnels' states: not
+// ready while none holds a session though some wait for the edge (an
+// agent cut off from it), nor while a tunnel waits for its first session.
+// A replica that replaces another in a rolling update is thus Ready once
+// it serves every tunnel it can, and the old one's sessions, which drain
+// only then, are never the last of their pools. A tunnel refused for its
+// spec waits for no edge and counts for nothing.
+func edgeReadiness(tunnels []tunnelReadiness) error {
+	connected, waiting, fresh, message := 0, 0, 0, ""
 	for _, t := range tunnels {
-		s := t.State()
-		if s.Phase == session.PhaseConnected {
-			return nil
+		if t.Phase == session.PhaseConnected {
+			connected++
+			continue
 		}
-		if s.Reason == tunav1.ReasonConnecting || s.Reason == tunav1.ReasonEdgeUnreachable {
+		if t.Reason == tunav1.ReasonConnecting || t.Reason == tunav1.ReasonEdgeUnreachable {
 			waiting++
-			message = s.Message
+			message = t.Message
+			if !t.Served {
+				fresh++
+			}
 		}
 	}
-	if waiting == 0 {
-		return nil
+	switch {
+	case waiting > 0 && connected == 0:
+		return fmt.Errorf("none of the %d tunnels holds an edge session (%d waiting for the edge): %s", len(tunnels), waiting, message)
+	case fresh > 0:
+		return fmt.Errorf("%d of the %d tunnels have not held an edge session yet: %s", fresh, len(tunnels), message)
 	}
-	return fmt.Errorf("none of the %d tunnels holds an edge session (%d waiting for the edge): %s", len(tunnels), waiting, message)
+	return nil
 }

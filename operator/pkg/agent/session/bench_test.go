@@ -91,7 +91,7 @@ func (h *onceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // upstreamProxy serves h on loopback and returns the agent's proxy to it,
 // as an http Tunnel's: plain requests go through the h1 relay.
-func upstreamProxy(b *testing.B, h http.Handler) *proxy.HTTP {
+func upstreamProxy(b testing.TB, h http.Handler) *proxy.HTTP {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -108,13 +108,13 @@ func (h *onceHandler) duplicates() int {
 	return h.dups
 }
 
-func replica(b *testing.B, cfg Config, h http.Handler) *Tunnel {
+func replica(b testing.TB, cfg Config, h http.Handler) *Tunnel {
 	t := Start(cfg, Traffic{Handler: h}, Backoff{Initial: 50 * time.Millisecond, Max: time.Second}, Hooks{}, logr.Discard(), nil)
 	waitConnectedB(b, t)
 	return t
 }
 
-func waitConnectedB(b *testing.B, t *Tunnel) {
+func waitConnectedB(b testing.TB, t *Tunnel) {
 	deadline := time.Now().Add(10 * time.Second)
 	for t.State().Phase != PhaseConnected {
 		if time.Now().After(deadline) {

@@ -167,3 +167,57 @@ func TestEdgeShutdownMeansReconnectNow(t *testing.T) {
 		}
 	}
 }
+
+// A replica that drains while it is the only live member of its pool (its
+// replacement has not connected yet, as when a rolling update's new pod
+// is slow to reach the edge) serves on until the replacement joins, then
+// leaves: no request fails, none runs twice. Before the leave step, the
+// draining replica closed its session as soon as it had nothing open, and
+// requests the edge was still sending it (the pool's only choice) failed.
+func TestDrainOfTheLastMemberWaitsForItsReplacement(t *testing.T) {
+	e, cfg := startEdge(t, "last")
+	once := &onceHandler{seen: map[string]bool{}}
+	h := upstreamProxy(t, once)
+	a := replica(t, cfg, h)
+	l := startLoad(e.HTTPAddr(), "last.tuna.localhost", 4)
+	waitFor(t, "traffic through the first replica", func() bool { return l.ok.Load() > 50 })
+
+	drained := make(chan struct{})
+	go func() { a.Drain(10 * time.Second); close(drained) }()
+	// The replacement comes once the drain has begun.
+	waitFor(t, "the first replica to drain", func() bool { return anyDraining(e) })
+	okAtDrain := l.ok.Load()
+	b := replica(t, cfg, h)
+	defer b.Stop()
+	select {
+	case <-drained:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the drain did not end once the replacement joined")
+	}
+	waitFor(t, "traffic through the replacement", func() bool { return l.ok.Load() > okAtDrain+50 })
+	l.end()
+	if f, d := l.failed.Load(), once.duplicates(); f != 0 || d != 0 {
+		t.Fatalf("%d requests failed and %d ran twice (%d served)", f, d, l.ok.Load())
+	}
+}
+
+// anyDraining reports whether a session of the edge drains.
+func anyDraining(e *server.Edge) bool {
+	for _, s := range e.ActiveSessions() {
+		if s.Draining {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -178,8 +178,14 @@ const channelHeaderTimeout = 30 * time.Second
 // or without a body, finishes and none is written into a channel that is
 // closing; TCP streams end when their clients end them. The agent closes
 // nothing itself until then: a close of its own could cross a request the
-// edge is sending. What is still open at the end of grace is cut when the
-// session closes.
+// edge is sending.
+//
+// Once nothing is open, the session leaves its pools (tuna-leave): the
+// edge then opens nothing more on it. While it is the last live member of
+// a pool (the replica that replaces this one has not joined it yet, in a
+// rolling update), the edge refuses, and keeps routing to it: the session
+// serves on and asks again, until another member joins or grace ends.
+// What is still open at the end of grace is cut when the session closes.
 func (t *Tunnel) drain(l *link, s *tunnelclient.Session, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -189,12 +195,37 @@ func (t *Tunnel) drain(l *link, s *tunnelclient.Session, grace time.Duration) {
 		return
 	}
 	l.log.Info("draining the tunnel session", "grace", grace.String(), "open", s.Open())
+	for {
+		if err := s.Quiet(ctx); err != nil {
+			l.log.Info("connections still open at the end of the drain grace period", "error", err.Error())
+			return
+		}
+		left, err := s.Leave(ctx)
+		if err != nil {
+			l.log.Info("the edge did not answer the leave request; closing", "error", err.Error())
+			return
+		}
+		if left {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			l.log.Info("still the last live session of its address at the end of the drain grace period; closing")
+			return
+		case <-time.After(leavePoll):
+		}
+	}
+	// A connection the edge opened just before the session left.
 	if err := s.Quiet(ctx); err != nil {
 		l.log.Info("connections still open at the end of the drain grace period", "error", err.Error())
 		return
 	}
 	l.log.Info("tunnel session drained", "took", time.Since(start).String())
 }
+
+// leavePoll is how often a draining session that is the last of its pool
+// asks again to leave.
+const leavePoll = 100 * time.Millisecond
 
 // serveTCP accepts until ln closes, piping each connection to the
 // upstream; the session counts it open until the pipe closes it.

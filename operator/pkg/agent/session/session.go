@@ -109,6 +109,9 @@ type Tunnel struct {
 	dropped map[string]bool
 	stopped bool
 
+	// served: a link of the tunnel has held a session, once at least.
+	served atomic.Bool
+
 	// hookMu orders the Connected and Disconnected hooks, called when the
 	// first link connects and the last one ends.
 	hookMu sync.Mutex
@@ -144,6 +147,10 @@ func Start(cfg Config, traffic Traffic, backoff Backoff, hooks Hooks, log logr.L
 func connecting() State {
 	return State{Phase: PhaseConnecting, Reason: "Connecting", Message: "connecting to the edge"}
 }
+
+// Served reports whether the tunnel has held an edge session since it
+// started, once at least.
+func (t *Tunnel) Served() bool { return t.served.Load() }
 
 // Config returns the connection config the tunnel runs with.
 func (t *Tunnel) Config() Config { return t.cfg }
@@ -231,6 +238,7 @@ func (t *Tunnel) mergeLocked() bool {
 // linkUp and linkDown call the Connected and Disconnected hooks for the
 // tunnel as a whole: connected while any link is.
 func (t *Tunnel) linkUp() {
+	t.served.Store(true)
 	t.hookMu.Lock()
 	defer t.hookMu.Unlock()
 	if t.up++; t.up == 1 && t.hooks.Connected != nil {
