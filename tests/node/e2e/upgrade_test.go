@@ -118,12 +118,11 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 	if len(r.SeenTwice) > 0 || strings.TrimSpace(dups) != "" {
 		t.Errorf("during the rolling upgrade %d requests were served twice (backend: %q); want none", len(r.SeenTwice), dups)
 	}
-	// A request the edge has just put on an old agent's session as that
-	// session's drain ends it can still fail (502 "the tunnel did not
-	// answer"): seen 0 or 1 times per rollout of two agents. At most the
-	// requests in flight, one per client; none is the aim.
-	if len(r.Failures) > loadClients {
-		t.Errorf("during the rolling upgrade %d requests failed, more than the %d in flight at a time", len(r.Failures), loadClients)
+	// No request fails: the new pods are Ready once they serve every
+	// tunnel, and an old agent's session leaves its pools only once
+	// another serves each address.
+	if len(r.Failures) > 0 {
+		t.Errorf("during the rolling upgrade %d requests failed; want none", len(r.Failures))
 	}
 	checkNewPodsReady(ctx, t)
 }
