@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
@@ -262,10 +263,16 @@ func startFixture(t *testing.T) *fixture {
 	create(t, ing)
 	waitServed(t, "http://"+fx.host+"/api/users", "api-8081")
 	// A route update while the host runs: tuna_ingress_route_updates_total.
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "shop"), ing))
-	paths := &ing.Spec.Rules[0].HTTP.Paths
-	*paths = append(*paths, networkingv1.HTTPIngressPath{Path: "/healthz", PathType: &exact, Backend: backend("api", 8081)})
-	require.NoError(t, env.cp.Client.Update(ctx, ing))
+	// The controller writes the Ingress's status meanwhile, so the update
+	// is retried on a conflict, as any client sharing an object must.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.cp.Client.Get(ctx, key(ns, "shop"), ing); err != nil {
+			return err
+		}
+		paths := &ing.Spec.Rules[0].HTTP.Paths
+		*paths = append(*paths, networkingv1.HTTPIngressPath{Path: "/healthz", PathType: &exact, Backend: backend("api", 8081)})
+		return env.cp.Client.Update(ctx, ing)
+	}))
 	waitServed(t, "http://"+fx.host+"/healthz", "api-8081")
 
 	// A second reservation, seconds after the first: the same edge API
