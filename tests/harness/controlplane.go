@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -51,14 +53,27 @@ func RepoRoot() string {
 // Tools builds (or finds cached) kube-apiserver and etcd and returns their
 // folder. Progress goes to stderr.
 func Tools() (string, error) {
+	return ToolsWith(context.Background(), os.Stderr)
+}
+
+// ToolsWith is Tools with progress to progress; names are the binaries to
+// make sure of (TUNA_TOOLS; none: the build script's default,
+// kube-apiserver, etcd and kubectl, or what TUNA_TOOLS names). Ending ctx
+// ends the build, compilers included.
+func ToolsWith(ctx context.Context, progress io.Writer, names ...string) (string, error) {
 	if dir := os.Getenv("TUNA_TEST_BINARIES"); dir != "" {
 		return dir, nil
 	}
-	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "tests", "tools", "build.sh"))
-	cmd.Stderr = os.Stderr
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(RepoRoot(), "tests", "tools", "build.sh"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if len(names) > 0 {
+		cmd.Env = append(os.Environ(), "TUNA_TOOLS="+strings.Join(names, " "))
+	}
+	cmd.Stderr = progress
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building kube-apiserver and etcd (tests/tools/build.sh): %w", err)
+		return "", fmt.Errorf("building the Kubernetes tools (tests/tools/build.sh): %w", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
@@ -73,9 +88,26 @@ type ControlPlane struct {
 
 // StartControlPlane starts etcd and kube-apiserver and installs crds/.
 func StartControlPlane() (*ControlPlane, error) {
-	bin, err := Tools()
-	if err != nil {
-		return nil, err
+	return StartControlPlaneWith(ControlPlaneOptions{})
+}
+
+// ControlPlaneOptions tune a control plane; zero values are fine.
+type ControlPlaneOptions struct {
+	// EtcdLog and APIServerLog receive each process's output (none: it
+	// is dropped).
+	EtcdLog, APIServerLog io.Writer
+	// Tools is the folder of kube-apiserver and etcd ("": Tools()).
+	Tools string
+}
+
+// StartControlPlaneWith is StartControlPlane with options.
+func StartControlPlaneWith(o ControlPlaneOptions) (*ControlPlane, error) {
+	bin := o.Tools
+	if bin == "" {
+		var err error
+		if bin, err = Tools(); err != nil {
+			return nil, err
+		}
 	}
 	cidr, err := ServiceCIDR()
 	if err != nil {
@@ -85,7 +117,7 @@ func StartControlPlane() (*ControlPlane, error) {
 	// same ports, where a process of the failed attempt may still linger.
 	var errs []error
 	for range startAttempts {
-		cp, err := startControlPlane(bin, cidr)
+		cp, err := startControlPlane(bin, cidr, o)
 		if err == nil {
 			return cp, nil
 		}
@@ -102,7 +134,7 @@ const (
 	startTimeout = 2 * time.Minute
 )
 
-func startControlPlane(bin, cidr string) (*ControlPlane, error) {
+func startControlPlane(bin, cidr string, o ControlPlaneOptions) (*ControlPlane, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
 		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "crds")},
@@ -111,6 +143,7 @@ func startControlPlane(bin, cidr string) (*ControlPlane, error) {
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Configure().Set("service-cluster-ip-range", cidr)
+	api.Out, api.Err = o.APIServerLog, o.APIServerLog
 	// envtest's own port picking listens on :0 and closes, racing with other
 	// processes' outbound connections; take this process's ports instead.
 	first, err := ports.Take(3)
@@ -120,6 +153,7 @@ func startControlPlane(bin, cidr string) (*ControlPlane, error) {
 	api.Address, api.Port = "127.0.0.1", strconv.Itoa(first) // its secure serving address
 	env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(first+1))}}
 	env.ControlPlane.Etcd.Configure().Set("listen-peer-urls", "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(first+2)))
+	env.ControlPlane.Etcd.Out, env.ControlPlane.Etcd.Err = o.EtcdLog, o.EtcdLog
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()

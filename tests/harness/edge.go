@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"time"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
@@ -65,6 +67,8 @@ type EdgeOptions struct {
 	// MaxConnectionsPerTunnel caps each host's requests in flight
 	// (default: what ships).
 	MaxConnectionsPerTunnel int
+	// Logger receives the edge's log (none: it is dropped).
+	Logger *slog.Logger
 }
 
 // PublicTimeouts are the public listeners' timeouts (server.Config's
@@ -128,6 +132,7 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		PublicExchangeTimeout:   o.Public.Exchange,
 		NoHTTPRelay:             o.NoHTTPRelay,
 		MaxConnectionsPerTunnel: o.MaxConnectionsPerTunnel,
+		Logger:                  o.Logger,
 	}
 	e, err := server.New(cfg)
 	if err != nil {
@@ -159,3 +164,15 @@ func (e *Edge) Client(key string) *edgeclient.Client {
 // Trust pins the API's certificate (generated in the data dir, so it is the
 // same after a restart on that dir).
 func (e *Edge) Trust() edgeclient.Trust { return edgeclient.Trust{Fingerprint: e.APIFingerprint()} }
+
+// PreferListen returns addr when it is free, else "" (which StartEdge
+// fills with a port of this process's block): a memorable address when it
+// can be had, never a failure when it is taken.
+func PreferListen(addr string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return ""
+	}
+	_ = ln.Close() // only a probe: nothing was accepted
+	return addr
+}

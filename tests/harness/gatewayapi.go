@@ -17,15 +17,25 @@ const GatewayAPIModule = "sigs.k8s.io/gateway-api"
 // (TCPRoute included, which the module ships in both channels).
 var gatewayAPIKinds = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants", "tcproutes", "backendtlspolicies"}
 
-// GatewayAPICRDs are the paths of those CRDs in the module cache.
-func GatewayAPICRDs() ([]string, error) {
+// GatewayAPIStandardDir is the standard channel's folder in the module
+// cache: every CRD (and the admission policy) that the release's
+// standard-install.yaml holds, offline.
+func GatewayAPIStandardDir() (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", GatewayAPIModule)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("finding the %s module (go list -m): %w", GatewayAPIModule, err)
+		return "", fmt.Errorf("finding the %s module (go list -m): %w", GatewayAPIModule, err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
+}
+
+// GatewayAPICRDs are the paths of those CRDs in the module cache.
+func GatewayAPICRDs() ([]string, error) {
+	dir, err := GatewayAPIStandardDir()
+	if err != nil {
+		return nil, err
+	}
 	var paths []string
 	for _, k := range gatewayAPIKinds {
 		paths = append(paths, filepath.Join(dir, "gateway.networking.k8s.io_"+k+".yaml"))

@@ -49,19 +49,27 @@ func StartControllerProcess(bin, kubeconfig, log string, edge *Edge, key string,
 }
 
 func startProcess(bin, component, kubeconfig, logPath string, env []string, args ...string) (*Process, error) {
+	return StartProcess(logPath, append(append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE="+OperatorNamespace), env...),
+		bin, append([]string{component, "--health-probe-bind-address=0"}, args...)...)
+}
+
+// StartProcess runs bin with args and exactly the environment env, its
+// output appended to the file logPath. The process dies with the one that
+// started it.
+func StartProcess(logPath string, env []string, bin string, args ...string) (*Process, error) {
 	p := &Process{Log: logPath, done: make(chan struct{})}
 	log, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(bin, append([]string{component, "--health-probe-bind-address=0"}, args...)...)
-	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE="+OperatorNamespace), env...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = log, log
-	// A test that dies does not leave the component running.
+	// A test that dies does not leave the process running.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		_ = log.Close()
-		return nil, fmt.Errorf("starting the %s: %w", component, err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(bin), err)
 	}
 	go func() { _ = p.cmd.Wait(); _ = log.Close(); close(p.done) }()
 	return p, nil
