@@ -1,10 +1,19 @@
-// Command demo runs the whole product on this machine: a real
-// kube-apiserver and etcd, the tuna edge on loopback, the operator's
-// controller and agent, and a sample backend behind a Service. It publishes
-// the Service with a Tunnel, prints the public URL and a curl line that
-// answers, and stays up until Ctrl-C, then cleans up after itself.
+// Command demo runs the product on this machine as the chart installs it
+// (tests/localcluster): a real kube-apiserver and etcd,
+// kube-controller-manager's namespace and garbage collector controllers,
+// the chart's cluster-scoped objects and RBAC from its own render, the
+// Gateway API's CRDs, the tuna edge on loopback, and the chart's
+// controller and agent replicas as processes of the shipped binary. It
+// publishes a sample Service with a Tunnel, prints the public URL, the env
+// file for kubectl, tuna-edge and tuna-operator, and each component's log
+// file, and stays up until Ctrl-C, then cleans up after itself.
 //
-//	go tool task demo      (or: go run ./tests/demo)
+//	go tool task demo
+//
+// The task builds kube-apiserver and etcd, and the binaries into
+// .cache/demo/bin, first. kubectl and kube-controller-manager are not on
+// the way to the URL: when they are not built yet, the demo builds them
+// after it, and says when each is ready.
 package main
 
 import (
@@ -17,19 +26,23 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"code.tuna.am/tuna/k8s-operator/edge/server"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/localcluster"
 )
+
+// k8sVersion is the version of the Kubernetes tools (tests/tools/build.sh).
+const k8sVersion = "v1.37.2"
 
 func main() {
 	if err := run(); err != nil {
@@ -39,94 +52,92 @@ func main() {
 }
 
 func run() error {
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	step("starting etcd and kube-apiserver v1.37.2 (first run builds them: ~11 minutes)")
-	bin, err := harness.Tools()
+	root := harness.RepoRoot()
+	demoDir := filepath.Join(root, ".cache", "demo")
+	bin := filepath.Join(demoDir, "bin")
+	for _, b := range []string{"tuna-k8s-operator", "tuna-edge", "tuna-operator"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("%s is not built: run the demo with `go tool task demo`, which builds it", filepath.Join(bin, b))
+		}
+	}
+	// `task demo` built kube-apiserver and etcd already.
+	tools, err := harness.ToolsWith(ctx, io.Discard, "kube-apiserver", "etcd")
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(bin, "kubectl")
-	cp, err := harness.StartControlPlane()
+	kubectl, kcm := filepath.Join(tools, "kubectl"), filepath.Join(tools, "kube-controller-manager")
+	o := localcluster.Options{
+		Dir:           filepath.Join(demoDir, "run"),
+		Operator:      filepath.Join(bin, "tuna-k8s-operator"),
+		Tools:         tools,
+		HTTPListen:    harness.PreferListen("127.0.0.1:8080"),
+		ServeServices: true,
+		Path:          []string{tools, bin},
+		Progress:      step,
+	}
+	var later []string // the tools built after the URL
+	if !built(kubectl) {
+		later = append(later, "kubectl")
+	}
+	if built(kcm) {
+		o.ControllerManager = kcm
+	} else {
+		later = append(later, "kube-controller-manager")
+	}
+	c, err := localcluster.Start(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer cleanup("the control plane", cp.Stop)
-	stateDir := filepath.Join(harness.RepoRoot(), ".cache", "demo")
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(stateDir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		return err
-	}
-	defer cleanup("the kubeconfig", func() error { return os.Remove(kubeconfig) })
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		return err
-	}
+	defer cleanup("the local cluster", c.Stop)
 
-	step("starting tuna-edge on loopback")
-	edgeDir, err := os.MkdirTemp("", "tuna-demo-edge-")
-	if err != nil {
+	step("deploying a sample: Service demo/web, port 80 (every Service here answers on its ClusterIP)")
+	if _, err := c.CP.Namespace(ctx, "demo"); err != nil {
 		return err
 	}
-	defer cleanup("the edge's state", func() error { return os.RemoveAll(edgeDir) })
-	edge, err := harness.StartEdge(ctx, edgeDir, harness.EdgeOptions{HTTPListen: pickListen("127.0.0.1:8080")})
-	if err != nil {
+	if _, err := harness.CreateService(ctx, c.CP.Client, "demo", "web", harness.ServicePort{Name: "http", Port: 80}); err != nil {
 		return err
 	}
-	defer cleanup("the edge", edge.Close)
-	// The API serves its generated certificate; the operator pins its
-	// fingerprint, and curl can trust the certificate itself.
-	caFile := filepath.Join(stateDir, "edge-api.pem")
-	if err := os.WriteFile(caFile, edge.APICertificatePEM(), 0o600); err != nil {
-		return err
-	}
-	defer cleanup("the edge's certificate", func() error { return os.Remove(caFile) })
-	step("edge control API on " + edge.APIURL() + " (TLS, certificate " + edge.APIFingerprint() + ")")
-
-	step("starting the operator (controller and agent)")
-	controller := harness.StartController(cp.Config, edge)
-	defer cleanup("the controller", controller.Stop)
-	agent := harness.StartAgent(cp.Config)
-	defer cleanup("the agent", agent.Stop)
-
-	step("deploying a sample backend: Service demo/web, port 80")
-	if _, err := cp.Namespace(ctx, "demo"); err != nil {
-		return err
-	}
-	svc, err := harness.CreateService(ctx, cp.Client, "demo", "web", harness.ServicePort{Name: "http", Port: 80})
-	if err != nil {
-		return err
-	}
-	backend, err := harness.Serve(svc.Spec.ClusterIP, 80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "Hello from Service demo/web, published by tuna.\nHost: %s\nX-Forwarded-For: %s\n", r.Host, r.Header.Get("X-Forwarded-For"))
-	}))
-	if err != nil {
-		return err
-	}
-	defer cleanup("the backend", backend.Close)
-
-	step("creating Tunnel demo/web (subdomain my-app, upstream http://web:80)")
+	step("creating Tunnel demo/web (subdomain demo, upstream http://web:80)")
 	tun := &tunav1.Tunnel{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
-		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, Subdomain: "my-app",
+		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, Subdomain: "demo",
 			Upstream: tunav1.TunnelUpstream{URL: "http://web:80"}},
 	}
-	if err := cp.Client.Create(ctx, tun); err != nil {
+	if err := c.CP.Client.Create(ctx, tun); err != nil {
 		return fmt.Errorf("creating the Tunnel: %w", err)
 	}
-	url, err := waitURL(ctx, cp, types.NamespacedName{Namespace: "demo", Name: "web"})
+	url, err := waitURL(ctx, c, types.NamespacedName{Namespace: "demo", Name: "web"})
 	if err != nil {
 		return err
 	}
-	if err := selfCheck(ctx, url, edge.HTTPAddr()); err != nil {
+	if err := selfCheck(ctx, url, c.Edge.HTTPAddr()); err != nil {
 		return err
 	}
+	printSummary(c, url, later)
 
-	fmt.Printf(`
+	// kubectl and kube-controller-manager, when not built yet, are built
+	// now: the URL did not wait for them.
+	var builds sync.WaitGroup
+	builds.Go(func() { buildLater(ctx, c, later) })
+	<-ctx.Done()
+	builds.Wait()
+	fmt.Println()
+	step("stopping: deleting the Tunnel (its key is revoked on the edge)")
+	delCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = c.CP.Client.Delete(delCtx, tun)
+	for delCtx.Err() == nil && c.CP.Client.Get(delCtx, types.NamespacedName{Namespace: "demo", Name: "web"}, &tunav1.Tunnel{}) == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+func printSummary(c *localcluster.Cluster, url string, later []string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `
 The Service demo/web is published at:
 
     %[1]s
@@ -135,36 +146,94 @@ Try it:
 
     curl %[1]s
 
-Ask the edge's control API (TLS; the operator pins the certificate):
+This is the product as the chart installs it: its CRDs, the IngressClass
+and GatewayClass tuna, its RBAC, and its controller and agent replicas,
+run as processes of the shipped binary with the Deployments' arguments;
+the Gateway API's CRDs are installed. The cluster has no nodes: every
+Service answers on its ClusterIP as a pod behind it would, so the docs'
+examples answer too. From a shell at the repository's root:
 
-    curl --cacert %[4]s -H 'Authorization: Bearer %[5]s' %[6]s/v1/edge
+    . %[2]s
+    kubectl get tunnels -A
+    tuna-operator status
+    tuna-edge secrets set demo/db user=app password=s3cr3t
 
-or with the edge's CLI, which finds the API in %[8]s
-(the edge writes it when it starts; the key is the demo's admin key):
-
-    export TUNA_EDGE_DATA_DIR=%[9]s TUNA_EDGE_API_KEY=%[5]s
-    go run ./edge/cmd/tuna-edge keys list
-    go run ./edge/cmd/tuna-edge secrets set demo/db user=app password=s3cr3t
-
-%[7]s
-    export KUBECONFIG=%[2]s
-    %[3]s get tunnels -A
-    %[3]s describe tunnel -n demo web
-    %[3]s explain tunnel.spec
-
-Press Ctrl-C to stop; everything started here is cleaned up.
-`, url, kubeconfig, kubectl, caFile, edge.AdminKey, edge.APIURL(), kubectlHint(kubectl),
-		server.ClientConfigPath(edgeDir), edgeDir)
-	<-ctx.Done()
-	fmt.Println()
-	step("stopping: deleting the Tunnel (its key is revoked on the edge)")
-	delCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	_ = cp.Client.Delete(delCtx, tun)
-	for delCtx.Err() == nil && cp.Client.Get(delCtx, types.NamespacedName{Namespace: "demo", Name: "web"}, &tunav1.Tunnel{}) == nil {
-		time.Sleep(100 * time.Millisecond)
+The env file puts kubectl %[3]s, tuna-edge and tuna-operator on PATH,
+sets KUBECONFIG, and tells the tuna-edge client commands the edge's API
+(TUNA_EDGE_API_URL, with its certificate pin TUNA_EDGE_API_FINGERPRINT)
+and an admin key (TUNA_EDGE_API_KEY).
+`, url, rel(c.Env), k8sVersion)
+	for _, t := range later {
+		fmt.Fprintf(&b, "\n%s is not built yet: it is building now (log: %s); the demo says when it is ready.", t, rel(buildLog(c)))
+		if t == "kube-controller-manager" {
+			b.WriteString("\nUntil then, a deleted namespace stays Terminating.")
+		}
+		b.WriteString("\n")
 	}
-	return nil
+	b.WriteString("\nLogs:\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, l := range c.Logs() {
+		fmt.Fprintf(tw, "    %s\t%s\n", l.Component, rel(l.Path))
+	}
+	_ = tw.Flush()
+	b.WriteString("\nPress Ctrl-C to stop; everything started here is cleaned up (the logs stay).\n")
+	fmt.Print(b.String())
+}
+
+// buildLater builds the tools the URL did not wait for, kubectl first,
+// and starts kube-controller-manager once it is built.
+func buildLater(ctx context.Context, c *localcluster.Cluster, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	log, err := os.OpenFile(buildLog(c), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		step("cannot write the build log: " + err.Error())
+		return
+	}
+	defer func() { _ = log.Close() }()
+	for _, name := range names {
+		dir, err := harness.ToolsWith(ctx, log, name)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			step(fmt.Sprintf("building %s failed: %v (log: %s)", name, err, rel(buildLog(c))))
+			return
+		}
+		path := filepath.Join(dir, name)
+		switch name {
+		case "kubectl":
+			step(fmt.Sprintf("kubectl %s is ready: %s (on PATH in %s)", k8sVersion, rel(path), rel(c.Env)))
+		case "kube-controller-manager":
+			if err := c.StartControllerManager(path); err != nil {
+				step("starting kube-controller-manager: " + err.Error())
+				return
+			}
+			step("kube-controller-manager runs (namespace and garbage collector controllers): a deleted namespace now goes" +
+				" (log: " + rel(filepath.Join(c.Dir, "logs", "kube-controller-manager.log")) + ")")
+		}
+	}
+}
+
+func buildLog(c *localcluster.Cluster) string { return filepath.Join(c.Dir, "logs", "tools-build.log") }
+
+func built(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// rel shortens path to be relative to the working directory when it is
+// inside it, as the task runs the demo from the repository's root.
+func rel(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
 }
 
 func step(msg string) { fmt.Fprintln(os.Stderr, "==>", msg) }
@@ -175,28 +244,17 @@ func cleanup(what string, f func() error) {
 	}
 }
 
-// pickListen returns addr when it is free, else a free loopback port, so
-// the demo prefers a memorable URL but never fails on a busy port.
-func pickListen(addr string) string {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	_ = ln.Close() // only a probe: nothing was accepted
-	return addr
-}
-
-func waitURL(ctx context.Context, cp *harness.ControlPlane, key types.NamespacedName) (string, error) {
+func waitURL(ctx context.Context, c *localcluster.Cluster, key types.NamespacedName) (string, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var tun tunav1.Tunnel
-		if err := cp.Client.Get(ctx, key, &tun); err == nil {
-			if c := status.Find(tun.Status.Conditions, tunav1.ConditionReady); c != nil {
-				if c.Status == metav1.ConditionTrue && tun.Status.URL != "" {
+		if err := c.CP.Client.Get(ctx, key, &tun); err == nil {
+			if cond := status.Find(tun.Status.Conditions, tunav1.ConditionReady); cond != nil {
+				if cond.Status == metav1.ConditionTrue && tun.Status.URL != "" {
 					return tun.Status.URL, nil
 				}
-				last = c.Reason + ": " + c.Message
+				last = cond.Reason + ": " + cond.Message
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -205,7 +263,7 @@ func waitURL(ctx context.Context, cp *harness.ControlPlane, key types.Namespaced
 }
 
 // selfCheck fetches the URL the way curl will (curl resolves *.localhost to
-// loopback) before the demo claims it works.
+// loopback by itself) before the demo claims it works.
 func selfCheck(ctx context.Context, url, edgeAddr string) error {
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -223,15 +281,4 @@ func selfCheck(ctx context.Context, url, edgeAddr string) error {
 		return errors.New("checking " + url + ": " + resp.Status + ": " + string(body))
 	}
 	return nil
-}
-
-// kubectlHint introduces the kubectl lines. The demo does not wait for
-// kubectl to build (a first run would wait minutes more for its URL), so
-// on a first run it says how to get it.
-func kubectlHint(kubectl string) string {
-	if _, err := os.Stat(kubectl); err == nil {
-		return "Inspect the cluster with kubectl v1.37.2 (built with the control plane):\n"
-	}
-	return "Inspect the cluster with kubectl v1.37.2: in another terminal, `go tool task tools`\n" +
-		"builds it (a few minutes on a first run), then:\n"
 }
