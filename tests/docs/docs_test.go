@@ -1,0 +1,240 @@
+// Package docs runs the README's and the docs' snippets as written, in
+// order, against the product as the chart installs it (tests/localcluster:
+// a real control plane with kube-controller-manager, the edge, the
+// chart's controller and agent replicas), as a user of the demo would
+// follow them in its namespace default. YAML is applied, commands are run,
+// and a command's output must be what the doc shows; every fenced block
+// is marked with what to do with it, or why it cannot run here. It also
+// checks that the architecture table, the README's layout and the
+// packages' doc comments name every package.
+package docs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/localcluster"
+)
+
+// walkthrough are the docs whose snippets run, in the order a user reads
+// them; each must have runnable snippets.
+var walkthrough = []string{
+	"README.md",
+	"docs/resources.md",
+	"docs/ingress.md",
+	"docs/loadbalancer.md",
+	"docs/gateway-api.md",
+	"docs/secrets.md",
+	"docs/cli.md",
+}
+
+// demoHTTPPort is the edge's public HTTP port the docs show: the demo's
+// (go tool task demo) when it is free.
+const demoHTTPPort = "8080"
+
+// outputWait bounds how long a command may take to print what the doc
+// shows: statuses converge in seconds.
+const outputWait = 90 * time.Second
+
+var env struct {
+	once    sync.Once
+	err     error
+	cluster *localcluster.Cluster
+	dir     string
+	// httpPort is the edge's public HTTP port here.
+	httpPort string
+}
+
+func TestMain(m *testing.M) {
+	harness.UseTestLogger()
+	code := m.Run()
+	if env.cluster != nil {
+		if err := env.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
+			code = 1
+		}
+	}
+	if env.dir != "" {
+		_ = os.RemoveAll(env.dir)
+	}
+	os.Exit(code)
+}
+
+// cluster starts the local cluster once, with the binaries the snippets
+// call (tuna-edge, tuna-operator) built, and the Services the docs take
+// as the user's: web, api and api-canary, port 8080 named http.
+func cluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	env.once.Do(func() { env.err = startCluster() })
+	require.NoError(t, env.err)
+	return env.cluster
+}
+
+func startCluster() error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "tuna-docs-")
+	if err != nil {
+		return err
+	}
+	env.dir = dir
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bin+"/", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator")
+	build.Dir = harness.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the binaries: %w\n%s", err, out)
+	}
+	tools, err := harness.ToolsWith(ctx, os.Stderr, "kube-apiserver", "etcd", "kubectl", "kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: filepath.Join(dir, "cluster"), Operator: filepath.Join(bin, "tuna-k8s-operator"), Tools: tools,
+		ControllerManager: filepath.Join(tools, "kube-controller-manager"),
+		HTTPListen:        harness.PreferListen("127.0.0.1:" + demoHTTPPort), ServeServices: true,
+		Path: []string{tools, bin},
+	})
+	if err != nil {
+		return err
+	}
+	// curl prints no progress meter to a terminal, where users run the
+	// snippets, but does to a pipe: a .curlrc keeps it quiet here (errors
+	// still show).
+	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("silent\nshow-error\n"), 0o600); err != nil {
+		return err
+	}
+	env.cluster = c
+	env.httpPort = c.Edge.HTTPAddr()[strings.LastIndex(c.Edge.HTTPAddr(), ":")+1:]
+	for _, name := range []string{"web", "api", "api-canary"} {
+		if _, err := harness.CreateService(ctx, c.CP.Client, "default", name, harness.ServicePort{Name: "http", Port: 8080}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestDocsRunAsWritten runs the walkthrough's snippets. A doc stops at its
+// first failing snippet: the ones after it build on it.
+func TestDocsRunAsWritten(t *testing.T) {
+	root := harness.RepoRoot()
+	c := cluster(t)
+	for _, doc := range walkthrough {
+		t.Run(doc, func(t *testing.T) {
+			snippets, err := parseDoc(root, doc)
+			require.NoError(t, err)
+			ran := 0
+			for _, s := range snippets {
+				if s.mode == modeNotRun || s.mode == "" {
+					continue
+				}
+				ran++
+				if !runSnippet(t, c, root, s) {
+					return
+				}
+			}
+			require.NotZero(t, ran, "%s has no runnable snippet", doc)
+		})
+	}
+}
+
+// TestEverySnippetIsMarked: every fenced block of README.md and docs/*.md
+// says whether and how it runs.
+func TestEverySnippetIsMarked(t *testing.T) {
+	root := harness.RepoRoot()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	docs = append([]string{filepath.Join(root, "README.md")}, docs...)
+	for _, d := range docs {
+		rel, _ := filepath.Rel(root, d)
+		snippets, err := parseDoc(root, rel)
+		require.NoError(t, err)
+		for _, s := range snippets {
+			if s.mode == "" {
+				t.Errorf("%s:%d: the fenced block has no <!-- snippet: ... --> marker on the line before it "+
+					"(apply, run, output or not run: REASON)", s.doc, s.line)
+			}
+		}
+	}
+}
+
+// runSnippet runs one snippet; false when it failed.
+func runSnippet(t *testing.T, c *localcluster.Cluster, root string, s snippet) bool {
+	t.Helper()
+	switch s.mode {
+	case modeApply:
+		out, err := shell(c, root, "kubectl apply -f -", s.body)
+		if err != nil {
+			t.Errorf("%s: kubectl apply failed: %v\n%s\n--- the snippet:\n%s", s, err, out, s.body)
+			return false
+		}
+	case modeRun:
+		out, err := shell(c, root, demoPort(s.body), "")
+		if err != nil {
+			t.Errorf("%s: failed: %v\n%s\n--- the snippet:\n%s", s, err, out, s.body)
+			return false
+		}
+	case modeOutput:
+		cmds, err := commands(s.body)
+		if err != nil {
+			t.Errorf("%s: %v", s, err)
+			return false
+		}
+		for _, cmd := range cmds {
+			if !awaitOutput(t, c, root, s, cmd) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// awaitOutput runs cmd until it prints what the doc shows, within
+// outputWait: statuses converge.
+func awaitOutput(t *testing.T, c *localcluster.Cluster, root string, s snippet, cmd command) bool {
+	t.Helper()
+	deadline := time.Now().Add(outputWait)
+	for {
+		out, _ := shell(c, root, demoPort(cmd.cmd), "")
+		err := matcher{any: s.any, rewrite: fromDemoPort}.match(cmd.want, out)
+		if err == nil {
+			return true
+		}
+		if s.once || time.Now().After(deadline) {
+			t.Errorf("%s: $ %s\nprints other than the doc shows: %v\n--- shown:\n%s--- printed:\n%s", s, cmd.cmd, err, cmd.want, out)
+			return false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// shell runs script with bash in the repository's root, in the local
+// cluster's environment, stdin given; it returns stdout and stderr as one.
+func shell(c *localcluster.Cluster, root, script, stdin string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir = root
+	cmd.Env = append(append(os.Environ(), c.Environ()...), "CURL_HOME="+env.dir)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// demoPort points a command at this edge's HTTP port where the docs show
+// the demo's; fromDemoPort shows output as the demo's.
+func demoPort(s string) string {
+	return strings.ReplaceAll(s, "tuna.localhost:"+demoHTTPPort, "tuna.localhost:"+env.httpPort)
+}
+
+func fromDemoPort(s string) string {
+	return strings.ReplaceAll(s, "tuna.localhost:"+env.httpPort, "tuna.localhost:"+demoHTTPPort)
+}
