@@ -245,6 +245,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, need access, h wri
 	if err != nil {
 		return 0, nil, err
 	}
+	s.lim.advertise(w.Header())
 	// Limited per key id after authentication: ids are then known to
 	// exist, and a valid key's budget cannot be spent by someone guessing.
 	if err := s.lim.allow(p.ID, time.Now()); err != nil {

@@ -29,7 +29,9 @@ const (
 )
 
 func (s *Server) getEdge(*http.Request, *auth.Principal) (int, any, error) {
-	return http.StatusOK, s.cfg.EdgeInfo(), nil
+	info := s.cfg.EdgeInfo()
+	info.APIRateLimit = s.lim.budget()
+	return http.StatusOK, info, nil
 }
 
 func (s *Server) listNodes(*http.Request, *auth.Principal) (int, any, error) {

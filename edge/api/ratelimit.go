@@ -65,6 +65,18 @@ func (l *limiters) allow(keyID string, now time.Time) error {
 	}
 }
 
+// advertise tells the caller its budget, on every authenticated answer,
+// so a client can pace itself rather than learn the limit from 429s.
+func (l *limiters) advertise(h http.Header) {
+	h.Set(client.HeaderRateLimit, strconv.FormatFloat(float64(l.limit), 'f', -1, 64))
+	h.Set(client.HeaderRateBurst, strconv.Itoa(l.burst))
+}
+
+// budget is the per-key budget as GET /v1/edge reports it.
+func (l *limiters) budget() *client.RateLimit {
+	return &client.RateLimit{PerSecond: float64(l.limit), Burst: l.burst}
+}
+
 func (l *limiters) forget(keyID string) {
 	l.mu.Lock()
 	delete(l.byKey, keyID)

@@ -33,7 +33,26 @@ type EdgeInfo struct {
 	// DNSVerificationDisabled: the edge checks no DNS (an empty
 	// --dns-resolver), so a custom domain is never verified, nor served.
 	DNSVerificationDisabled bool `json:"dns_verification_disabled,omitempty"`
+	// APIRateLimit is the budget of calls each API key has on this node's
+	// API; every answer to an authenticated call repeats it in headers
+	// (HeaderRateLimit, HeaderRateBurst).
+	APIRateLimit *RateLimit `json:"api_rate_limit,omitempty"`
 }
+
+// RateLimit is a per-key budget of API calls: a token bucket of Burst
+// calls, refilled at PerSecond. A call beyond it is answered 429
+// rate_limited with Retry-After.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+// Headers of every answer to an authenticated API call: the calling key's
+// budget (RateLimit), so a client paces itself without asking first.
+const (
+	HeaderRateLimit = "X-RateLimit-Limit" // calls per second
+	HeaderRateBurst = "X-RateLimit-Burst" // calls in a burst
+)
 
 // Node is one node of the edge (GET /v1/nodes). A single edge is one
 // node; a cluster lists every live node, each announced under an etcd

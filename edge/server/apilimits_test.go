@@ -160,4 +160,16 @@ func TestAPIRateLimitPerKey(t *testing.T) {
 		out["code"] != client.CodeRateLimited || out["request_id"] == "" {
 		t.Fatalf("raw 429: %d Retry-After %q %v", resp.StatusCode, ra, out)
 	}
+	// The budget is told on every authenticated answer, the refusal too,
+	// so a client paces itself without a 429 to learn it from.
+	if l, b := resp.Header.Get(client.HeaderRateLimit), resp.Header.Get(client.HeaderRateBurst); l != "0.5" || b != "5" {
+		t.Errorf("advertised budget on a 429: %s=%q %s=%q, want 0.5 and 5", client.HeaderRateLimit, l, client.HeaderRateBurst, b)
+	}
+	info, err := e.client(e.fullKey).Edge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.APIRateLimit == nil || info.APIRateLimit.PerSecond != 0.5 || info.APIRateLimit.Burst != 5 {
+		t.Errorf("GET /v1/edge api_rate_limit = %+v, want 0.5/s with bursts of 5", info.APIRateLimit)
+	}
 }
