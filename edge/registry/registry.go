@@ -94,18 +94,24 @@ type Holder struct {
 // Registry is safe for concurrent use.
 type Registry struct {
 	mu       sync.Mutex
-	sessions map[string]*entry            // by session id
-	claims   map[string]map[string]*claim // tunnel key id -> session id -> claim
-	hosts    map[string]*Pool             // http host
-	ports    map[int]*Pool                // tcp port
-	routes   atomic.Pointer[map[string]*Route]
-	pools    atomic.Uint64 // pool ids
+	sessions map[string]*entry // by session id
+	// byKey indexes sessions by the key that authenticated them, so what
+	// asks about one key (a bind's address check, the API's list of a
+	// key's sessions, a revocation) costs the same with 10 or 50,000
+	// sessions.
+	byKey  map[string]map[string]*entry
+	claims map[string]map[string]*claim // tunnel key id -> session id -> claim
+	hosts  map[string]*Pool             // http host
+	ports  map[int]*Pool                // tcp port
+	routes atomic.Pointer[map[string]*Route]
+	pools  atomic.Uint64 // pool ids
 }
 
 // New returns an empty registry.
 func New() *Registry {
 	r := &Registry{
 		sessions: map[string]*entry{},
+		byKey:    map[string]map[string]*entry{},
 		claims:   map[string]map[string]*claim{},
 		hosts:    map[string]*Pool{},
 		ports:    map[int]*Pool{},
@@ -174,7 +180,14 @@ func (r *Registry) releaseLocked(keyID, sid string) {
 func (r *Registry) Add(s Session, oneAddress bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sessions[s.ID()] = &entry{s: s, oneAddress: oneAddress}
+	e := &entry{s: s, oneAddress: oneAddress}
+	r.sessions[s.ID()] = e
+	ks := r.byKey[s.KeyID()]
+	if ks == nil {
+		ks = map[string]*entry{}
+		r.byKey[s.KeyID()] = ks
+	}
+	ks[s.ID()] = e
 	if c, ok := r.claims[s.KeyID()][s.ID()]; ok {
 		c.sess = s
 	}
@@ -191,6 +204,12 @@ func (r *Registry) Remove(sid string) {
 		return
 	}
 	delete(r.sessions, sid)
+	if ks := r.byKey[e.s.KeyID()]; ks != nil {
+		delete(ks, sid)
+		if len(ks) == 0 {
+			delete(r.byKey, e.s.KeyID())
+		}
+	}
 	r.releaseLocked(e.s.KeyID(), sid)
 	for _, p := range e.ports {
 		r.leavePortLocked(p, sid)
@@ -264,8 +283,8 @@ func (r *Registry) KeyAddress(keyID string) string {
 }
 
 func (r *Registry) keyAddressLocked(keyID string) string {
-	for _, e := range r.sessions {
-		if e.oneAddress && e.s.KeyID() == keyID && len(e.addrs) > 0 {
+	for _, e := range r.byKey[keyID] {
+		if e.oneAddress && len(e.addrs) > 0 {
 			return e.addrs[0]
 		}
 	}
@@ -408,10 +427,8 @@ func (r *Registry) ByKey(keyID string) []Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Info
-	for _, e := range r.sessions {
-		if e.s.KeyID() == keyID {
-			out = append(out, r.info(e))
-		}
+	for _, e := range r.byKey[keyID] {
+		out = append(out, r.info(e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ConnectedAt.Before(out[j].ConnectedAt) })
 	return out
@@ -453,10 +470,8 @@ func (r *Registry) Count() int {
 func (r *Registry) TerminateKey(keyID, code, reason string) int {
 	r.mu.Lock()
 	var victims []Session
-	for _, e := range r.sessions {
-		if e.s.KeyID() == keyID {
-			victims = append(victims, e.s)
-		}
+	for _, e := range r.byKey[keyID] {
+		victims = append(victims, e.s)
 	}
 	r.mu.Unlock()
 	terminateAll(victims, code, reason)

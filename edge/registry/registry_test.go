@@ -114,12 +114,18 @@ func TestRoutesPoolsAndClaims(t *testing.T) {
 	if r.Lookup("web") != nil {
 		t.Fatal("web still routed after its pool emptied")
 	}
+	if in := r.ByKey("k1"); len(in) != 0 || len(r.byKey) != 1 {
+		t.Fatalf("after k1's sessions ended: ByKey(k1) = %+v, index of %d keys, want only k2's", in, len(r.byKey))
+	}
 	if err := bindHTTP(r, b, "web"); !errors.Is(err, ErrKeyBoundElsewhere) {
 		t.Fatalf("b (bound to port 5000) binds web: %v", err)
 	}
 	r.TerminateAll(protocol.CodeEdgeShuttingDown, "bye")
 	if r.Count() != 0 || b.code() != protocol.CodeEdgeShuttingDown || r.PortBound(5000) {
 		t.Fatalf("after TerminateAll: %d sessions, b %q", r.Count(), b.code())
+	}
+	if len(r.byKey) != 0 {
+		t.Fatalf("the index by key still holds %d keys after every session left", len(r.byKey))
 	}
 }
 
