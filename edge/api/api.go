@@ -154,7 +154,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/owner-transfers", fullAccess, s.transferOwners)
 
 	s.handle("POST /v1/tunnel-keys", writeAccess, s.createTunnelKey)
-	s.handle("GET /v1/tunnel-keys", writeAccess, s.listTunnelKeys)
+	s.handleW("POST /v1/tunnel-keys/batch", writeAccess, s.createTunnelKeys)
+	s.handleW("POST /v1/tunnel-keys/renew", writeAccess, s.renewTunnelKeys)
+	s.handleW("GET /v1/tunnel-keys", writeAccess, s.listTunnelKeys)
 	s.handle("GET /v1/tunnel-keys/{id}", writeAccess, s.getTunnelKey)
 	s.handle("DELETE /v1/tunnel-keys/{id}", writeAccess, s.deleteTunnelKey)
 	s.handle("POST /v1/tunnel-keys/{id}/renew", writeAccess, s.renewTunnelKey)
@@ -214,27 +216,41 @@ func (s *Server) handleW(pattern string, need access, h writerHandlerFunc) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		status, body, err := s.call(w, r, need, h)
 		if err != nil {
-			var ae *apiError
-			if !errors.As(err, &ae) && errors.Is(err, store.ErrUnavailable) {
-				s.log.Warn("API request refused: the state store is unavailable", "route", route, "request_id", reqID, "err", err)
-				ae = fail(http.StatusServiceUnavailable, client.CodeStateUnavailable,
-					"the edge cannot reach its state store (etcd lost quorum or is unreachable), so nothing can change now; "+
-						"established tunnels keep serving: retry later (request %s)", reqID)
-				ae.retryAfter = 5 * time.Second
-			}
-			if ae == nil {
-				s.log.Error("API request failed", "route", route, "request_id", reqID, "err", err)
-				ae = fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
-			}
+			ae := s.refusal(err, route, reqID)
 			status = ae.status
 			if ae.retryAfter > 0 {
 				w.Header().Set("Retry-After", retryAfterSeconds(ae.retryAfter))
 			}
-			body = client.APIError{Code: ae.code, Message: ae.msg, RequestID: reqID, Owner: ae.owner, Address: ae.address, Claim: ae.claim}
+			body = ae.wire(reqID)
 		}
 		s.m.APIRequest(route, status)
 		writeJSON(w, status, body)
 	})
+}
+
+// refusal is the API's answer to a handler's error: an API refusal as
+// it is, an unreachable state store as 503 state_unavailable, anything
+// else logged and answered as internal without its text.
+func (s *Server) refusal(err error, route, reqID string) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		s.log.Warn("API request refused: the state store is unavailable", "route", route, "request_id", reqID, "err", err)
+		ae = fail(http.StatusServiceUnavailable, client.CodeStateUnavailable,
+			"the edge cannot reach its state store (etcd lost quorum or is unreachable), so nothing can change now; "+
+				"established tunnels keep serving: retry later (request %s)", reqID)
+		ae.retryAfter = 5 * time.Second
+		return ae
+	}
+	s.log.Error("API request failed", "route", route, "request_id", reqID, "err", err)
+	return fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
+}
+
+// wire is the refusal as the API writes it.
+func (e *apiError) wire(reqID string) client.APIError {
+	return client.APIError{Code: e.code, Message: e.msg, RequestID: reqID, Owner: e.owner, Address: e.address, Claim: e.claim}
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request, need access, h writerHandlerFunc) (int, any, error) {

@@ -229,32 +229,47 @@ func (s *Server) createTunnelKey(r *http.Request, p *auth.Principal) (int, any, 
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
-	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
+	is, secret, err := s.newTunnelKey(p, in)
+	if err != nil {
 		return 0, nil, err
 	}
+	if err := s.st.IssueTunnelKey(is.Key, is.Claimable); err != nil {
+		return 0, nil, issueFailed(err)
+	}
+	out := s.tunnelKeyOut(is.Key)
+	out.Key = secret
+	return http.StatusCreated, out, nil
+}
+
+// newTunnelKey checks a request for a tunnel key and makes the key: its
+// record, whether it may claim its address, and its secret.
+func (s *Server) newTunnelKey(p *auth.Principal, in client.CreateTunnelKey) (store.Issue, string, error) {
+	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
+		return store.Issue{}, "", err
+	}
 	if in.Protocol != protocol.ProtocolHTTP && in.Protocol != protocol.ProtocolTCP {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return store.Issue{}, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
 			"protocol is required: %q or %q", protocol.ProtocolHTTP, protocol.ProtocolTCP)
 	}
 	addr, err := s.tunnelAddress(in.Protocol, in.Address)
 	if err != nil {
-		return 0, nil, err
+		return store.Issue{}, "", err
 	}
 	if err := checkLabels(in.Labels); err != nil {
-		return 0, nil, err
+		return store.Issue{}, "", err
 	}
 	if in.Owner != "" {
 		if err := checkOwner("owner", in.Owner); err != nil {
-			return 0, nil, err
+			return store.Issue{}, "", err
 		}
 	}
 	if in.MaxSessions < 0 || in.MaxSessions > MaxPoolSize {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return store.Issue{}, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
 			"max_sessions must be 0 (the edge's default) to %d, got %d", MaxPoolSize, in.MaxSessions)
 	}
 	k, err := keys.New(keys.KindTunnel)
 	if err != nil {
-		return 0, nil, err
+		return store.Issue{}, "", err
 	}
 	now := s.cfg.Now()
 	rec := store.TunnelKey{
@@ -268,38 +283,33 @@ func (s *Server) createTunnelKey(r *http.Request, p *auth.Principal) (int, any, 
 	// addresses exist only as reservations, which carry their owner.
 	_, claimable := names.SubdomainOf(addr, s.cfg.BaseDomain)
 	claimable = claimable && in.Protocol == protocol.ProtocolHTTP
-	if err := s.st.IssueTunnelKey(rec, claimable); err != nil {
-		if oerr, owned := ownedFail(err); owned {
-			return 0, nil, oerr
-		}
-		return 0, nil, fmt.Errorf("storing tunnel key: %w", err)
-	}
-	out := s.tunnelKeyOut(rec)
-	out.Key = k.String()
-	return http.StatusCreated, out, nil
+	return store.Issue{Key: rec, Claimable: claimable}, k.String(), nil
 }
 
-func (s *Server) listTunnelKeys(r *http.Request, p *auth.Principal) (int, any, error) {
-	want := map[string]string{}
-	for _, l := range r.URL.Query()["label"] {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "label filter %q must be key=value", l)
+// issueFailed is the answer to a store's refusal to issue a key.
+func issueFailed(err error) error {
+	if oerr, owned := ownedFail(err); owned {
+		return oerr
+	}
+	return fmt.Errorf("storing tunnel key: %w", err)
+}
+
+// renewal gives a live key a full TTL from now (see renewTunnelKey).
+func (s *Server) renewal(a actor) func(k *store.TunnelKey) error {
+	ttl, now := s.cfg.TunnelKeyTTL, s.cfg.Now()
+	return func(k *store.TunnelKey) error {
+		if err := a.mayTouchKey(*k); err != nil {
+			return err
 		}
-		want[k] = v
-	}
-	recs, err := s.st.ListTunnelKeys()
-	if err != nil {
-		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
-	}
-	out := client.List[client.TunnelKey]{Items: []client.TunnelKey{}}
-	a := actor{p: p}
-	for _, rec := range recs {
-		if matches(rec.Labels, want) && a.mayTouchKey(rec) == nil {
-			out.Items = append(out.Items, s.tunnelKeyOut(rec))
+		if k.Expired(now) {
+			return fail(http.StatusConflict, client.CodeKeyExpired,
+				"tunnel key %s expired at %s: an expired key cannot be renewed; issue a new one", k.ID, k.ExpiresAt.UTC().Format(time.RFC3339))
 		}
+		if ttl > 0 {
+			k.ExpiresAt, k.TTL = now.Add(ttl), ttl
+		}
+		return nil
 	}
-	return http.StatusOK, out, nil
 }
 
 func matches(have, want map[string]string) bool {
@@ -356,18 +366,7 @@ func (s *Server) renewTunnelKey(r *http.Request, p *auth.Principal) (int, any, e
 	if _, err := s.lookupTunnelKey(r, p); err != nil {
 		return 0, nil, err
 	}
-	ttl := s.cfg.TunnelKeyTTL
-	now := s.cfg.Now()
-	rec, err := s.st.UpdateTunnelKey(id, func(k *store.TunnelKey) error {
-		if k.Expired(now) {
-			return fail(http.StatusConflict, client.CodeKeyExpired,
-				"tunnel key %s expired at %s: an expired key cannot be renewed; issue a new one", id, k.ExpiresAt.UTC().Format(time.RFC3339))
-		}
-		if ttl > 0 {
-			k.ExpiresAt, k.TTL = now.Add(ttl), ttl
-		}
-		return nil
-	})
+	rec, err := s.st.UpdateTunnelKey(id, s.renewal(actor{p: p}))
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("tunnel key", id)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"errors"
 	"fmt"
 	"net/http"
@@ -227,5 +228,8 @@ func listETag(items []client.SecretInfo) string {
 	for _, it := range items {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\n", it.Name, it.Version, it.CreatedAt.UnixNano())
 	}
-	return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`
+	return etagOf(h)
 }
+
+// etagOf is the ETag of what h has hashed.
+func etagOf(h hash.Hash) string { return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"` }

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +120,45 @@ func (c *Client) CreateTunnelKey(ctx context.Context, in CreateTunnelKey) (*Tunn
 func (c *Client) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]TunnelKey, error) {
 	var out List[TunnelKey]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/tunnel-keys"+labelQuery(labels), nil, &out)
+}
+
+// ListTunnelKeysPage reads one page of the tunnel keys, in id order; see
+// KeyPageRequest.
+func (c *Client) ListTunnelKeysPage(ctx context.Context, in KeyPageRequest) (*KeyPage, error) {
+	q := url.Values{}
+	for _, k := range slices.Sorted(maps.Keys(in.Labels)) {
+		q.Add("label", k+"="+in.Labels[k])
+	}
+	q.Set("limit", strconv.Itoa(in.Limit))
+	if in.After != "" {
+		q.Set("after", in.After)
+	}
+	var hdr http.Header
+	if in.IfNoneMatch != "" {
+		hdr = http.Header{"If-None-Match": {in.IfNoneMatch}}
+	}
+	var out List[TunnelKey]
+	ans, err := c.doWith(ctx, http.MethodGet, "/v1/tunnel-keys?"+q.Encode(), hdr, 0, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyPage{Items: out.Items, Next: out.Next, ETag: ans.header.Get("ETag"),
+		NotModified: ans.status == http.StatusNotModified}, nil
+}
+
+// CreateTunnelKeys issues up to MaxBatch tunnel keys in one call; the
+// results are in the order of in, each with its key (and secret) or its
+// refusal (TunnelKeyResult.Err).
+func (c *Client) CreateTunnelKeys(ctx context.Context, in []CreateTunnelKey) ([]TunnelKeyResult, error) {
+	var out List[TunnelKeyResult]
+	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/batch", CreateTunnelKeys{Items: in}, &out)
+}
+
+// RenewTunnelKeys renews up to MaxBatch tunnel keys in one call; the
+// results are in the order of ids.
+func (c *Client) RenewTunnelKeys(ctx context.Context, ids []string) ([]TunnelKeyResult, error) {
+	var out List[TunnelKeyResult]
+	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/renew", RenewTunnelKeys{IDs: ids}, &out)
 }
 
 // GetTunnelKey returns one tunnel key.

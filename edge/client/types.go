@@ -270,4 +270,71 @@ type CreateTCPEndpoint struct {
 // List wraps every list response.
 type List[T any] struct {
 	Items []T `json:"items"`
+	// Next, in a page of GET /v1/tunnel-keys asked for with a limit, is
+	// the after= of the next page; empty on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// MaxBatch bounds the items of one batch call (POST
+// /v1/tunnel-keys/batch and /v1/tunnel-keys/renew) and the limit of a
+// page of GET /v1/tunnel-keys.
+const (
+	MaxBatch = 100
+	MaxPage  = 1000
+)
+
+// CreateTunnelKeys is the body of POST /v1/tunnel-keys/batch: up to
+// MaxBatch keys issued in one call, each as POST /v1/tunnel-keys would.
+type CreateTunnelKeys struct {
+	Items []CreateTunnelKey `json:"items"`
+}
+
+// RenewTunnelKeys is the body of POST /v1/tunnel-keys/renew: up to
+// MaxBatch keys renewed in one call, each as its own renew would be.
+type RenewTunnelKeys struct {
+	IDs []string `json:"ids"`
+}
+
+// TunnelKeyResult is one item of a batch answer, in the order of the
+// request: the status its own call would have had, and the key (with its
+// secret, when issued) or the refusal.
+type TunnelKeyResult struct {
+	Status int        `json:"status"`
+	Key    *TunnelKey `json:"key,omitempty"`
+	Error  *APIError  `json:"error,omitempty"`
+}
+
+// Err is the item's refusal as an *APIError, nil when it succeeded.
+func (r TunnelKeyResult) Err() error {
+	if r.Error == nil {
+		if r.Key == nil {
+			return &APIError{Status: r.Status, Code: CodeInternal, Message: "the batch answer holds neither a key nor an error for this item"}
+		}
+		return nil
+	}
+	e := *r.Error
+	e.Status = r.Status
+	return &e
+}
+
+// KeyPageRequest asks for one page of GET /v1/tunnel-keys.
+type KeyPageRequest struct {
+	// Labels filter as ListTunnelKeys's do.
+	Labels map[string]string
+	// After is the previous page's Next ("": the first page); Limit the
+	// page's size, 1 to MaxPage.
+	After string
+	Limit int
+	// IfNoneMatch is the ETag of the list as last read: the first page
+	// answers NotModified when the whole list is still the same.
+	IfNoneMatch string
+}
+
+// KeyPage is one page of tunnel keys.
+type KeyPage struct {
+	Items []TunnelKey
+	Next  string
+	// ETag validates the whole list (answered with the first page).
+	ETag        string
+	NotModified bool
 }

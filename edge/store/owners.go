@@ -127,27 +127,83 @@ func (s *Store) CheckHost(host, owner string) error {
 // holds claims it. Check, claim and insert are one transaction, so two
 // owners racing for an address cannot both win.
 func (s *Store) IssueTunnelKey(k TunnelKey, claimable bool) error {
-	return s.updateHosts(func(tx tx) error {
-		if k.Address != "" {
-			if k.Protocol == "tcp" {
-				if err := endpointOwner(tx, k.Address, k.Owner); err != nil {
-					return err
+	return s.updateHosts(func(tx tx) error { return issueKey(tx, k, claimable) },
+		func(x *hostIndex) { x.addKey(k, 1) })
+}
+
+// Issue is one key of IssueTunnelKeys: the record and whether its
+// address may be claimed (see IssueTunnelKey).
+type Issue struct {
+	Key       TunnelKey
+	Claimable bool
+}
+
+// issueChunk bounds the keys of one transaction: each reads a few records
+// and writes one or two, and etcd refuses a transaction of more than 128
+// operations (its --max-txn-ops default).
+const issueChunk = 25
+
+// IssueTunnelKeys issues many keys, each checked as IssueTunnelKey checks
+// it, in a few transactions rather than one each: a refusal of one (an
+// *OwnedError) is its own and leaves the others issued. errs[i] is the
+// outcome of keys[i]. A storage error fails the keys of its transaction.
+func (s *Store) IssueTunnelKeys(keys []Issue) (errs []error) {
+	errs = make([]error, len(keys))
+	for from := 0; from < len(keys); from += issueChunk {
+		chunk := keys[from:min(from+issueChunk, len(keys))]
+		out := errs[from : from+len(chunk)]
+		err := s.updateHosts(func(tx tx) error {
+			// An etcd transaction that lost a race runs again from here.
+			clear(out)
+			for i, k := range chunk {
+				err := issueKey(tx, k.Key, k.Claimable)
+				if _, refused := errors.AsType[*OwnedError](err); refused {
+					out[i] = err
+					continue
 				}
-			} else {
-				reserved, err := hostOwner(tx, k.Address, k.Owner)
 				if err != nil {
 					return err
 				}
-				if claimable && !reserved && k.Owner != "" {
-					c := Claim{Address: k.Address, Owner: k.Owner, CreatedAt: k.CreatedAt}
-					if err := put(tx, bucketClaims, k.Address, c, false); err != nil {
-						return err
-					}
+			}
+			return nil
+		}, func(x *hostIndex) {
+			for i, k := range chunk {
+				if out[i] == nil {
+					x.addKey(k.Key, 1)
+				}
+			}
+		})
+		if err != nil {
+			for i := range out {
+				out[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// issueKey checks that k's owner may use its address, claims a claimable
+// one, and stores k, within tx.
+func issueKey(tx tx, k TunnelKey, claimable bool) error {
+	if k.Address != "" {
+		if k.Protocol == "tcp" {
+			if err := endpointOwner(tx, k.Address, k.Owner); err != nil {
+				return err
+			}
+		} else {
+			reserved, err := hostOwner(tx, k.Address, k.Owner)
+			if err != nil {
+				return err
+			}
+			if claimable && !reserved && k.Owner != "" {
+				c := Claim{Address: k.Address, Owner: k.Owner, CreatedAt: k.CreatedAt}
+				if err := put(tx, bucketClaims, k.Address, c, false); err != nil {
+					return err
 				}
 			}
 		}
-		return put(tx, bucketTunnelKeys, k.ID, k, true)
-	}, func(x *hostIndex) { x.addKey(k, 1) })
+	}
+	return put(tx, bucketTunnelKeys, k.ID, k, true)
 }
 
 // RevokeTunnelKey removes a tunnel key and returns it; the owner's claim

@@ -254,6 +254,56 @@ func (s *Store) UpdateTunnelKey(id string, update func(*TunnelKey) error) (Tunne
 	return out, err
 }
 
+// UpdateTunnelKeys rewrites many tunnel keys with update, a few
+// transactions for all of them (see IssueTunnelKeys): out[i] and errs[i]
+// are ids[i]'s, ErrNotFound for a key that does not exist, update's error
+// as is for a key it refused; a storage error fails the keys of its
+// transaction.
+func (s *Store) UpdateTunnelKeys(ids []string, update func(*TunnelKey) error) (out []TunnelKey, errs []error) {
+	out, errs = make([]TunnelKey, len(ids)), make([]error, len(ids))
+	for from := 0; from < len(ids); from += issueChunk {
+		chunk := ids[from:min(from+issueChunk, len(ids))]
+		before := make([]TunnelKey, len(chunk))
+		after, refused := out[from:from+len(chunk)], errs[from:from+len(chunk)]
+		err := s.updateHosts(func(tx tx) error {
+			clear(refused)
+			for i, id := range chunk {
+				k, err := get[TunnelKey](tx, bucketTunnelKeys, id)
+				if errors.Is(err, ErrNotFound) {
+					refused[i] = err
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				before[i] = k
+				if err := update(&k); err != nil {
+					refused[i] = err
+					continue
+				}
+				after[i] = k
+				if err := put(tx, bucketTunnelKeys, id, k, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func(x *hostIndex) {
+			for i := range chunk {
+				if refused[i] == nil {
+					x.addKey(before[i], -1)
+					x.addKey(after[i], 1)
+				}
+			}
+		})
+		if err != nil {
+			for i := range refused {
+				refused[i] = err
+			}
+		}
+	}
+	return out, errs
+}
+
 // DeleteTunnelKey removes a tunnel key, releasing its owner's claim with
 // the owner's last key for the address.
 func (s *Store) DeleteTunnelKey(id string) error {

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// A cluster's controller keeps one key per tunnel, thousands of them. One
+// call per key, at the per-key budget of the API, makes a cold start of
+// 10,000 tunnels take many minutes, and one list per tunnel makes it
+// quadratic. So keys are issued and renewed in batches, and the list is
+// read in pages, with an ETag that lets a client that already holds it
+// hear "not modified" instead of all of it again.
+
+// createTunnelKeys issues up to client.MaxBatch keys, each checked as
+// POST /v1/tunnel-keys checks it; one refused leaves the others issued.
+func (s *Server) createTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
+	var in client.CreateTunnelKeys
+	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := checkBatch(len(in.Items), "items"); err != nil {
+		return 0, nil, err
+	}
+	out := make([]client.TunnelKeyResult, len(in.Items))
+	var issues []store.Issue
+	var secrets []string
+	var at []int // the item of each issue
+	for i, item := range in.Items {
+		is, secret, err := s.newTunnelKey(p, item)
+		if err != nil {
+			out[i] = s.itemRefused(err, w)
+			continue
+		}
+		issues, secrets, at = append(issues, is), append(secrets, secret), append(at, i)
+	}
+	for j, err := range s.st.IssueTunnelKeys(issues) {
+		if err != nil {
+			out[at[j]] = s.itemRefused(issueFailed(err), w)
+			continue
+		}
+		k := s.tunnelKeyOut(issues[j].Key)
+		k.Key = secrets[j]
+		out[at[j]] = client.TunnelKeyResult{Status: http.StatusCreated, Key: &k}
+	}
+	return http.StatusOK, client.List[client.TunnelKeyResult]{Items: out}, nil
+}
+
+// renewTunnelKeys renews up to client.MaxBatch keys, each as its own
+// renew would be: an expired key stays expired (409 key_expired), a key
+// the caller may not see is not found.
+func (s *Server) renewTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
+	var in client.RenewTunnelKeys
+	if err := decode(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := checkBatch(len(in.IDs), "ids"); err != nil {
+		return 0, nil, err
+	}
+	recs, errs := s.st.UpdateTunnelKeys(in.IDs, s.renewal(actor{p: p}))
+	out := make([]client.TunnelKeyResult, len(in.IDs))
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			out[i] = s.itemRefused(notFound("tunnel key", in.IDs[i]), w)
+		case err != nil:
+			out[i] = s.itemRefused(err, w)
+		default:
+			k := s.tunnelKeyOut(recs[i])
+			out[i] = client.TunnelKeyResult{Status: http.StatusOK, Key: &k}
+		}
+	}
+	return http.StatusOK, client.List[client.TunnelKeyResult]{Items: out}, nil
+}
+
+func checkBatch(n int, field string) error {
+	if n < 1 || n > client.MaxBatch {
+		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"%s must hold 1 to %d entries, got %d: split a larger batch", field, client.MaxBatch, n)
+	}
+	return nil
+}
+
+// itemRefused is one batch item's refusal, as its own call would have
+// been answered (under the batch's request id).
+func (s *Server) itemRefused(err error, w http.ResponseWriter) client.TunnelKeyResult {
+	reqID := w.Header().Get("X-Request-Id")
+	ae := s.refusal(err, "batch item", reqID)
+	wire := ae.wire(reqID)
+	return client.TunnelKeyResult{Status: ae.status, Error: &wire}
+}
+
+// listTunnelKeys lists the keys the caller may see whose labels match
+// every label=k=v filter, in id order. With limit=N it answers a page of
+// at most N keys after the key id after=, and next names the last one
+// when more follow. The first page (no after=) carries the ETag of the
+// whole list; sent back in If-None-Match, it is answered 304 while
+// nothing in the list changed, its live sessions included.
+func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
+	q := r.URL.Query()
+	want := map[string]string{}
+	for _, l := range q["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "label filter %q must be key=value", l)
+		}
+		want[k] = v
+	}
+	limit := 0
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > client.MaxPage {
+			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "limit %q must be 1 to %d", l, client.MaxPage)
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if after != "" && limit == 0 {
+		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "after= pages a list asked for with limit=")
+	}
+	recs, err := s.st.ListTunnelKeys()
+	if err != nil {
+		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
+	}
+	a := actor{p: p}
+	items := []client.TunnelKey{}
+	for _, rec := range recs {
+		// Keys before the page are skipped unseen: only the first page
+		// needs all of them, for its ETag.
+		if rec.ID > after && matches(rec.Labels, want) && a.mayTouchKey(rec) == nil {
+			items = append(items, s.tunnelKeyOut(rec))
+		}
+	}
+	if after == "" {
+		tag, err := keyListETag(items)
+		if err != nil {
+			return 0, nil, err
+		}
+		w.Header().Set("ETag", tag)
+		if matchesETag(r.Header.Get("If-None-Match"), tag) {
+			return http.StatusNotModified, nil, nil
+		}
+	}
+	out := client.List[client.TunnelKey]{Items: items}
+	if limit > 0 && len(items) > limit {
+		out.Items, out.Next = items[:limit], items[limit-1].ID
+	}
+	return http.StatusOK, out, nil
+}
+
+// keyListETag is a strong validator of a list of keys: a hash of what it
+// says.
+func keyListETag(items []client.TunnelKey) (string, error) {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for _, k := range items {
+		if err := enc.Encode(k); err != nil {
+			return "", fmt.Errorf("hashing the key list: %w", err)
+		}
+	}
+	return etagOf(h), nil
+}
+
+// matchesETag reports whether an If-None-Match header names tag (a weak
+// form of it included, as RFC 9110 compares for GET).
+func matchesETag(header, tag string) bool {
+	for c := range strings.SplitSeq(header, ",") {
+		c = strings.TrimPrefix(strings.TrimSpace(c), "W/")
+		if c == tag || c == "*" {
+			return true
+		}
+	}
+	return false
+}
