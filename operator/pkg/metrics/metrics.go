@@ -64,6 +64,12 @@ var (
 		Name: "tuna_edge_api_calls_total",
 		Help: "Calls to the edge control API, by operation (METHOD /route) and result (2xx, 4xx, 429, 5xx, error).",
 	}, []string{"operation", "result"})
+	// EdgeAPIWait counts the time calls waited for their API key's budget
+	// on the edge, or for a Retry-After, before they were sent.
+	EdgeAPIWait = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tuna_edge_api_wait_seconds_total",
+		Help: "Time edge API calls waited for their API key's budget (the edge's advertised rate limit) or a Retry-After before they were sent.",
+	})
 	// EdgeAPIDuration observes edge API call latency.
 	EdgeAPIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tuna_edge_api_call_duration_seconds",
@@ -74,7 +80,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(TunnelsConnected, TunnelUp, TunnelSessions, TunnelConnects, TunnelRequests,
-		TunnelRequestDuration, TunnelBytes, KeysIssued, KeysRevoked, EdgeAPICalls, EdgeAPIDuration)
+		TunnelRequestDuration, TunnelBytes, KeysIssued, KeysRevoked, EdgeAPICalls, EdgeAPIWait, EdgeAPIDuration)
 }
 
 // ForgetTunnel drops a deleted tunnel's series, so label sets stay bounded
