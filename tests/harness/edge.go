@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -175,4 +178,57 @@ func PreferListen(addr string) string {
 	}
 	_ = ln.Close() // only a probe: nothing was accepted
 	return addr
+}
+
+// APIRequests reads the edge's own counter of control API calls
+// (tuna_edge_api_requests_total): the answers it gave, by route pattern
+// and status code.
+func (e *Edge) APIRequests() (map[string]map[int]int, error) {
+	families, err := e.Metrics().Registry().Gather()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range families {
+		if f.GetName() == "tuna_edge_api_requests_total" {
+			return apiRequestCounts(f), nil
+		}
+	}
+	return map[string]map[int]int{}, nil
+}
+
+// apiRequestCounts reads the family tuna_edge_api_requests_total (nil:
+// none yet) by route and code.
+func apiRequestCounts(f *dto.MetricFamily) map[string]map[int]int {
+	out := map[string]map[int]int{}
+	for _, m := range f.GetMetric() {
+		var route string
+		var code int
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "route":
+				route = l.GetValue()
+			case "code":
+				code, _ = strconv.Atoi(l.GetValue())
+			}
+		}
+		if out[route] == nil {
+			out[route] = map[int]int{}
+		}
+		out[route][code] += int(m.GetCounter().GetValue())
+	}
+	return out
+}
+
+// Sum adds up the calls of counts (APIRequests) whose route and code
+// pass keep.
+func Sum(counts map[string]map[int]int, keep func(route string, code int) bool) int {
+	n := 0
+	for route, codes := range counts {
+		for code, c := range codes {
+			if keep(route, code) {
+				n += c
+			}
+		}
+	}
+	return n
 }

@@ -40,13 +40,15 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Route replaces the id segment of an API path with {id}; a secret's name,
-// which may hold slashes, is {id} as a whole.
+// which may hold slashes, is {id} as a whole. The batch calls of tunnel
+// keys keep their names.
 func Route(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if len(parts) >= 3 && parts[1] == "secrets" {
 		parts = append(parts[:2], "{id}")
 	}
-	if len(parts) >= 3 {
+	batch := len(parts) == 3 && parts[1] == "tunnel-keys" && (parts[2] == "batch" || parts[2] == "renew")
+	if len(parts) >= 3 && !batch {
 		parts[2] = "{id}"
 	}
 	return "/" + strings.Join(parts, "/")

@@ -6,6 +6,9 @@ func TestRoute(t *testing.T) {
 	for in, want := range map[string]string{
 		"/v1/tunnel-keys":                  "/v1/tunnel-keys",
 		"/v1/tunnel-keys/tk_123":           "/v1/tunnel-keys/{id}",
+		"/v1/tunnel-keys/tk_123/renew":     "/v1/tunnel-keys/{id}/renew",
+		"/v1/tunnel-keys/batch":            "/v1/tunnel-keys/batch",
+		"/v1/tunnel-keys/renew":            "/v1/tunnel-keys/renew",
 		"/v1/domains/a.example.com/verify": "/v1/domains/{id}/verify",
 		"/v1/edge":                         "/v1/edge",
 		"/v1/tcp-endpoints/postgres":       "/v1/tcp-endpoints/{id}",

@@ -1,0 +1,281 @@
+package edgeapi
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// KeyPager reads the edge's tunnel keys a page at a time.
+type KeyPager interface {
+	ListTunnelKeysPage(ctx context.Context, in client.KeyPageRequest) (*client.KeyPage, error)
+}
+
+// DefaultKeyRefresh is how often the view is read again from the edge
+// when no reader asks for a fresher one.
+const DefaultKeyRefresh = time.Minute
+
+// KeyView is the one cached view of this cluster's tunnel keys on the
+// edge that every reconciler reads, instead of a list per reconcile. One
+// lister fills it: in pages, and with the ETag of the last full read, so
+// that an unchanged list costs one call answered 304. The operator's own
+// writes go into it as they are made (Put, Forget), so a reconciler reads
+// them at once; what others do on the edge (a key revoked by hand, a
+// session that ended) shows at the next refresh.
+//
+// A view older than MaxAge is not answered from: List reads the edge
+// again, and a reader gets the error of a failed read, so a reconciler
+// still says when the edge cannot confirm its key. A failed read is not
+// repeated for every reader: its error stands for those that ask within
+// MaxAge of it, and the periodic refresh tries again.
+type KeyView struct {
+	api      KeyPager
+	selector map[string]string
+	// Interval between refreshes (default DefaultKeyRefresh, jittered).
+	Interval time.Duration
+	// MaxAge is the oldest view List answers from (default 2 × Interval).
+	MaxAge time.Duration
+	// PageSize is the page of each read (default client.MaxPage).
+	PageSize int
+	Log      logr.Logger
+	// now is the clock (unit tests replace it).
+	now func() time.Time
+
+	// refresh serialises the reads of the edge; lastStart is when the
+	// last completed one began, failedAt when the last failed one began
+	// (failed is its error).
+	refresh  sync.Mutex
+	failed   error
+	failedAt time.Time
+
+	mu        sync.Mutex
+	keys      map[string]client.TunnelKey
+	etag      string
+	synced    bool
+	lastStart time.Time
+	// seq numbers the operator's own writes; local holds those a read
+	// that began before them may not show, by key id (nil: forgotten).
+	seq   uint64
+	local map[string]localWrite
+}
+
+type localWrite struct {
+	seq uint64
+	key *client.TunnelKey
+}
+
+// NewKeyView is a view of the keys whose labels include selector (this
+// cluster's: {LabelCluster: id}).
+func NewKeyView(api KeyPager, selector map[string]string) *KeyView {
+	return &KeyView{api: api, selector: maps.Clone(selector), keys: map[string]client.TunnelKey{}, local: map[string]localWrite{},
+		now: time.Now}
+}
+
+// NeedLeaderElection makes the view refresh on the leader only, where the
+// reconcilers that read it run.
+func (v *KeyView) NeedLeaderElection() bool { return true }
+
+// Start refreshes the view every Interval (with jitter) until ctx ends.
+func (v *KeyView) Start(ctx context.Context) error {
+	interval := v.interval()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(Jitter(interval)):
+		}
+		// A reader that asked for a fresh view within the interval
+		// refreshed it already.
+		if err := v.Fresh(ctx, v.now().Add(-interval)); err != nil && ctx.Err() == nil {
+			v.Log.Error(err, "refreshing the view of the edge's tunnel keys; trying again at the next interval")
+		}
+	}
+}
+
+func (v *KeyView) interval() time.Duration {
+	if v.Interval > 0 {
+		return v.Interval
+	}
+	return DefaultKeyRefresh
+}
+
+func (v *KeyView) maxAge() time.Duration {
+	if v.MaxAge > 0 {
+		return v.MaxAge
+	}
+	return 2 * v.interval()
+}
+
+// List returns the keys whose labels include labels, in id order. labels
+// must name this view's selector (the cluster); a view older than MaxAge
+// (or none yet) is read again first.
+func (v *KeyView) List(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+	if !matchLabels(labels, v.selector) {
+		return nil, fmt.Errorf("tunnel keys %v are outside the shared view of %v", labels, v.selector)
+	}
+	since := v.now().Add(-v.maxAge())
+	v.mu.Lock()
+	current := v.synced && !v.lastStart.Before(since)
+	v.mu.Unlock()
+	if !current {
+		if err := v.Fresh(ctx, since); err != nil {
+			return nil, err
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []client.TunnelKey
+	for _, k := range v.keys {
+		if matchLabels(k.Labels, labels) {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b client.TunnelKey) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Fresh makes sure the view holds a read of the edge that began at or
+// after since, reading the edge when it does not; when the last read
+// began after since and failed, its error is the answer. Concurrent
+// callers share one read.
+func (v *KeyView) Fresh(ctx context.Context, since time.Time) error {
+	v.refresh.Lock()
+	defer v.refresh.Unlock()
+	v.mu.Lock()
+	done := v.synced && !v.lastStart.Before(since)
+	v.mu.Unlock()
+	if done {
+		return nil
+	}
+	if v.failed != nil && !v.failedAt.Before(since) {
+		return v.failed
+	}
+	start := v.now()
+	err := v.read(ctx, start)
+	if err != nil && ctx.Err() == nil {
+		v.failed, v.failedAt = err, start
+	}
+	return err
+}
+
+// read reads the whole list, or hears that it did not change.
+func (v *KeyView) read(ctx context.Context, start time.Time) error {
+	v.mu.Lock()
+	startSeq, etag := v.seq, v.etag
+	if !v.synced {
+		etag = ""
+	}
+	v.mu.Unlock()
+	size := v.PageSize
+	if size <= 0 {
+		size = client.MaxPage
+	}
+	req := client.KeyPageRequest{Labels: v.selector, Limit: size, IfNoneMatch: etag}
+	snapshot := map[string]client.TunnelKey{}
+	var newTag string
+	for {
+		page, err := v.api.ListTunnelKeysPage(ctx, req)
+		if err != nil {
+			return fmt.Errorf("reading the edge's tunnel keys: %w", err)
+		}
+		if page.NotModified {
+			v.mu.Lock()
+			v.settle(startSeq)
+			v.lastStart, v.failed = start, nil
+			v.mu.Unlock()
+			return nil
+		}
+		if req.After == "" {
+			newTag = page.ETag
+		}
+		for _, k := range page.Items {
+			snapshot[k.ID] = k
+		}
+		if page.Next == "" {
+			break
+		}
+		req.After, req.IfNoneMatch = page.Next, ""
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// The operator's writes since the read began win over it: the read
+	// may have missed them.
+	for id, w := range v.local {
+		if w.seq <= startSeq {
+			continue
+		}
+		if w.key == nil {
+			delete(snapshot, id)
+		} else {
+			snapshot[id] = *w.key
+		}
+	}
+	v.settle(startSeq)
+	v.keys, v.etag, v.synced, v.lastStart, v.failed = snapshot, newTag, true, start, nil
+	return nil
+}
+
+// settle forgets the local writes a read that began after them shows.
+func (v *KeyView) settle(upTo uint64) {
+	for id, w := range v.local {
+		if w.seq <= upTo {
+			delete(v.local, id)
+		}
+	}
+}
+
+// Put records a key the operator issued or renewed (without its secret).
+func (v *KeyView) Put(k client.TunnelKey) {
+	if !matchLabels(k.Labels, v.selector) {
+		return
+	}
+	k.Key = ""
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seq++
+	v.keys[k.ID] = k
+	v.local[k.ID] = localWrite{seq: v.seq, key: &k}
+}
+
+// Forget records a key the operator revoked, or found gone.
+func (v *KeyView) Forget(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seq++
+	delete(v.keys, id)
+	v.local[id] = localWrite{seq: v.seq}
+}
+
+func matchLabels(have, want map[string]string) bool {
+	for k, val := range want {
+		if h, ok := have[k]; !ok || h != val {
+			return false
+		}
+	}
+	return true
+}
+
+// Jitter spreads a period: d plus up to a fifth of it, so objects whose
+// periods began together do not all come due together again.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + rand.N(d/5+1)
+}

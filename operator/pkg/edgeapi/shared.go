@@ -1,0 +1,78 @@
+package edgeapi
+
+import (
+	"context"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// SharedKeys is the TunnelKeys every controller of the operator uses: keys
+// listed from the one shared view, issued and renewed in batches, each
+// write recorded in the view as it is made. A list outside the view's
+// selector is refused: every key the operator keeps carries its
+// cluster's label.
+type SharedKeys struct {
+	API interface {
+		Edge(ctx context.Context) (*client.EdgeInfo, error)
+		RevokeTunnelKey(ctx context.Context, id string) error
+	}
+	View  *KeyView
+	Batch *Batcher
+}
+
+var _ TunnelKeys = (*SharedKeys)(nil)
+
+// Edge implements TunnelKeys.
+func (s *SharedKeys) Edge(ctx context.Context) (*client.EdgeInfo, error) { return s.API.Edge(ctx) }
+
+// CreateTunnelKey implements TunnelKeys.
+func (s *SharedKeys) CreateTunnelKey(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error) {
+	k, err := s.Batch.Create(ctx, in)
+	if err == nil {
+		s.View.Put(*k)
+	}
+	return k, err
+}
+
+// ListTunnelKeys implements TunnelKeys from the shared view.
+func (s *SharedKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+	return s.View.List(ctx, labels)
+}
+
+// RevokeTunnelKey implements TunnelKeys.
+func (s *SharedKeys) RevokeTunnelKey(ctx context.Context, id string) error {
+	err := s.API.RevokeTunnelKey(ctx, id)
+	if err == nil || client.IsNotFound(err) {
+		s.View.Forget(id)
+	}
+	return err
+}
+
+// RenewTunnelKey implements TunnelKeys.
+func (s *SharedKeys) RenewTunnelKey(ctx context.Context, id string) (*client.TunnelKey, error) {
+	k, err := s.Batch.Renew(ctx, id)
+	switch {
+	case err == nil:
+		s.View.Put(*k)
+	case client.IsNotFound(err):
+		s.View.Forget(id)
+	}
+	return k, err
+}
+
+// Fresh is the view's list, read again from the edge for each call: what
+// compares the Tunnels with the edge's live sessions needs the sessions
+// as they are now, not as of the last refresh.
+func (s *SharedKeys) Fresh() FreshKeys { return FreshKeys{s.View} }
+
+// FreshKeys lists keys from a view read after the call began.
+type FreshKeys struct{ view *KeyView }
+
+// ListTunnelKeys reads the view afresh (one call answered 304 when nothing
+// changed) and lists from it.
+func (f FreshKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+	if err := f.view.Fresh(ctx, f.view.now()); err != nil {
+		return nil, err
+	}
+	return f.view.List(ctx, labels)
+}
