@@ -58,7 +58,6 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 
 	// The whole API fails for longer than the key-check period
 	// (reservationResync).
-	issued := fault.seen("POST /v1/tunnel-keys")
 	fault.fail(faultRule{match: everything, status: http.StatusServiceUnavailable, code: "internal"})
 	start := time.Now()
 	waitKeyIssued(t, key(ns, "web"), metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable)
@@ -96,7 +95,12 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 		t.Logf("%d requests succeeded, %d failed", l.ok.Load(), l.failed.Load())
 	}
 	assert.Equal(t, keyID, healed.Status.KeyID, "the key was replaced")
-	assert.Equal(t, issued, fault.seen("POST /v1/tunnel-keys"), "a key was issued during the outage")
+	// No key was issued for them: the edge holds the one key of each. (The
+	// count of issue calls would not tell: the shared controller serves an
+	// earlier test's Tunnels too, whose keys may come due meanwhile.)
+	if host := hostKeys(t, host); assert.Len(t, host, 1) {
+		assert.Equal(t, hostKey.ID, host[0].ID, "a key was issued for the Ingress host during the outage")
+	}
 	// The shared controller serves the whole cluster: an earlier test's
 	// namespace that is still going may have its keys revoked now, so
 	// only this test's two keys are looked at.

@@ -39,7 +39,7 @@ func TestMetricsReflectTraffic(t *testing.T) {
 	}, wait, 20*time.Millisecond)
 	assert.Greater(t, testutil.ToFloat64(metrics.TunnelBytes.WithLabelValues(ns, "web", "out")), 5*100.0, "five echo bodies went out")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.KeysIssued), 1.0)
-	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/tunnel-keys", "2xx")), 1.0)
+	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/tunnel-keys/batch", "2xx")), 1.0)
 	assert.GreaterOrEqual(t, testutil.ToFloat64(metrics.EdgeAPICalls.WithLabelValues("POST /v1/domains", "2xx")), 1.0)
 
 	families, err := crmetrics.Registry.Gather()

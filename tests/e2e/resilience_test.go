@@ -135,7 +135,7 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 
 			fault.heal()
 			waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-			assert.Equal(t, 1, fault.seen("POST /v1/tunnel-keys")-int(fault.failed.Load()), "one key once the edge accepts")
+			assert.Equal(t, 1, fault.seen("POST /v1/tunnel-keys/batch")-int(fault.failed.Load()), "one key once the edge accepts")
 		})
 	}
 }

@@ -120,13 +120,29 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := mgr.Add(key); err != nil {
 		return fmt.Errorf("adding the API key watch: %w", err)
 	}
+	// Every edge call of the process goes through one pacer, which keeps
+	// each API key's calls within the budget the edge advertises and
+	// holds them all after a Retry-After, whichever controller makes them.
+	pacer := edgeapi.NewPacer()
+	pacer.Waited = func(d time.Duration) { metrics.EdgeAPIWait.Add(d.Seconds()) }
+	edgeHTTP := &http.Client{Timeout: 30 * time.Second,
+		Transport: pacer.Transport(edgeapi.InstrumentedTransport(transport, observeEdgeCall))}
 	// The one client every reconciler and the orphan collector share: it
 	// asks the source for the key on each call, so a rotation reaches all
 	// of them at once.
-	api := edgeclient.New(o.EdgeAPIURL, key.Key(), edgeclient.WithKeySource(key.Key), edgeclient.WithHTTPClient(&http.Client{
-		Timeout:   30 * time.Second,
-		Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall),
-	}))
+	api := edgeclient.New(o.EdgeAPIURL, key.Key(), edgeclient.WithKeySource(key.Key), edgeclient.WithHTTPClient(edgeHTTP))
+	// The tunnel keys as every controller reads them: one view of this
+	// cluster's keys, read in pages by one lister, and keys issued and
+	// renewed in batches.
+	view := edgeapi.NewKeyView(api, map[string]string{edgeapi.LabelCluster: o.ClusterID})
+	view.Log = ctrl.Log.WithName("tunnel-keys")
+	// Read as often as the Tunnels look at their keys: a key revoked by
+	// hand on the edge is noticed as soon as before the view.
+	view.Interval = tunnelkey.Resync(o.ReservationResync)
+	if err := mgr.Add(view); err != nil {
+		return fmt.Errorf("adding the view of the tunnel keys: %w", err)
+	}
+	keysAPI := &edgeapi.SharedKeys{API: api, View: view, Batch: edgeapi.NewBatcher(api)}
 	// Ready while the edge API answers the operator's key (every replica
 	// asks, the standby too), so an unreachable edge or a refused key
 	// shows as an unready controller, and an install waits for it.
@@ -140,11 +156,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
 	rec := mgr.GetEventRecorder("tuna-controller")
-	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: api, Info: info, Namespace: o.Namespace,
+	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: ingressEdge{keysAPI, api}, Info: info, Namespace: o.Namespace,
 		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
 		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	apiReader := mgr.GetAPIReader()
-	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID,
+	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: keysAPI, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
 		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
 		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
@@ -158,8 +174,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 			return hosts, err
 		}}
 	keys := &tunnelkey.Reconciler{Info: info, Resync: o.ReservationResync,
-		Client: mgr.GetClient(), Edge: api, Namespace: o.Namespace, ClusterID: o.ClusterID,
+		Client: mgr.GetClient(), Edge: keysAPI, Namespace: o.Namespace, ClusterID: o.ClusterID,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Sweep: gc.CollectTunnel,
+		Workers: max(o.Concurrency, tunnelkey.DefaultWorkers),
 		Hooks: tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
 	}
 	if err := keys.SetupWithManager(mgr); err != nil {
@@ -195,7 +212,6 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 			return fmt.Errorf("setting up the SecretSync controller: %w", err)
 		}
 	} else {
-		httpClient := &http.Client{Timeout: 30 * time.Second, Transport: edgeapi.InstrumentedTransport(transport, observeEdgeCall)}
 		policy := secretsync.DefaultPolicy
 		if o.SecretSync.Policy != nil {
 			policy = *o.SecretSync.Policy
@@ -204,7 +220,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		hub.Wait = o.SecretSync.Wait
 		syncs := &secretsync.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api,
 			NewAPI: func(key string) secretsync.SecretsAPI {
-				return edgeclient.New(o.EdgeAPIURL, key, edgeclient.WithHTTPClient(httpClient))
+				return edgeclient.New(o.EdgeAPIURL, key, edgeclient.WithHTTPClient(edgeHTTP))
 			},
 			Policy: policy, Hub: hub, Recorder: rec}
 		if err := syncs.SetupWithManager(mgr); err != nil {
@@ -214,13 +230,33 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
-	pruner := &sessions.Pruner{Client: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID, Interval: o.SessionCheck,
+	pruner := &sessions.Pruner{Client: mgr.GetClient(), Edge: sessionsEdge{api, keysAPI.Fresh()}, ClusterID: o.ClusterID, Interval: o.SessionCheck,
 		Log: ctrl.Log.WithName("sessions")}
 	if err := mgr.Add(pruner); err != nil {
 		return fmt.Errorf("adding the session check: %w", err)
 	}
 	return mgr.Start(ctx)
 }
+
+// ingressEdge is what the Ingress key controller calls: the shared keys,
+// and the API for domains.
+type ingressEdge struct {
+	*edgeapi.SharedKeys
+	api *edgeclient.Client
+}
+
+func (e ingressEdge) GetDomain(ctx context.Context, name string) (*edgeclient.Domain, error) {
+	return e.api.GetDomain(ctx, name)
+}
+
+// sessionsEdge is what the session check calls: the nodes from the API,
+// the keys' live sessions from the shared view read afresh.
+type sessionsEdge struct {
+	api *edgeclient.Client
+	edgeapi.FreshKeys
+}
+
+func (e sessionsEdge) Nodes(ctx context.Context) ([]edgeclient.Node, error) { return e.api.Nodes(ctx) }
 
 // apiKeySource is the operator's key: from the file, watched, or from the
 // environment, fixed.

@@ -110,11 +110,12 @@ func (r *Reconciler) now() time.Time {
 	return time.Now()
 }
 
+// resync is the period of the host's next check, jittered (edgeapi.Jitter).
 func (r *Reconciler) resync() time.Duration {
 	if r.Resync <= 0 {
-		return time.Minute
+		return edgeapi.Jitter(time.Minute)
 	}
-	return r.Resync
+	return edgeapi.Jitter(r.Resync)
 }
 
 // checkRules reports the rules of one Ingress that cannot be published at

@@ -35,12 +35,13 @@ func Release(adopted bool, policy tunav1.ReclaimPolicy) bool {
 }
 
 // Resync is how often a reservation is re-read to notice that it was
-// deleted on the edge (R14); default one minute.
+// deleted on the edge (R14); default one minute, jittered, so the
+// reservations made together (an install, a restart) come due apart.
 func Resync(d time.Duration) time.Duration {
 	if d > 0 {
-		return d
+		return edgeapi.Jitter(d)
 	}
-	return time.Minute
+	return edgeapi.Jitter(time.Minute)
 }
 
 // WriteStatus applies Ready and the other status values of obj, and records

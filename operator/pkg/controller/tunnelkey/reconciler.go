@@ -31,6 +31,11 @@ import (
 // FieldOwner is the controller's field manager for status and Secrets.
 const FieldOwner = "tuna-controller"
 
+// DefaultWorkers is the Tunnel reconciler's concurrency unless
+// --concurrency asks for more: most of them wait on the edge's budget,
+// where their key requests join one batch (edgeapi.Batcher).
+const DefaultWorkers = 32
+
 // Reconciler issues and revokes tunnel keys.
 type Reconciler struct {
 	Client    ctrl.Client
@@ -52,6 +57,11 @@ type Reconciler struct {
 	// Nil: a Tunnel that went without its finalizer keeps its key until
 	// the orphan collector's next sweep.
 	Sweep func(ctx context.Context, key types.NamespacedName) (int, error)
+	// Workers is how many Tunnels are reconciled at once (0: the
+	// manager's --concurrency). A key request waits for the edge's budget
+	// in a queue that goes to the edge as one batch, so the more Tunnels
+	// wait there together, the fewer calls a cold start makes.
+	Workers int
 	// Now is the clock that decides renewals (default time.Now; unit tests
 	// pin it with the fake edge's).
 	Now func() time.Time
@@ -73,12 +83,19 @@ func (r *Reconciler) recheckKey(key *edgeclient.TunnelKey) reconcile.Result {
 	return res
 }
 
-// recheck schedules the next look at the key on the edge.
+// recheck schedules the next look at the key, jittered (edgeapi.Jitter)
+// so that Tunnels created together (an install, a restart) come due
+// apart. The look reads the shared view of the keys, not the edge.
 func (r *Reconciler) recheck() reconcile.Result {
-	if r.Resync > 0 {
-		return reconcile.Result{RequeueAfter: r.Resync}
+	return reconcile.Result{RequeueAfter: edgeapi.Jitter(Resync(r.Resync))}
+}
+
+// Resync is the period of the look at a Tunnel's key: d, or 2 minutes.
+func Resync(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
-	return reconcile.Result{RequeueAfter: 2 * time.Minute}
+	return 2 * time.Minute
 }
 
 // sameAddress reports whether a key's stored address is the wanted one: the

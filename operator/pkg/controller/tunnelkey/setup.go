@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,6 +39,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("tunnel-key").
 		For(&tunav1.Tunnel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&tunav1.Domain{}, handler.EnqueueRequestsFromMapFunc(r.tunnelsOfDomain)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Complete(&base.Reconciler[*tunav1.Tunnel]{
 			Client: r.Client, New: func() *tunav1.Tunnel { return &tunav1.Tunnel{} },
 			Finalizer: tunav1.FinalizerTunnelKey, Finalize: r.finalize, Converge: r.converge, Gone: r.gone,
