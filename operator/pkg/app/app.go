@@ -57,6 +57,8 @@ type Common struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables it).
 	HealthAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof/); empty: off.
+	PprofAddr string
 	// Concurrency is how many objects of a kind are reconciled at once
 	// (default 4).
 	Concurrency int
@@ -152,6 +154,7 @@ func newElectedManager(cfg *rest.Config, c Common, leaderElection bool, le Leade
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(c.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(c.HealthAddr, "0"),
+		PprofBindAddress:        c.PprofAddr,
 		LeaderElection:          leaderElection,
 		LeaderElectionID:        leaderID,
 		LeaderElectionNamespace: c.Namespace,
