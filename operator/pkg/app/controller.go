@@ -177,7 +177,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Client: mgr.GetClient(), Edge: keysAPI, Namespace: o.Namespace, ClusterID: o.ClusterID,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Sweep: gc.CollectTunnel,
 		Workers: max(o.Concurrency, tunnelkey.DefaultWorkers),
-		Hooks: tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
+		Hooks:   tunnelkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc},
 	}
 	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel key controller: %w", err)

@@ -56,8 +56,11 @@ type KeyView struct {
 	failed   error
 	failedAt time.Time
 
-	mu        sync.Mutex
-	keys      map[string]client.TunnelKey
+	mu   sync.Mutex
+	keys map[string]client.TunnelKey
+	// edgeList is the list as the edge last answered it in full, without the
+	// operator's writes since: what a 304 to etag confirms.
+	edgeList  map[string]client.TunnelKey
 	etag      string
 	synced    bool
 	lastStart time.Time
@@ -195,11 +198,13 @@ func (v *KeyView) read(ctx context.Context, start time.Time) error {
 			return fmt.Errorf("reading the edge's tunnel keys: %w", err)
 		}
 		if page.NotModified {
+			// The edge's list is the one etag named, not the view: a
+			// key the operator wrote since may have gone again.
 			v.mu.Lock()
-			v.settle(startSeq)
-			v.lastStart, v.failed = start, nil
+			snapshot = maps.Clone(v.edgeList)
 			v.mu.Unlock()
-			return nil
+			newTag = etag
+			break
 		}
 		if req.After == "" {
 			newTag = page.ETag
@@ -212,8 +217,12 @@ func (v *KeyView) read(ctx context.Context, start time.Time) error {
 		}
 		req.After, req.IfNoneMatch = page.Next, ""
 	}
+	if snapshot == nil {
+		snapshot = map[string]client.TunnelKey{}
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.edgeList = maps.Clone(snapshot)
 	// The operator's writes since the read began win over it: the read
 	// may have missed them.
 	for id, w := range v.local {

@@ -219,3 +219,26 @@ func TestKeyViewKeepsWritesMadeDuringARead(t *testing.T) {
 		t.Fatalf("the next read: %+v %v", keys, err)
 	}
 }
+
+// A key the operator issued after a read and that was revoked by hand
+// before the next one leaves the edge's list as that read saw it: the
+// next read is answered 304, and the view must still drop the key, since
+// the list the 304 confirms never had it.
+func TestKeyViewDropsAKeyIssuedAndRevokedBetweenReads(t *testing.T) {
+	e := startEdge(t, 0, 0)
+	s := shared(operatorAPI(t, e), 0)
+	ctx := context.Background()
+	freshCount(t, s, 0)
+	k, err := s.CreateTunnelKey(ctx, keyFor(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Client(e.AdminKey).RevokeTunnelKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := calls(t, e, "GET /v1/tunnel-keys", http.StatusNotModified)
+	freshCount(t, s, 0)
+	if got := calls(t, e, "GET /v1/tunnel-keys", http.StatusNotModified); got != before+1 {
+		t.Fatalf("the read after: %d answers 304, want %d (the list is as the first read saw it)", got, before+1)
+	}
+}
