@@ -289,7 +289,17 @@ func (e *Edge) start(ctx context.Context) error {
 		e.httpsAddr = ln.Addr().String()
 		srv := e.public.Server("https")
 		srv.TLSConfig = tlsCfg
-		e.serveHTTP("public HTTPS", srv, ln, true)
+		if e.cfg.NoHTTPRelay {
+			e.serveHTTP("public HTTPS", srv, ln, true)
+		} else {
+			relay, err := e.public.TLSRelay(srv, tlsCfg)
+			if err != nil {
+				return fmt.Errorf("edge: public HTTPS: %w", err)
+			}
+			relay.OnAcceptRetry = e.retrying("public HTTPS")
+			e.servers = append(e.servers, relay)
+			e.goServe("public HTTPS", func() error { return relay.Serve(ln) })
+		}
 	}
 
 	apiLn, err := listen("API", e.cfg.APIListen)

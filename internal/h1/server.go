@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -35,6 +36,15 @@ type Server struct {
 	// OnAcceptRetry, if set, is told of each transient accept error (see
 	// package accept).
 	OnAcceptRetry func(err error, wait time.Duration)
+	// TLS, if set, makes the server a TLS listener: each connection's
+	// handshake is bounded by ReadHeaderTimeout; one that negotiates a
+	// protocol NextProto names (HTTP/2, ACME's TLS-ALPN challenge) is
+	// given to its function, which owns it from then on, and the rest
+	// (http/1.1, or no ALPN) is relayed as plain HTTP is, through the
+	// same rulebook. Fallback then serves the connections it is handed
+	// as TLS connections whose handshake is done.
+	TLS       *tls.Config
+	NextProto map[string]func(*tls.Conn)
 
 	once sync.Once
 	hand *handoff
@@ -189,6 +199,31 @@ func (s *Server) beginClose() {
 	// own Shutdown or Close; a connection handed over after that is closed.
 }
 
+// handshake runs a TLS connection's handshake within ReadHeaderTimeout.
+// It returns the connection to relay, or false when there is none: the
+// handshake failed, or the connection went to a NextProto function.
+func (s *Server) handshake(nc net.Conn) (*tls.Conn, bool) {
+	tc := tls.Server(nc, s.TLS)
+	if d := s.ReadHeaderTimeout; d > 0 {
+		_ = nc.SetDeadline(time.Now().Add(d))
+	}
+	if err := tc.Handshake(); err != nil {
+		// As net/http logs it, to the same log: a refused certificate
+		// (an SNI name the edge does not serve) is worth a line there.
+		if l := s.Fallback.ErrorLog; l != nil {
+			l.Printf("http: TLS handshake error from %s: %v", nc.RemoteAddr(), err)
+		}
+		_ = nc.Close()
+		return nil, false
+	}
+	_ = nc.SetDeadline(time.Time{})
+	if fn := s.NextProto[tc.ConnectionState().NegotiatedProtocol]; fn != nil {
+		fn(tc)
+		return nil, false
+	}
+	return tc, true
+}
+
 // DirectReader is a connection that can be read without what its Read
 // does to honour deadlines: an SSH channel's background reader, which
 // costs a goroutine hand-off and a copy per read. The relay reads
@@ -211,6 +246,13 @@ func readerOf(nc net.Conn) (io.Reader, bool) {
 // serveConn relays requests on nc until one is not the relay's, or the
 // connection ends.
 func (s *Server) serveConn(nc net.Conn) {
+	if s.TLS != nil {
+		tc, ok := s.handshake(nc)
+		if !ok {
+			return
+		}
+		nc = tc
+	}
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 	if !s.track(c) {
 		_ = nc.Close()
