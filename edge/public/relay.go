@@ -26,11 +26,21 @@ import (
 // the edge gives itself (no tunnel, not connected, refused address,
 // over a limit).
 func (h *Handler) Relay(fallback *http.Server) *h1.Server {
-	return &h1.Server{Router: relayRouter{h}, Fallback: fallback, ReadHeaderTimeout: h.t.ReadHeader, IdleTimeout: h.t.Idle,
+	return h.relay(fallback, "http")
+}
+
+// relay is Relay for requests that arrived over scheme: what the edge
+// tells the backend in X-Forwarded-Proto and the agent in ForwardInfo.
+func (h *Handler) relay(fallback *http.Server, scheme string) *h1.Server {
+	return &h1.Server{Router: relayRouter{h: h, scheme: scheme, proto: []byte(scheme)}, Fallback: fallback, ReadHeaderTimeout: h.t.ReadHeader, IdleTimeout: h.t.Idle,
 		BodyTimeout: h.t.Body, ExchangeTimeout: h.t.Exchange}
 }
 
-type relayRouter struct{ h *Handler }
+type relayRouter struct {
+	h      *Handler
+	scheme string
+	proto  []byte // scheme, as written into every request
+}
 
 var acmeChallenge = []byte("/.well-known/acme-challenge/")
 
@@ -43,7 +53,6 @@ var (
 	xForwardedFor   = []byte(httprule.ForwardedFor)
 	xForwardedHost  = []byte(httprule.ForwardedHost)
 	xForwardedProto = []byte(httprule.ForwardedProto)
-	schemeHTTP      = []byte("http")
 )
 
 // Route takes a request for a host with a live session, from an allowed
@@ -70,7 +79,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(ctx, openTimeout)
 			defer cancel()
-			c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: remote, Host: host, Scheme: "http"})
+			c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: remote, Host: host, Scheme: r.scheme})
 			if err != nil {
 				return nil, err
 			}
@@ -79,7 +88,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 		Set: []h1.Field{
 			{Name: xForwardedFor, Value: []byte(ip)},
 			{Name: xForwardedHost, Value: bytes.Clone(hd.Host)},
-			{Name: xForwardedProto, Value: schemeHTTP},
+			{Name: xForwardedProto, Value: r.proto},
 		},
 		Drop: edgeFields,
 		Fail: func(err error) h1.Answer {
@@ -113,7 +122,7 @@ func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config) (*h1.Server, 
 	if err := http2.ConfigureServer(fallback, h2s); err != nil {
 		return nil, err
 	}
-	s := h.Relay(fallback)
+	s := h.relay(fallback, "https")
 	s.TLS = cfg
 	s.NextProto = map[string]func(*tls.Conn){
 		"h2":           func(c *tls.Conn) { h.serveH2(h2s, fallback, c) },

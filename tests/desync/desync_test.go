@@ -152,7 +152,7 @@ func TestDesync(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		o    options
-	}{{"relay", options{}}, {"net-http", options{netHTTP: true}}} {
+	}{{"relay", options{}}, {"net-http", options{netHTTP: true}}, {"relay over TLS", options{https: true}}} {
 		t.Run(v.name, func(t *testing.T) {
 			s := startStack(t, v.o)
 			answers := map[string]string{}
@@ -178,7 +178,7 @@ func TestDesync(t *testing.T) {
 						t.Parallel()
 						prefix := fmt.Sprintf("/c%02d", i)
 						probe := fmt.Sprintf("GET %s/probe HTTP/1.1\r\nHost: %s\r\n\r\n", prefix, host)
-						c, err := net.Dial("tcp", s.edge.HTTPAddr())
+						c, err := s.dial()
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -206,7 +206,7 @@ func TestDesync(t *testing.T) {
 					})
 				}
 			})
-			checkRouted(t, s.backend.Requests())
+			checkRouted(t, s.backend.Requests(), s.scheme())
 			for _, err := range s.backend.Failures() {
 				// A body cut where the client broke its framing ends its
 				// connection; nothing malformed may be written.

@@ -3,7 +3,6 @@ package desync
 import (
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,11 @@ func TestFloodLeavesOtherVisitorsServed(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		o    options
-	}{{"relay", options{maxInFlight: limit}}, {"net-http", options{maxInFlight: limit, netHTTP: true}}} {
+	}{
+		{"relay", options{maxInFlight: limit}},
+		{"net-http", options{maxInFlight: limit, netHTTP: true}},
+		{"relay over TLS", options{maxInFlight: limit, https: true}},
+	} {
 		t.Run(v.name, func(t *testing.T) {
 			s := startStack(t, v.o)
 			s.backend.Answer = answerEcho
@@ -49,7 +52,7 @@ func TestFloodLeavesOtherVisitorsServed(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						for range each / clients {
-							c, err := net.Dial("tcp", s.edge.HTTPAddr())
+							c, err := s.dial()
 							if err != nil {
 								t.Error(err)
 								return

@@ -41,7 +41,11 @@ func TestAClientThatLeavesCancelsTheBackend(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		o    options
-	}{{"relay", options{upstream: ln.Addr().String()}}, {"net-http", options{upstream: ln.Addr().String(), netHTTP: true}}} {
+	}{
+		{"relay", options{upstream: ln.Addr().String()}},
+		{"net-http", options{upstream: ln.Addr().String(), netHTTP: true}},
+		{"relay over TLS", options{upstream: ln.Addr().String(), https: true}},
+	} {
 		t.Run(v.name, func(t *testing.T) {
 			s := startStack(t, v.o)
 			fds := openFiles(t)
@@ -49,7 +53,7 @@ func TestAClientThatLeavesCancelsTheBackend(t *testing.T) {
 				{"/long-poll", "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n"},
 				{"/upload", "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\npartial"},
 			} {
-				c, err := net.Dial("tcp", s.edge.HTTPAddr())
+				c, err := s.dial()
 				if err != nil {
 					t.Fatal(err)
 				}

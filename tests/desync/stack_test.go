@@ -10,11 +10,13 @@ package desync
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,6 +32,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/rawhttp"
+	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
 // host is the tunnel's public host.
@@ -40,6 +43,9 @@ type stack struct {
 	edge    *harness.Edge
 	backend *rawhttp.Recorder
 	tunnel  *session.Tunnel
+	// tls, when set, is how clients reach the edge's HTTPS listener;
+	// nil: its plain HTTP listener.
+	tls *tls.Config
 }
 
 // options of a stack.
@@ -52,6 +58,9 @@ type options struct {
 	// upstream, if set, is the backend's address in place of the
 	// recorder's.
 	upstream string
+	// https: clients come over TLS (HTTP/1.1) to the edge's HTTPS
+	// listener, with a certificate of a test CA.
+	https bool
 }
 
 func startStack(t *testing.T, o options) *stack {
@@ -64,14 +73,19 @@ func startStack(t *testing.T, o options) *stack {
 	// As a backend does: the agent's pooled keep-alives (upgrades go
 	// through its shared transport) end after a while.
 	rec.IdleTimeout = time.Second
-	e, err := harness.StartEdge(context.Background(), t.TempDir(), harness.EdgeOptions{
+	eo := harness.EdgeOptions{
 		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
 		// Short, so that a connection waiting for bytes that never come
 		// ends within a test's patience.
 		Public:                  harness.PublicTimeouts{ReadHeader: time.Second, Idle: 2 * time.Second, Body: 2 * time.Second},
 		NoHTTPRelay:             o.netHTTP,
 		MaxConnectionsPerTunnel: o.maxInFlight,
-	})
+	}
+	var clientTLS *tls.Config
+	if o.https {
+		eo.TLSCertFile, eo.TLSKeyFile, clientTLS = testCert(t)
+	}
+	e, err := harness.StartEdge(context.Background(), t.TempDir(), eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +108,54 @@ func startStack(t *testing.T, o options) *stack {
 	tun := session.Start(cfg, session.Traffic{Handler: handler, NoRelay: o.netHTTP},
 		session.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}, session.Hooks{}, logr.Discard(), nil)
 	t.Cleanup(tun.Stop)
-	s := &stack{edge: e, backend: rec, tunnel: tun}
+	s := &stack{edge: e, backend: rec, tunnel: tun, tls: clientTLS}
 	s.waitFor(t, "the tunnel to connect", func() bool { return tun.State().Phase == session.PhaseConnected })
 	return s
+}
+
+// testCert writes a certificate for the tunnel's host, issued by a test
+// CA, and returns its files and a client config that trusts the CA and
+// offers HTTP/1.1 only.
+func testCert(t *testing.T) (certFile, keyFile string, client *tls.Config) {
+	t.Helper()
+	ca, err := testca.New("desync test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := testca.PEMFiles(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, &tls.Config{RootCAs: ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}}
+}
+
+// scheme is the one clients use.
+func (s *stack) scheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// dial opens a client connection to the edge's public listener: TLS on
+// the HTTPS one when the stack has it.
+func (s *stack) dial() (net.Conn, error) {
+	if s.tls == nil {
+		return net.Dial("tcp", s.edge.HTTPAddr())
+	}
+	return tls.Dial("tcp", s.edge.HTTPSAddr(), s.tls)
 }
 
 // waitFor awaits cond for 15 s.
@@ -154,7 +213,7 @@ func openFiles(t *testing.T) int {
 // get sends one plain GET on a connection of its own and returns the
 // status and body.
 func (s *stack) get(path string) (int, string, error) {
-	c, err := net.Dial("tcp", s.edge.HTTPAddr())
+	c, err := s.dial()
 	if err != nil {
 		return 0, "", err
 	}
@@ -194,7 +253,7 @@ func caseOf(target string) int {
 // the edge: the public host, the edge's forwarding fields and nobody
 // else's, a target the client sent on a request line of its own, never a
 // smuggled one, and never twice.
-func checkRouted(t *testing.T, reqs []rawhttp.Request) {
+func checkRouted(t *testing.T, reqs []rawhttp.Request, scheme string) {
 	t.Helper()
 	seen := map[string]int{}
 	for _, r := range reqs {
@@ -210,7 +269,7 @@ func checkRouted(t *testing.T, reqs []rawhttp.Request) {
 			bad("X-Forwarded-For not the edge's")
 		case strings.Join(r.Header.Values("X-Forwarded-Host"), ",") != host:
 			bad("X-Forwarded-Host not the edge's")
-		case strings.Join(r.Header.Values("X-Forwarded-Proto"), ",") != "http":
+		case strings.Join(r.Header.Values("X-Forwarded-Proto"), ",") != scheme:
 			bad("X-Forwarded-Proto not the edge's")
 		case r.Header.Get("Forwarded") != "":
 			bad("a client's Forwarded field")
