@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/acme"
-	"golang.org/x/net/http2"
 
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -109,34 +108,21 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 
 // TLSRelay returns the public HTTPS listener's server: behind TLS, the h1
 // relay for connections that negotiate http/1.1 (or no ALPN), through the
-// same rulebook as plain HTTP; an HTTP/2 server for those that negotiate
-// h2; ACME's TLS-ALPN challenge answered by the handshake alone; and
-// fallback (Server("https")) for what the relay hands over.
-func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config) (*h1.Server, error) {
+// same rulebook as plain HTTP; fallback (Server("https")) for those that
+// negotiate h2, served by net/http's HTTP/2, and for what the relay hands
+// over; ACME's TLS-ALPN challenge answered by the handshake alone.
+func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config) *h1.Server {
 	cfg = cfg.Clone()
 	if len(cfg.NextProtos) == 0 {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 	}
-	h2s := &http2.Server{IdleTimeout: h.t.Idle}
-	// Shutting the fallback down sends GOAWAY to HTTP/2 connections too.
-	if err := http2.ConfigureServer(fallback, h2s); err != nil {
-		return nil, err
-	}
+	// Naming h2 in the fallback's TLSConfig is what makes net/http serve
+	// the h2 connections it is handed with HTTP/2.
+	fallback.TLSConfig = cfg
 	s := h.relay(fallback, "https")
 	s.TLS = cfg
 	s.NextProto = map[string]func(*tls.Conn){
-		"h2":           func(c *tls.Conn) { h.serveH2(h2s, fallback, c) },
 		acme.ALPNProto: func(c *tls.Conn) { _ = c.Close() },
 	}
-	return s, nil
-}
-
-// serveH2 serves one HTTP/2 connection: its streams go to the handler,
-// with the connection's state (client address, scheme, kept channels) in
-// their context, as Server's ConnContext gives an HTTP/1 connection's.
-func (h *Handler) serveH2(s *http2.Server, base *http.Server, c *tls.Conn) {
-	cs := &connState{remote: c.RemoteAddr().String(), scheme: "https"}
-	defer cs.closeIdle()
-	ctx := context.WithValue(context.Background(), keyConn, cs)
-	s.ServeConn(c, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: h})
+	return s
 }

@@ -292,10 +292,7 @@ func (e *Edge) start(ctx context.Context) error {
 		if e.cfg.NoHTTPRelay {
 			e.serveHTTP("public HTTPS", srv, ln, true)
 		} else {
-			relay, err := e.public.TLSRelay(srv, tlsCfg)
-			if err != nil {
-				return fmt.Errorf("edge: public HTTPS: %w", err)
-			}
+			relay := e.public.TLSRelay(srv, tlsCfg)
 			relay.OnAcceptRetry = e.retrying("public HTTPS")
 			e.servers = append(e.servers, relay)
 			e.goServe("public HTTPS", func() error { return relay.Serve(ln) })

@@ -230,4 +230,24 @@ func TestHTTPSWithHTTP2(t *testing.T) {
 	if got["xfp"] != "https" || got["host"] != "secure."+baseDomain+":"+port || got["path"] != "/h2" {
 		t.Errorf("backend saw %+v", got)
 	}
+
+	// HTTP/1.1 over TLS goes through the relay, which tells the backend
+	// the same scheme.
+	h1tr := tr.Clone()
+	h1tr.ForceAttemptHTTP2 = false
+	h1tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	h1tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	defer h1tr.CloseIdleConnections()
+	resp, err = (&http.Client{Transport: h1tr, Timeout: 10 * time.Second}).Get(reply.URL + "/h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got = nil
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.ProtoMajor != 1 || got["xfp"] != "https" || got["path"] != "/h1" {
+		t.Errorf("over HTTP/1.1 (%s) the backend saw %+v", resp.Proto, got)
+	}
 }

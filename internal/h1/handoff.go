@@ -23,9 +23,13 @@ func newHandoff(addr net.Addr) *handoff {
 }
 
 // give passes c, read through r, to the fallback server; a closed handoff
-// closes it.
+// closes it. With r nil (nothing read yet) c goes as it is, so that
+// net/http sees a *tls.Conn as one.
 func (l *handoff) give(c net.Conn, r *bufio.Reader) {
-	hc := &handedConn{Conn: c, r: r}
+	hc := c
+	if r != nil {
+		hc = &handedConn{Conn: c, r: r}
+	}
 	select {
 	case l.ch <- hc:
 	case <-l.done:

@@ -38,11 +38,12 @@ type Server struct {
 	OnAcceptRetry func(err error, wait time.Duration)
 	// TLS, if set, makes the server a TLS listener: each connection's
 	// handshake is bounded by ReadHeaderTimeout; one that negotiates a
-	// protocol NextProto names (HTTP/2, ACME's TLS-ALPN challenge) is
-	// given to its function, which owns it from then on, and the rest
-	// (http/1.1, or no ALPN) is relayed as plain HTTP is, through the
-	// same rulebook. Fallback then serves the connections it is handed
-	// as TLS connections whose handshake is done.
+	// protocol NextProto names (ACME's TLS-ALPN challenge) is given to
+	// its function, which owns it from then on; one that negotiates
+	// another protocol than http/1.1 (h2) is handed to Fallback as the
+	// *tls.Conn itself, so that net/http serves it by its TLSNextProto
+	// (HTTP/2 when Fallback's TLSConfig names h2); the rest (http/1.1,
+	// or no ALPN) is relayed as plain HTTP is, through the same rulebook.
 	TLS       *tls.Config
 	NextProto map[string]func(*tls.Conn)
 
@@ -217,11 +218,15 @@ func (s *Server) handshake(nc net.Conn) (*tls.Conn, bool) {
 		return nil, false
 	}
 	_ = nc.SetDeadline(time.Time{})
-	if fn := s.NextProto[tc.ConnectionState().NegotiatedProtocol]; fn != nil {
-		fn(tc)
-		return nil, false
+	switch proto := tc.ConnectionState().NegotiatedProtocol; {
+	case s.NextProto[proto] != nil:
+		s.NextProto[proto](tc)
+	case proto != "" && proto != "http/1.1":
+		s.hand.give(tc, nil)
+	default:
+		return tc, true
 	}
-	return tc, true
+	return nil, false
 }
 
 // DirectReader is a connection that can be read without what its Read
