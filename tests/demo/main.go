@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -55,9 +56,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	root := harness.RepoRoot()
-	demoDir := filepath.Join(root, ".cache", "demo")
-	bin := filepath.Join(demoDir, "bin")
+	demoDir := flag.String("dir", filepath.Join(harness.RepoRoot(), ".cache", "demo"),
+		"the demo's folder: bin/ holds the binaries `go tool task demo` builds, run/ the state and the logs")
+	listen := flag.String("http-listen", "127.0.0.1:8080", "the edge's public HTTP address when it is free (else, or when \"\", a free port)")
+	flag.Parse()
+	bin := filepath.Join(*demoDir, "bin")
 	for _, b := range []string{"tuna-k8s-operator", "tuna-edge", "tuna-operator"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			return fmt.Errorf("%s is not built: run the demo with `go tool task demo`, which builds it", filepath.Join(bin, b))
@@ -70,10 +73,10 @@ func run() error {
 	}
 	kubectl, kcm := filepath.Join(tools, "kubectl"), filepath.Join(tools, "kube-controller-manager")
 	o := localcluster.Options{
-		Dir:           filepath.Join(demoDir, "run"),
+		Dir:           filepath.Join(*demoDir, "run"),
 		Operator:      filepath.Join(bin, "tuna-k8s-operator"),
 		Tools:         tools,
-		HTTPListen:    harness.PreferListen("127.0.0.1:8080"),
+		HTTPListen:    harness.PreferListen(*listen),
 		ServeServices: true,
 		Path:          []string{tools, bin},
 		Progress:      step,

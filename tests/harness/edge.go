@@ -170,8 +170,11 @@ func (e *Edge) Trust() edgeclient.Trust { return edgeclient.Trust{Fingerprint: e
 
 // PreferListen returns addr when it is free, else "" (which StartEdge
 // fills with a port of this process's block): a memorable address when it
-// can be had, never a failure when it is taken.
+// can be had, never a failure when it is taken. addr "" is "".
 func PreferListen(addr string) string {
+	if addr == "" {
+		return ""
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return ""
