@@ -7,6 +7,11 @@
 // is marked with what to do with it, or why it cannot run here. It also
 // checks that the architecture table, the README's layout and the
 // packages' doc comments name every package.
+//
+// On a running demo instead of a cluster of its own, as a user follows
+// the docs there (no other demo's objects in namespace default):
+//
+//	TUNA_DOCS_DEMO_ENV=$PWD/.cache/demo/run/env go test -count=1 -run TestDocsRunAsWritten ./tests/docs
 package docs
 
 import (
@@ -49,11 +54,18 @@ const outputWait = 90 * time.Second
 var env struct {
 	once    sync.Once
 	err     error
-	cluster *localcluster.Cluster
+	cluster *localcluster.Cluster // nil on a running demo
 	dir     string
+	// environ is what a shell that sourced the cluster's env file has.
+	environ []string
 	// httpPort is the edge's public HTTP port here.
 	httpPort string
 }
+
+// onDemoEnv, when set, is the env file of a running demo (go tool task
+// demo prints it): the snippets run on that demo, as a user follows them,
+// instead of on a local cluster of their own.
+const onDemoEnv = "TUNA_DOCS_DEMO_ENV"
 
 func TestMain(m *testing.M) {
 	harness.UseTestLogger()
@@ -70,23 +82,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cluster starts the local cluster once, with the binaries the snippets
-// call (tuna-edge, tuna-operator) built, and the Services the docs take
-// as the user's: web, api and api-canary, port 8080 named http.
-func cluster(t *testing.T) *localcluster.Cluster {
+// prepare starts the local cluster once, with the binaries the snippets
+// call (tuna-edge, tuna-operator) built, or reads a running demo's env
+// file.
+func prepare(t *testing.T) {
 	t.Helper()
-	env.once.Do(func() { env.err = startCluster() })
+	env.once.Do(func() { env.err = start() })
 	require.NoError(t, env.err)
-	return env.cluster
 }
 
-func startCluster() error {
-	ctx := context.Background()
+func start() error {
 	dir, err := os.MkdirTemp("", "tuna-docs-")
 	if err != nil {
 		return err
 	}
 	env.dir = dir
+	// curl prints no progress meter to a terminal, where users run the
+	// snippets, but does to a pipe: a .curlrc keeps it quiet here (errors
+	// still show).
+	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("silent\nshow-error\n"), 0o600); err != nil {
+		return err
+	}
+	if file := os.Getenv(onDemoEnv); file != "" {
+		return readDemo(file)
+	}
+	ctx := context.Background()
 	bin := filepath.Join(dir, "bin")
 	build := exec.Command("go", "build", "-o", bin+"/", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator")
 	build.Dir = harness.RepoRoot()
@@ -106,19 +126,25 @@ func startCluster() error {
 	if err != nil {
 		return err
 	}
-	// curl prints no progress meter to a terminal, where users run the
-	// snippets, but does to a pipe: a .curlrc keeps it quiet here (errors
-	// still show).
-	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("silent\nshow-error\n"), 0o600); err != nil {
-		return err
-	}
 	env.cluster = c
+	env.environ = c.Environ()
 	env.httpPort = c.Edge.HTTPAddr()[strings.LastIndex(c.Edge.HTTPAddr(), ":")+1:]
-	for _, name := range []string{"web", "api", "api-canary"} {
-		if _, err := harness.CreateService(ctx, c.CP.Client, "default", name, harness.ServicePort{Name: "http", Port: 8080}); err != nil {
-			return err
-		}
+	return nil
+}
+
+// readDemo takes a running demo's environment from its env file, and its
+// edge's HTTP port from the URL of its Tunnel demo/web.
+func readDemo(file string) error {
+	out, err := exec.Command("bash", "-c", `. "$0" && env -0`, file).Output()
+	if err != nil {
+		return fmt.Errorf("reading the demo's env file %s: %w", file, err)
 	}
+	env.environ = strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	url, err := shell(harness.RepoRoot(), "kubectl -n demo get tunnel web -o jsonpath='{.status.url}'", "")
+	if err != nil {
+		return fmt.Errorf("the demo's Tunnel demo/web: %w\n%s", err, url)
+	}
+	env.httpPort = url[strings.LastIndex(url, ":")+1:]
 	return nil
 }
 
@@ -126,7 +152,7 @@ func startCluster() error {
 // first failing snippet: the ones after it build on it.
 func TestDocsRunAsWritten(t *testing.T) {
 	root := harness.RepoRoot()
-	c := cluster(t)
+	prepare(t)
 	for _, doc := range walkthrough {
 		t.Run(doc, func(t *testing.T) {
 			snippets, err := parseDoc(root, doc)
@@ -137,7 +163,7 @@ func TestDocsRunAsWritten(t *testing.T) {
 					continue
 				}
 				ran++
-				if !runSnippet(t, c, root, s) {
+				if !runSnippet(t, root, s) {
 					return
 				}
 			}
@@ -167,17 +193,17 @@ func TestEverySnippetIsMarked(t *testing.T) {
 }
 
 // runSnippet runs one snippet; false when it failed.
-func runSnippet(t *testing.T, c *localcluster.Cluster, root string, s snippet) bool {
+func runSnippet(t *testing.T, root string, s snippet) bool {
 	t.Helper()
 	switch s.mode {
 	case modeApply:
-		out, err := shell(c, root, "kubectl apply -f -", s.body)
+		out, err := shell(root, "kubectl apply -f -", s.body)
 		if err != nil {
 			t.Errorf("%s: kubectl apply failed: %v\n%s\n--- the snippet:\n%s", s, err, out, s.body)
 			return false
 		}
 	case modeRun:
-		out, err := shell(c, root, demoPort(s.body), "")
+		out, err := shell(root, demoPort(s.body), "")
 		if err != nil {
 			t.Errorf("%s: failed: %v\n%s\n--- the snippet:\n%s", s, err, out, s.body)
 			return false
@@ -189,7 +215,7 @@ func runSnippet(t *testing.T, c *localcluster.Cluster, root string, s snippet) b
 			return false
 		}
 		for _, cmd := range cmds {
-			if !awaitOutput(t, c, root, s, cmd) {
+			if !awaitOutput(t, root, s, cmd) {
 				return false
 			}
 		}
@@ -199,11 +225,11 @@ func runSnippet(t *testing.T, c *localcluster.Cluster, root string, s snippet) b
 
 // awaitOutput runs cmd until it prints what the doc shows, within
 // outputWait: statuses converge.
-func awaitOutput(t *testing.T, c *localcluster.Cluster, root string, s snippet, cmd command) bool {
+func awaitOutput(t *testing.T, root string, s snippet, cmd command) bool {
 	t.Helper()
 	deadline := time.Now().Add(outputWait)
 	for {
-		out, _ := shell(c, root, demoPort(cmd.cmd), "")
+		out, _ := shell(root, demoPort(cmd.cmd), "")
 		err := matcher{any: s.any, rewrite: fromDemoPort}.match(cmd.want, out)
 		if err == nil {
 			return true
@@ -218,12 +244,12 @@ func awaitOutput(t *testing.T, c *localcluster.Cluster, root string, s snippet, 
 
 // shell runs script with bash in the repository's root, in the local
 // cluster's environment, stdin given; it returns stdout and stderr as one.
-func shell(c *localcluster.Cluster, root, script, stdin string) (string, error) {
+func shell(root, script, stdin string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = root
-	cmd.Env = append(append(os.Environ(), c.Environ()...), "CURL_HOME="+env.dir)
+	cmd.Env = append(append(os.Environ(), env.environ...), "CURL_HOME="+env.dir)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
