@@ -175,8 +175,8 @@ the Helm chart ` + chart.Name + ` and drives the Helm 4 SDK:
   install    apply the CRDs, then install the release
   upgrade    apply the CRDs, then upgrade the release (Helm never upgrades CRDs)
   uninstall  delete Tunnels, SecretSyncs, Domains, TCPEndpoints, wait for
-             their finalizers,
-             then remove the release (and the CRDs with --delete-crds)
+             their finalizers, then remove the release (and the CRDs with
+             --delete-crds)
   preflight  check the cluster, the values and the edge before an install
   status     list Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer
              Services, Gateways and HTTPRoutes with address and health
