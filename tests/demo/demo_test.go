@@ -61,7 +61,7 @@ func TestDemoAsTheREADMESays(t *testing.T) {
 	defer func() {
 		if demo.ProcessState == nil {
 			_ = demo.Process.Kill()
-			<-exited
+			t.Logf("the demo was killed: %v", <-exited)
 		}
 		if t.Failed() {
 			t.Logf("the demo's stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
