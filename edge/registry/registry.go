@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -103,7 +102,10 @@ type Registry struct {
 	claims map[string]map[string]*claim // tunnel key id -> session id -> claim
 	hosts  map[string]*Pool             // http host
 	ports  map[int]*Pool                // tcp port
-	routes atomic.Pointer[map[string]*Route]
+	// routes is what Lookup reads without the lock, on every public
+	// request; a bind or a removal changes one entry, whatever the
+	// number of hosts (a copied map would cost each bind all of them).
+	routes sync.Map      // host -> *Route
 	pools  atomic.Uint64 // pool ids
 }
 
@@ -116,13 +118,16 @@ func New() *Registry {
 		hosts:    map[string]*Pool{},
 		ports:    map[int]*Pool{},
 	}
-	empty := map[string]*Route{}
-	r.routes.Store(&empty)
 	return r
 }
 
 // Lookup returns the route of host (lower case, no port) or nil. Lock-free.
-func (r *Registry) Lookup(host string) *Route { return (*r.routes.Load())[host] }
+func (r *Registry) Lookup(host string) *Route {
+	if rt, ok := r.routes.Load(host); ok {
+		return rt.(*Route)
+	}
+	return nil
+}
 
 // ClaimKey reserves a place in tunnel key keyID's pool for session sid; the
 // pool holds at most limit sessions (limit < 1 counts as 1). It is called
@@ -217,17 +222,15 @@ func (r *Registry) Remove(sid string) {
 	if len(e.hosts) == 0 {
 		return
 	}
-	next := maps.Clone(*r.routes.Load())
 	for _, h := range e.hosts {
 		if pool := r.hosts[h]; pool != nil {
 			pool.remove(sid)
 			if pool.Len() == 0 {
 				delete(r.hosts, h)
-				delete(next, h)
+				r.routes.Delete(h)
 			}
 		}
 	}
-	r.routes.Store(&next)
 }
 
 // OthersServe reports whether every address the session sid serves has
@@ -332,7 +335,7 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route
 		return nil, err
 	}
 	if already {
-		return (*r.routes.Load())[host], nil
+		return r.Lookup(host), nil
 	}
 	if pool == nil {
 		pool = r.newPoolLocked(s.KeyID())
@@ -343,12 +346,11 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route
 	e.addrs = append(e.addrs, "http:"+host)
 	e.hosts = append(e.hosts, host)
 	e.urls = append(e.urls, url)
-	rt := (*r.routes.Load())[host]
+	rt := r.Lookup(host)
 	if rt == nil {
+		// Under the lock: no other bind or removal of host runs now.
 		rt = &Route{Host: host, URL: url, Pool: pool}
-		next := maps.Clone(*r.routes.Load())
-		next[host] = rt
-		r.routes.Store(&next)
+		r.routes.Store(host, rt)
 	}
 	return rt, nil
 }

@@ -209,3 +209,54 @@ func mustDialTCP(t *testing.T, addr string) net.Conn {
 	}
 	return c
 }
+
+// An agent may not open channels: the edge refuses each one, and the
+// session goes on, its keepalives answered, until the agent leaves.
+func TestEdgeRefusesChannelsAnAgentOpens(t *testing.T) {
+	e := startEdge(t, t.TempDir(), func(c *server.Config) {
+		c.KeepaliveInterval, c.KeepaliveTimeout = 50*time.Millisecond, 200*time.Millisecond
+	})
+	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	info := e.info(t)
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(info.SSHHostKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, reqs, err := ssh.NewClientConn(mustDialTCP(t, info.SSHAddr), info.SSHAddr, &ssh.ClientConfig{
+		User: protocol.SSHUser, Auth: []ssh.AuthMethod{ssh.Password(tk.Key)}, HostKeyCallback: ssh.FixedHostKey(pk),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	keepalives := make(chan struct{}, 100)
+	go func() {
+		for r := range reqs {
+			if r.Type == protocol.KeepaliveRequestType {
+				keepalives <- struct{}{}
+			}
+			_ = r.Reply(true, nil)
+		}
+	}()
+	waitFor(t, "session to register", func() bool { return len(e.ActiveSessions()) == 1 })
+	for range 2 {
+		_, _, err := conn.OpenChannel("direct-tcpip", nil)
+		var refused *ssh.OpenChannelError
+		if !errors.As(err, &refused) || refused.Reason != ssh.Prohibited {
+			t.Fatalf("a channel the agent opened: %v, want refused as prohibited", err)
+		}
+	}
+	// Three keepalives after the refusals: the session is served still.
+	for range 3 {
+		select {
+		case <-keepalives:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no keepalive from the edge after the refused channels")
+		}
+	}
+	if n := len(e.ActiveSessions()); n != 1 {
+		t.Fatalf("%d sessions after the refused channels, want 1", n)
+	}
+	_ = conn.Close()
+	waitFor(t, "session to leave", func() bool { return len(e.ActiveSessions()) == 0 })
+}

@@ -68,15 +68,28 @@ func (ss *session) ConnectedAt() time.Time { return ss.connected }
 func (ss *session) Load() int              { return ss.chans.InUse() }
 func (ss *session) Draining() bool         { return ss.draining.Load() }
 
-// run serves the session until the connection ends.
+// run serves the session until the connection ends. An idle session
+// costs the edge no goroutine of its own but this one (the SSH
+// connection has its own): the channels an agent must not open are
+// refused here too, and the keepalive runs on a timer.
 func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
-	go func() {
-		for nc := range chans {
-			_ = nc.Reject(ssh.Prohibited, "tuna-edge opens channels; agents do not")
+	stop := ss.keepalive()
+	for reqs != nil {
+		var req *ssh.Request
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+			} else {
+				_ = nc.Reject(ssh.Prohibited, "tuna-edge opens channels; agents do not")
+			}
+			continue
+		case req = <-reqs:
+			if req == nil {
+				reqs = nil
+				continue
+			}
 		}
-	}()
-	go ss.keepalive()
-	for req := range reqs {
 		switch req.Type {
 		case protocol.KeepaliveRequestType:
 			_ = req.Reply(true, nil)
@@ -106,6 +119,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 			}
 		}
 	}
+	stop()
 	// reqs closes when the connection is gone. The session leaves the
 	// table (releasing its key's place in the pool) before done closes, so
 	// whoever waits on done, such as a revocation, sees it gone. The
@@ -151,22 +165,34 @@ func (ss *session) alive(timeout time.Duration) bool {
 	}
 }
 
-// keepalive pings the agent and drops the connection when it stops
-// answering, so a vanished agent frees its key and addresses promptly.
-func (ss *session) keepalive() {
-	t := time.NewTicker(ss.srv.cfg.KeepaliveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ss.done:
-			return
-		case <-t.C:
-		}
+// keepalive pings the agent every interval and drops the connection when
+// it stops answering, so a vanished agent frees its key and addresses
+// promptly. It runs on a timer, with no goroutine between pings; stop
+// ends it.
+func (ss *session) keepalive() (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	tick := func() {
 		if err := ss.ping(); err != nil {
 			ss.srv.log.Info("closing unresponsive session", "session", ss.id, "err", err)
 			_ = ss.conn.Close()
 			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(ss.srv.cfg.KeepaliveInterval)
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(ss.srv.cfg.KeepaliveInterval, tick)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 
