@@ -40,6 +40,10 @@ type Config struct {
 	// KeepaliveInterval and KeepaliveTimeout tune our keepalives (default
 	// 15s and 3 intervals); the session ends when the edge stops answering.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// LocalAddr is the address to dial from (nil: the system's choice). A
+	// load generator holding more sessions than one source address has
+	// ports spreads them over several.
+	LocalAddr net.Addr
 	// NoStreams refuses the edge's stream connections (package
 	// edge/streams), so every public connection comes on an SSH channel:
 	// for a network where only the SSH session may pass.
@@ -90,7 +94,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
+	d := net.Dialer{LocalAddr: cfg.LocalAddr}
 	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("tunnelclient: dialing edge %s: %w", cfg.Addr, err)

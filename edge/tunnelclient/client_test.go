@@ -17,6 +17,13 @@ import (
 // then never answers a request: a hung edge.
 func silentEdge(t *testing.T) (addr, hostKey string) {
 	t.Helper()
+	return silentEdgeSeeing(t, func(net.Addr) {})
+}
+
+// silentEdgeSeeing is silentEdge, telling seen where each connection came
+// from.
+func silentEdgeSeeing(t *testing.T, seen func(net.Addr)) (addr, hostKey string) {
+	t.Helper()
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
@@ -35,6 +42,7 @@ func silentEdge(t *testing.T) (addr, hostKey string) {
 			if err != nil {
 				return
 			}
+			seen(c.RemoteAddr())
 			go func() {
 				sc, chans, _, err := ssh.NewServerConn(c, cfg)
 				if err != nil {
@@ -83,6 +91,22 @@ func TestDialValidatesConfig(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), Config{Addr: "127.0.0.1:1", Key: "k", HostKey: "junk"}); err == nil {
 		t.Fatal("junk host key accepted")
+	}
+}
+
+// A session dials from LocalAddr when one is set: the edge sees it come
+// from there.
+func TestDialFromLocalAddr(t *testing.T) {
+	from := make(chan net.Addr, 1)
+	addr, hk := silentEdgeSeeing(t, func(a net.Addr) { from <- a })
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	s, err := Dial(context.Background(), Config{Addr: addr, Key: "k", HostKey: hk, KeepaliveInterval: time.Hour, LocalAddr: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := (<-from).(*net.TCPAddr); !got.IP.Equal(local.IP) {
+		t.Fatalf("the edge saw the session come from %s, want %s", got.IP, local.IP)
 	}
 }
 
