@@ -42,10 +42,17 @@ func StartAgentProcess(bin, kubeconfig, dir string, args ...string) (*Process, e
 // cluster id TestClusterID and kubeconfig, in the operator's namespace,
 // with leader election and args after the flags a test always wants;
 // its output goes to log.
-func StartControllerProcess(bin, kubeconfig, log string, edge *Edge, key string, args ...string) (*Process, error) {
+func StartControllerProcess(bin, kubeconfig, log string, edge EdgeAPI, key string, args ...string) (*Process, error) {
 	return startProcess(bin, "controller", kubeconfig, log, []string{"TUNA_API_KEY=" + key},
 		append([]string{"--edge-api-url=" + edge.APIURL(), "--edge-api-fingerprint=" + edge.APIFingerprint(),
 			"--cluster-id=" + TestClusterID, "--leader-elect=true", "--metrics-bind-address=0"}, args...)...)
+}
+
+// EdgeAPI is where an edge's control API is and how to pin it: an Edge in
+// this process or an EdgeProcess.
+type EdgeAPI interface {
+	APIURL() string
+	APIFingerprint() string
 }
 
 func startProcess(bin, component, kubeconfig, logPath string, env []string, args ...string) (*Process, error) {
@@ -83,6 +90,9 @@ func (p *Process) Kill() error { return p.end(syscall.SIGKILL) }
 // Stop ends the process with SIGTERM, as the kubelet does, and waits for
 // it (its drain included).
 func (p *Process) Stop() error { return p.end(syscall.SIGTERM) }
+
+// PID is the process's id (for /proc readings: memory, CPU time).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {

@@ -1,0 +1,301 @@
+// Command sessions measures the edge holding many idle tunnel sessions,
+// with no Kubernetes: the shipped tuna-edge as its own process with its
+// defaults, and this program as the load, speaking the tunnel protocol
+// with the edge's own client (edge/tunnelclient): a tunnel key each, a
+// login and an http bind, as the agent makes one per Tunnel.
+//
+//	go run ./tests/bench/sessions [-sessions 1000,5000,10000 | -full] [-probe 200] [-profile dir]
+//
+// The sessions are opened in steps up to each count and held. At each step
+// it reports the edge's resident memory per session (over its memory with
+// the keys issued and no session), its CPU time for the step's logins, and
+// the time a new session takes from dial to bind while the others are held
+// (-probe of them, one after another, each closed after); the reference is
+// the same probe against the edge with no session held, in the same run.
+//
+// Each session is one socket in the edge and one in this process: the
+// program raises the open-file limit of both (as root) or says how far it
+// is from enough. -full holds 50,000 (about 3 GiB in each process).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/stats"
+)
+
+// fullCounts are the steps of -full, up to the 50,000 sessions an edge is
+// sized for.
+const fullCounts = "10000,25000,50000"
+
+// connecting bounds the logins in flight, below the edge's default
+// --max-handshakes (64), which would refuse the rest.
+const connecting = 48
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sessions:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	edge    *harness.EdgeProcess
+	info    *client.EdgeInfo
+	keys    []string // one per session, then the probes'
+	held    []*tunnelclient.Session
+	probes  int
+	profile string
+}
+
+func run() error {
+	counts := flag.String("sessions", "1000,5000,10000", "session counts to hold, in steps, comma-separated (-full: "+fullCounts+")")
+	full := flag.Bool("full", false, "the issue's sizes: hold "+fullCounts+" sessions")
+	probes := flag.Int("probe", 200, "new sessions timed at each step, one after another")
+	profile := flag.String("profile", "", "write the edge's heap profile at each step and a CPU profile of the largest fill here")
+	flag.Parse()
+	if *full {
+		*counts = fullCounts
+	}
+	steps, err := parseCounts(*counts)
+	if err != nil {
+		return err
+	}
+	largest := steps[len(steps)-1]
+	if err := raiseFiles(largest + *probes); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "tuna-sessions-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{probes: *probes, profile: *profile}
+	if b.edge, err = harness.StartEdgeProcess(dir); err != nil {
+		return err
+	}
+	defer func() { _ = b.edge.Stop() }()
+	defer b.closeAll()
+	if err := b.issueKeys(largest + *probes); err != nil {
+		return err
+	}
+	before, err := stats.SettledRSS(b.edge.PID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("edge: %d keys issued, VmRSS %d KiB with no session (load %s)\n", len(b.keys), before, stats.LoadAvg())
+	ref, err := b.probe()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| sessions held | edge RSS | per session | logins: edge CPU per session | new session dial → bind, p50 / p99 / max | load |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| 0 (reference) | %d KiB | | | %s | %s |\n", before, ref, stats.LoadAvg())
+	for _, n := range steps {
+		load := stats.LoadAvg()
+		cpu0, err := stats.CPUTime(b.edge.PID)
+		if err != nil {
+			return err
+		}
+		fill := len(b.held)
+		if err := b.fill(n); err != nil {
+			return err
+		}
+		cpu1, err := stats.CPUTime(b.edge.PID)
+		if err != nil {
+			return err
+		}
+		rss, err := stats.SettledRSS(b.edge.PID)
+		if err != nil {
+			return err
+		}
+		p, err := b.probe()
+		if err != nil {
+			return err
+		}
+		if b.profile != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := errors.Join(
+				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap", fmt.Sprintf("%s/edge-%d-sessions.heap.pprof", b.profile, n)),
+				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/goroutine?debug=1", fmt.Sprintf("%s/edge-%d-sessions.goroutines.txt", b.profile, n)),
+				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap?debug=1", fmt.Sprintf("%s/edge-%d-sessions.memstats.txt", b.profile, n)))
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Printf("| %d | %d KiB | %.1f KiB | %.2f ms | %s | %s → %s |\n", n, rss, float64(rss-before)/float64(n),
+			float64((cpu1-cpu0).Microseconds())/1000/float64(n-fill), p, load, stats.LoadAvg())
+	}
+	return nil
+}
+
+func parseCounts(spec string) ([]int, error) {
+	var out []int
+	for s := range strings.SplitSeq(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-sessions %q: want growing counts such as 1000,5000,10000", spec)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// raiseFiles makes room for n sessions: each is one socket here and one in
+// the edge, which inherits this process's limit. Beyond the hard limit it
+// takes the privilege to raise it (root); without it, it says what to do.
+func raiseFiles(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	need := uint64(n) + 1000
+	if lim.Cur >= need {
+		return nil
+	}
+	want := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		return fmt.Errorf("%d sessions need about %d open files here and in the edge; the limit is %d (hard %d) and raising it failed (%w): raise it (ulimit -n) or hold fewer",
+			n, need, lim.Cur, lim.Max, err)
+	}
+	return nil
+}
+
+// sources are the loopback addresses the sessions come from, in turn: one
+// address has ports for about 28,000 connections to the edge's one
+// listener (the kernel's ephemeral range), fewer than the largest counts.
+var sources = func() []net.Addr {
+	var out []net.Addr
+	for i := range 8 {
+		out = append(out, &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))})
+	}
+	return out
+}()
+
+// issueKeys issues n http tunnel keys, in batches, within the edge's
+// default API budget (the operator's pacer keeps to it).
+func (b *bench) issueKeys(n int) error {
+	tr, err := client.Trust{Fingerprint: b.edge.APIFingerprint()}.Transport()
+	if err != nil {
+		return err
+	}
+	api := client.New(b.edge.APIURL(), b.edge.AdminKey, client.WithHTTPClient(&http.Client{
+		Timeout: time.Minute, Transport: edgeapi.NewPacer().Transport(tr)}))
+	ctx := context.Background()
+	if b.info, err = api.Edge(ctx); err != nil {
+		return err
+	}
+	for from := 0; from < n; from += client.MaxBatch {
+		var batch []client.CreateTunnelKey
+		for i := from; i < min(from+client.MaxBatch, n); i++ {
+			batch = append(batch, client.CreateTunnelKey{Protocol: protocol.ProtocolHTTP, Address: "s" + strconv.Itoa(i)})
+		}
+		res, err := api.CreateTunnelKeys(ctx, batch)
+		if client.CodeOf(err) == client.CodeRateLimited {
+			from -= client.MaxBatch // the pacer holds the next call until Retry-After
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("issuing tunnel keys: %w", err)
+		}
+		for _, r := range res {
+			if err := r.Err(); err != nil {
+				return fmt.Errorf("issuing a tunnel key: %w", err)
+			}
+			b.keys = append(b.keys, r.Key.Key)
+		}
+	}
+	return nil
+}
+
+// open dials the edge with key i and binds its address; it returns the
+// session and the time from dial to bind.
+func (b *bench) open(i int) (*tunnelclient.Session, time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := tunnelclient.Dial(ctx, tunnelclient.Config{Addr: b.info.SSHAddr, Key: b.keys[i], HostKey: b.info.SSHHostKey,
+		KeepaliveInterval: time.Minute, LocalAddr: sources[i%len(sources)]})
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := s.Bind(ctx, protocol.BindRequest{Protocol: protocol.ProtocolHTTP}); err != nil {
+		_ = s.Close()
+		return nil, 0, err
+	}
+	return s, time.Since(start), nil
+}
+
+// fill opens sessions until n are held.
+func (b *bench) fill(n int) error {
+	var next atomic.Int64
+	next.Store(int64(len(b.held)))
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range connecting {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				s, _, err := b.open(i)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("session %d: %w", i, err))
+				} else {
+					b.held = append(b.held, s)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// probe times new sessions one after another, with the probes' own keys,
+// each closed after its bind.
+func (b *bench) probe() (string, error) {
+	var took []time.Duration
+	for i := range b.probes {
+		s, d, err := b.open(len(b.keys) - b.probes + i)
+		if err != nil {
+			return "", fmt.Errorf("probe %d: %w", i, err)
+		}
+		took = append(took, d)
+		_ = s.Close()
+		// The edge frees the key's place when it sees the session end.
+		<-s.Done()
+	}
+	return fmt.Sprintf("%.1f / %.1f / %.1f ms", stats.Millis(stats.Percentile(took, 50)), stats.Millis(stats.Percentile(took, 99)),
+		stats.Millis(slices.Max(took))), nil
+}
+
+func (b *bench) closeAll() {
+	for _, s := range b.held {
+		_ = s.Close()
+	}
+}
