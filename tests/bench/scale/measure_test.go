@@ -18,11 +18,13 @@ import (
 const patience = 40 * time.Minute
 
 // usage is what one process used over a phase: CPU time, and its memory at
-// the end (settled) and at its peak.
+// the end (settled) and at its peak; before is its memory when the phase
+// began (0: it began with the phase), the reference of the same run.
 type usage struct {
-	cpu  time.Duration
-	mem  stats.Memory
-	name string
+	cpu    time.Duration
+	mem    stats.Memory
+	before int
+	name   string
 }
 
 // phase is what one measured phase cost.
@@ -35,9 +37,12 @@ type phase struct {
 	note           string
 }
 
+// cpuMark is a process's CPU time and resident memory (KiB) when a phase
+// began.
 type cpuMark struct {
 	pid int
 	at  time.Duration
+	rss int
 }
 
 func markCPU(pids ...int) ([]cpuMark, error) {
@@ -47,7 +52,11 @@ func markCPU(pids ...int) ([]cpuMark, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = cpuMark{pid, t}
+		m, err := stats.MemoryOf(pid)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = cpuMark{pid, t, m.RSS}
 	}
 	return out, nil
 }
@@ -98,7 +107,7 @@ func (w *world) since(p *phase, calls, refused int, byRoute map[string]int, cpu 
 			return err
 		}
 		mem.RSS = rss
-		p.procs = append(p.procs, usage{cpu: t - m.at, mem: mem, name: names[i]})
+		p.procs = append(p.procs, usage{cpu: t - m.at, mem: mem, before: m.rss, name: names[i]})
 	}
 	p.load[1] = stats.LoadAvg()
 	return nil
@@ -277,7 +286,8 @@ func (r report) String() string {
 		fmt.Fprintf(&s, "| %d | %s | %.1f s | %d calls (%.3f/Tunnel), %d answered 429 (%.2f %%) | ",
 			r.n, ph.name, p.took.Seconds(), p.calls, float64(p.calls)/float64(r.n), p.refused, share(p.refused, p.calls))
 		for _, u := range p.procs {
-			fmt.Fprintf(&s, "%s %.0f MiB (peak %.0f), %.1f s CPU; ", u.name, float64(u.mem.RSS)/1024, float64(u.mem.Peak)/1024, u.cpu.Seconds())
+			fmt.Fprintf(&s, "%s %.0f MiB (%.0f before, peak %.0f), %.1f s CPU; ", u.name, float64(u.mem.RSS)/1024,
+				float64(u.before)/1024, float64(u.mem.Peak)/1024, u.cpu.Seconds())
 		}
 		fmt.Fprintf(&s, "| %s → %s | %s; calls by route %v |\n", p.load[0], p.load[1], p.note, p.byRoute)
 	}

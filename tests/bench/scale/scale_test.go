@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,15 @@ func BenchmarkScale(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestMain removes the operator binary the benchmarks built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.bin != "" {
+		_ = os.RemoveAll(filepath.Dir(built.bin))
+	}
+	os.Exit(code)
 }
 
 var built struct {
