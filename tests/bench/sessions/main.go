@@ -87,7 +87,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	b := &bench{probes: *probes, profile: *profile}
 	if b.edge, err = harness.StartEdgeProcess(dir); err != nil {
 		return err
