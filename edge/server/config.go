@@ -88,6 +88,16 @@ type Config struct {
 	// when it talks to the ACME directory: for a private CA such as
 	// step-ca, or a test CA.
 	ACMECAFile string
+	// TLSTicketRotation is how long one session ticket key encrypts new
+	// tickets (default 6h); TLSTicketKeysKept is for how many such periods
+	// it still decrypts them afterwards (default 3). The keys are shared by
+	// every node through the store (package edge/certs).
+	TLSTicketRotation time.Duration
+	TLSTicketKeysKept int
+	// Clock is the clock of the HTTPS listener's state: the ticket key
+	// schedule, certificate renewal, OCSP staples. nil is time.Now; tests
+	// move it.
+	Clock func() time.Time
 
 	// PublicReadHeaderTimeout bounds the TLS handshake and the request
 	// headers on the public listeners (default 10s); PublicIdleTimeout
@@ -225,6 +235,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
 		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
+	}
+	if c.TLSTicketRotation < 0 || c.TLSTicketKeysKept < 0 {
+		return fmt.Errorf("config: TLSTicketRotation %v and TLSTicketKeysKept %d must not be negative", c.TLSTicketRotation, c.TLSTicketKeysKept)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	if c.SecretsKeyFile != "" && len(c.SecretsKeys) > 0 {
 		return fmt.Errorf("config: set SecretsKeyFile (--secrets-key-file) or SecretsKeys (TUNA_EDGE_SECRETS_KEY), not both")

@@ -26,6 +26,9 @@ func (e *Edge) openSecrets() (*secrets.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The HTTPS listener's shared state (ticket keys, certificates' private
+	// keys) is sealed with the same keyring.
+	e.ring = ring
 	m, n, err := secrets.Open(e.st, ring, secrets.Options{
 		Max:     e.cfg.MaxSecrets,
 		Count:   e.m.Secrets,

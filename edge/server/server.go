@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
@@ -50,6 +51,12 @@ type Edge struct {
 	secrets *secrets.Manager
 	public  *public.Handler
 	acme    *autocert.Manager
+	// ring seals the HTTPS listener's shared secrets (edge/certs).
+	ring *secrets.Keyring
+	// tickets are the session ticket keys shared through the store.
+	tickets *certs.Tickets
+	// stopTLS ends the ticket key sync (and certificate upkeep) on Close.
+	stopTLS context.CancelFunc
 	// stopExpiry ends the expired-key sweep on Close.
 	stopExpiry context.CancelFunc
 	// apiTLS is the API's certificate; nil with InsecureHTTPAPI.
@@ -343,17 +350,6 @@ func (e *Edge) holdReservedPorts() {
 			e.log.Warn("cannot listen on a reserved TCP endpoint's port", "alias", ep.Alias, "port", ep.Port, "err", err)
 		}
 	}
-}
-
-func (e *Edge) publicTLS() (*tls.Config, error) {
-	if e.cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(e.cfg.TLSCertFile, e.cfg.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("edge: loading public TLS certificate: %w", err)
-		}
-		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
-	}
-	return e.acme.TLSConfig(), nil
 }
 
 func (e *Edge) goServe(what string, serve func() error) {

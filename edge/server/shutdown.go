@@ -38,6 +38,9 @@ func (e *Edge) Close() error {
 	if e.stopExpiry != nil {
 		e.stopExpiry()
 	}
+	if e.stopTLS != nil {
+		e.stopTLS()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	for _, srv := range servers {

@@ -60,4 +60,8 @@ const (
 var dataBuckets = []string{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketClaims,
 	bucketSecrets, bucketSecretValues}
 
-var allBuckets = append([]string{bucketMeta}, dataBuckets...)
+// tlsBuckets hold the HTTPS listener's shared state (tls.go); they are not
+// migrated.
+var tlsBuckets = []string{bucketTicketKeys, bucketTLSCerts, bucketTLSDates, bucketACME}
+
+var allBuckets = append(append([]string{bucketMeta}, dataBuckets...), tlsBuckets...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
@@ -98,6 +99,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.ACMEDirectory, "acme-directory", "", "ACME directory URL, e.g. https://acme-v02.api.letsencrypt.org/directory")
 	f.StringVar(&cfg.ACMEEmail, "acme-email", "", "contact e-mail for the ACME account")
 	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", "", "PEM bundle to trust for the ACME directory, besides the system roots (private ACME CAs such as step-ca)")
+	f.DurationVar(&cfg.TLSTicketRotation, "tls-ticket-key-rotation", certs.DefaultTicketRotation, "public HTTPS: how long one session ticket key encrypts new tickets; every node of a cluster shares the keys through the store")
+	f.IntVar(&cfg.TLSTicketKeysKept, "tls-ticket-keys-kept", certs.DefaultTicketKeysKept, "public HTTPS: rotation periods a ticket key still decrypts after it stopped encrypting (tickets resume for this many periods at least, one more at most)")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
