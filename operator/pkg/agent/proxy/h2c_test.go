@@ -46,9 +46,10 @@ func TestH2CUpstream(t *testing.T) {
 	}
 }
 
-// A gRPC error answered "trailers-only" (grpc-status in the headers of an
-// empty response) reaches the client with its status as a trailer, where
-// it stays valid however the hops after the agent flush.
+// A gRPC error answered "trailers-only" (grpc-status and the trailer
+// metadata in the headers of an empty response) reaches the client with
+// its status and metadata as trailers, where they stay valid however the
+// hops after the agent flush.
 func TestGRPCTrailersOnly(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,6 +61,7 @@ func TestGRPCTrailersOnly(t *testing.T) {
 		w.Header().Set("Content-Type", "application/grpc")
 		w.Header().Set("Grpc-Status", "5")
 		w.Header().Set("Grpc-Message", "unknown service")
+		w.Header().Set("X-Trailer", "metadata")
 		w.WriteHeader(http.StatusOK)
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -73,10 +75,10 @@ func TestGRPCTrailersOnly(t *testing.T) {
 	}
 	_, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if got := resp.Trailer.Get("Grpc-Status"); got != "5" || resp.Trailer.Get("Grpc-Message") != "unknown service" {
-		t.Errorf("trailers %v, want grpc-status 5 and its message", resp.Trailer)
+	if got := resp.Trailer.Get("Grpc-Status"); got != "5" || resp.Trailer.Get("Grpc-Message") != "unknown service" || resp.Trailer.Get("X-Trailer") != "metadata" {
+		t.Errorf("trailers %v, want grpc-status 5, its message and the trailer metadata", resp.Trailer)
 	}
-	if resp.Header.Get("Grpc-Status") != "" {
+	if resp.Header.Get("Grpc-Status") != "" || resp.Header.Get("X-Trailer") != "" {
 		t.Errorf("grpc-status left in the headers too: %v", resp.Header)
 	}
 }

@@ -72,6 +72,15 @@ func NewHTTP(u Upstream, meter Meter) *HTTP {
 	h := &HTTP{meter: meter}
 	h.SetUpstream(u)
 	h.handler = metered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The edge writes a request's body beside reading its answer, so
+		// the answer may begin while the body still streams (gRPC bidi,
+		// an upload echoed as it comes): net/http's HTTP/1.1 server would
+		// otherwise read the rest of the body before it sends the answer's
+		// head, and a stream whose next message waits for that answer
+		// would hang.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		r, cancel := grpcDeadline(r)
+		defer cancel()
 		t := h.current.Load()
 		if idle, ok := t.pinnable(r); ok {
 			t.forward(w, r, idle)
@@ -148,6 +157,10 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 // the tunnel itself stays up.
 func (t *target) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := t.failure(err)
+	if isGRPC(r) {
+		grpcFail(w, r, code, msg)
+		return
+	}
 	status := http.StatusBadGateway
 	if errors.Is(err, httpfwd.ErrRequestBody) {
 		// The request's own body failed (the edge's channel closed
@@ -186,25 +199,5 @@ func trailersChunked(res *http.Response) {
 	if len(res.Trailer) > 0 {
 		res.Header.Del("Content-Length")
 		res.ContentLength = -1
-	}
-}
-
-// grpcStatusToTrailers turns a gRPC "trailers-only" response (the status in
-// the headers of a response without body, as servers answer an error) into
-// headers and trailers. The trailers-only form survives only if no hop
-// sends the headers before the end, and reverse proxies that stream
-// (FlushInterval -1, here and on the edge) may flush them at once: the
-// client would then see headers, an end without trailers, and no status.
-// A status in the trailers is valid gRPC whatever the hops do.
-func grpcStatusToTrailers(res *http.Response) {
-	if len(res.Trailer) > 0 || res.Header.Get("Grpc-Status") == "" || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc") {
-		return
-	}
-	res.Trailer = http.Header{}
-	for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"} {
-		if v := res.Header.Values(k); len(v) > 0 {
-			res.Trailer[k] = v
-			res.Header.Del(k)
-		}
 	}
 }
