@@ -192,7 +192,7 @@ func answer(w http.ResponseWriter, resp *http.Response) bool {
 		}
 		dst.Add("Trailer", strings.Join(keys, ", "))
 	}
-	w.WriteHeader(resp.StatusCode)
+	WriteHead(w, resp.StatusCode, resp.ContentLength)
 	if complete, err := copyBody(w, resp.Body, resp.ContentLength); err != nil || !complete {
 		return false
 	}
@@ -204,12 +204,30 @@ func answer(w http.ResponseWriter, resp *http.Response) bool {
 			prefix = http.TrailerPrefix
 		}
 		for k, vv := range resp.Trailer {
+			if !httprule.TrailerAllowed(k) {
+				continue // one the answer did not announce
+			}
 			for _, v := range vv {
 				dst.Add(prefix+k, v)
 			}
 		}
 	}
 	return true
+}
+
+// WriteHead writes an answer's status line and head. The head of a
+// streamed answer (length < 0: chunked, or until the connection closes)
+// goes out at once, as its upstream sent it: the client may wait for it
+// before it sends more of a full-duplex request body (a bidi gRPC call
+// whose server sends its headers first, an upload echoed as it comes),
+// or show a stream open (an event source) long before the first piece of
+// the body comes. Servers hold a head back until the first body write;
+// an answer of declared length keeps that, its body follows at once.
+func WriteHead(w http.ResponseWriter, code int, length int64) {
+	w.WriteHeader(code)
+	if length < 0 && code >= http.StatusOK {
+		_ = http.NewResponseController(w).Flush()
+	}
 }
 
 // copyBody copies an answer's body, flushing each piece at once so that

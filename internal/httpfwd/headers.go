@@ -1,6 +1,7 @@
 package httpfwd
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
@@ -66,5 +67,48 @@ func Outgoing(r *http.Request) *http.Request {
 		// Not Go's default: the next hop sees what the client sent.
 		out.Header.Set("User-Agent", "")
 	}
+	ForwardTrailers(r, out)
 	return out
+}
+
+// ForwardTrailers makes out, a copy of the inbound request in, carry in's
+// request trailers. The inbound server fills in.Trailer's values only
+// when the body ends, after out was made (Request.Clone copies the map
+// with its values still empty), so they are copied as out's body ends,
+// before the writer of out looks at out.Trailer; those the rulebook does
+// not pass on (httprule.TrailerAllowed) stay behind. Only a request that
+// declared trailers (the Trailer header, or HTTP/2's trailer section
+// announced by it) carries any: an HTTP/2 hop ends every other body
+// without a trailer section.
+func ForwardTrailers(in, out *http.Request) {
+	if in.Trailer == nil || out.Body == nil {
+		out.Trailer = nil
+		return
+	}
+	out.Trailer = http.Header{}
+	for k := range in.Trailer {
+		if httprule.TrailerAllowed(k) {
+			out.Trailer[k] = nil
+		}
+	}
+	out.Body = &trailerCopier{ReadCloser: out.Body, from: in.Trailer, to: out.Trailer}
+}
+
+// trailerCopier copies the allowed trailers of from into to when its
+// body ends.
+type trailerCopier struct {
+	io.ReadCloser
+	from, to http.Header
+}
+
+func (b *trailerCopier) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		for k, v := range b.from {
+			if httprule.TrailerAllowed(k) {
+				b.to[k] = v
+			}
+		}
+	}
+	return n, err
 }

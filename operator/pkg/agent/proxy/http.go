@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,7 @@ func NewHTTP(u Upstream, meter Meter) *HTTP {
 			t.forward(w, r, idle)
 			return
 		}
-		t.proxy.ServeHTTP(w, r)
+		t.proxy.ServeHTTP(streamedHead{w}, r)
 	}), meter)
 	return h
 }
@@ -132,6 +133,23 @@ func roundTripper(u Upstream) http.RoundTripper {
 	return transport
 }
 
+// streamedHead sends the head of a streamed answer at once
+// (httpfwd.WriteHead), which ReverseProxy holds back until the first
+// piece of the body.
+type streamedHead struct{ http.ResponseWriter }
+
+func (w streamedHead) WriteHeader(code int) {
+	length := int64(-1)
+	if v := w.Header().Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			length = n
+		}
+	}
+	httpfwd.WriteHead(w.ResponseWriter, code, length)
+}
+
+func (w streamedHead) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // failing answers every request with err: an upstream whose TLS settings
 // cannot be used (the agent reports why in status before it gets here).
 type failing struct{ err error }
@@ -146,6 +164,7 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = t.up.Scheme
 	pr.Out.URL.Host = t.up.Addr
 	pr.Out.Host = pr.In.Host
+	httpfwd.ForwardTrailers(pr.In, pr.Out)
 	for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 		if v := pr.In.Header.Values(k); len(v) > 0 {
 			pr.Out.Header[k] = v
