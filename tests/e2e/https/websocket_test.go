@@ -167,7 +167,7 @@ func TestWebSocketThroughTunnel(t *testing.T) {
 			defer cancel()
 			clientPings := make(chan string, 1)
 			dial := func() *websocket.Conn {
-				c, resp, err := websocket.Dial(ctx, r.scheme+"://"+host+"/chat", &websocket.DialOptions{
+				c, resp, err := websocket.Dial(ctx, r.scheme+"://"+host+"/chat", &websocket.DialOptions{ //nolint:bodyclose // the WebSocket owns the connection
 					HTTPClient: r.client(),
 					OnPingReceived: func(_ context.Context, p []byte) bool {
 						clientPings <- string(p)
@@ -264,7 +264,7 @@ func TestWebSocketSmallMessagesAreNotHeldBack(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), streamWait)
 			defer cancel()
-			c, _, err := websocket.Dial(ctx, r.scheme+"://"+host+"/push", &websocket.DialOptions{HTTPClient: r.client()})
+			c, _, err := websocket.Dial(ctx, r.scheme+"://"+host+"/push", &websocket.DialOptions{HTTPClient: r.client()}) //nolint:bodyclose // the WebSocket owns the connection
 			require.NoError(t, err)
 			defer func() { _ = c.CloseNow() }()
 			requireText(ctx, t, c, "hello")
