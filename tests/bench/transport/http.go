@@ -256,6 +256,12 @@ func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) 
 	if err := checkHTTP(url, host); err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
+	return b.wrkRowOf(httpBench, path, url, host, direct)
+}
+
+// wrkRowOf runs wrk on a path that answers and records the row under
+// bench.
+func (b *bench) wrkRowOf(bench, path, url, host string, direct float64) (float64, error) {
 	// A warm-up that is not counted: connections, tunnel channels and
 	// upstream connections opened, each process's heap grown, for every
 	// path alike.
@@ -268,7 +274,7 @@ func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
-	b.rows = append(b.rows, row{bench: httpBench, path: path, value: r.reqPerSec, unit: "req/s",
+	b.rows = append(b.rows, row{bench: bench, path: path, value: r.reqPerSec, unit: "req/s",
 		p50: r.p50, p99: r.p99, direct: direct, note: r.errors, load: load})
 	return r.reqPerSec, nil
 }

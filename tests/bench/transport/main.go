@@ -36,6 +36,7 @@ type bench struct {
 	idle       int
 	profileDir string
 	pgBin      string
+	tls        tlsFiles
 	rows       []row
 	// baseline, when set, is a git revision whose tuna-edge and tunnel
 	// agent run the relayed HTTP row again beside this tree's, in the same
@@ -58,7 +59,7 @@ func main() {
 		}
 	}
 	b := &bench{}
-	only := flag.String("only", "http,tcp,pg,idle", "sections to run, comma-separated: http, tcp, pg, idle")
+	only := flag.String("only", "http,tcp,pg,idle,https", "sections to run, comma-separated: http, tcp, pg, idle, https")
 	out := flag.String("out", "", "also write the table to this file")
 	flag.DurationVar(&b.duration, "d", 10*time.Second, "duration of each wrk run")
 	echoMiB := flag.Int64("echo-mib", 512, "MiB sent through the TCP echo server per path")
@@ -80,15 +81,20 @@ func (b *bench) run(sections []string, out string) error {
 	want := map[string]bool{}
 	for _, s := range sections {
 		switch s = strings.TrimSpace(s); s {
-		case "http", "tcp", "pg", "idle":
+		case "http", "tcp", "pg", "idle", "https":
 			want[s] = true
 		default:
-			return fmt.Errorf("-only: unknown section %q (http, tcp, pg, idle)", s)
+			return fmt.Errorf("-only: unknown section %q (http, tcp, pg, idle, https)", s)
 		}
 	}
-	if want["http"] {
+	if want["http"] || want["https"] {
 		if _, err := exec.LookPath("wrk"); err != nil {
-			return errors.New("wrk not installed: sudo apt-get install -y wrk (or: sudo bash hack/bench-deps.sh, which also installs nginx)")
+			return errors.New("wrk not installed: sudo bash hack/bench-deps.sh (it also installs nginx, h2load and PostgreSQL)")
+		}
+	}
+	if want["https"] {
+		if _, err := exec.LookPath("h2load"); err != nil {
+			return errors.New("h2load not installed: sudo bash hack/bench-deps.sh (nghttp2-client)")
 		}
 	}
 	var err error
@@ -121,7 +127,7 @@ func (b *bench) run(sections []string, out string) error {
 	for _, s := range []struct {
 		name string
 		fn   func() error
-	}{{"http", b.httpSection}, {"tcp", b.tcpSection}, {"pg", b.pgSection}, {"idle", b.idleSection}} {
+	}{{"http", b.httpSection}, {"tcp", b.tcpSection}, {"pg", b.pgSection}, {"idle", b.idleSection}, {"https", b.httpsSection}} {
 		if !want[s.name] {
 			continue
 		}

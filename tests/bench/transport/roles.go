@@ -21,6 +21,10 @@ import (
 var roles = map[string]func(args []string) error{
 	// http-backend LISTEN: answers every request with 64 bytes.
 	"http-backend": func(a []string) error { return need(a, 1, func() error { return httpBackend(a[0]) }) },
+	// https-backend LISTEN CERT KEY: the same answer over TLS, h1 and h2.
+	"https-backend": func(a []string) error { return need(a, 3, func() error { return httpsBackend(a[0], a[1], a[2]) }) },
+	// tls-conns ADDR HOST CAFILE SECONDS full|resumed: new connections.
+	"tls-conns": func(a []string) error { return need(a, 5, func() error { return tlsConns(a) }) },
 	// echo LISTEN: a TCP echo server.
 	"echo": func(a []string) error { return need(a, 1, func() error { return echoServer(a[0]) }) },
 	// http-relay2 HOP1 HOP2 TO: two chained httputil.ReverseProxy hops.

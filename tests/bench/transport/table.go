@@ -95,6 +95,20 @@ func (b *bench) targets() string {
 		detail += fmt.Sprintf("; the relay with a process per hop: %.0f tps", apart.value)
 	}
 	check("pgbench through tuna ≥ the 2-hop relay", pg.value >= pgRelay.value, ok1 && ok2, detail)
+	for _, t := range []struct{ bench, what, unit string }{
+		{httpsBench, "HTTPS h1 req/s", "req/s"}, {h2Bench, "HTTPS h2 req/s", "req/s"},
+	} {
+		tuna, ok1 := find(t.bench, tunaHTTPS)
+		ngx, ok2 := find(t.bench, nginxHTTPS)
+		check(t.what+" through tuna ≥ two nginx hops, the first terminating TLS", tuna.value >= ngx.value, ok1 && ok2,
+			fmt.Sprintf("%.0f against %.0f %s", tuna.value, ngx.value, t.unit))
+	}
+	for _, mode := range []string{"full", "resumed"} {
+		tuna, ok1 := find(connsBench+", "+mode, tunaHTTPS)
+		ngx, ok2 := find(connsBench+", "+mode, nginxHTTPS)
+		check("new TLS connections/s ("+mode+" handshakes) through tuna ≥ 0.8× nginx", tuna.value >= 0.8*ngx.value, ok1 && ok2,
+			fmt.Sprintf("%.0f against %.0f conn/s: %.2f×", tuna.value, ngx.value, tuna.value/max(ngx.value, 1)))
+	}
 	mem, ok := find(idleBench, fmt.Sprintf("tuna-edge, %d sessions", b.idle))
 	check("edge memory < 100 KiB per idle session", mem.value < 100, ok, fmt.Sprintf("%.1f KiB", mem.value))
 	return s.String()
