@@ -240,10 +240,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState,
 		}
 		return metrics.TunnelConn{Conn: c, M: h.m}, nil
 	}
+	if r.ProtoMajor == 2 {
+		cs.idle.Keep(h2IdleChannels)
+	}
 	if err := httpfwd.Forward(w, out, &cs.idle, host, dial, nil); err != nil {
 		h.proxyError(w, r, err)
 	}
 }
+
+// h2IdleChannels is how many idle channels an HTTP/2 connection keeps for
+// its streams: as many as a client commonly runs at once.
+const h2IdleChannels = 16
 
 // stallGuard bounds each wait for more of a request body, as the relay's
 // BodyTimeout does: a client that stalls mid-upload longer than d is cut

@@ -83,8 +83,8 @@ func (u *Conn) reusable() bool {
 	return u.probe.Quiet()
 }
 
-// maxIdle is how many idle connections one inbound connection keeps: one
-// for HTTP/1, a few for an HTTP/2 client's concurrent streams.
+// maxIdle is how many idle connections one inbound connection keeps
+// unless told otherwise (Keep): one for HTTP/1, a few to spare.
 const maxIdle = 4
 
 // Idle is the idle outbound connections of one inbound connection. Its
@@ -92,7 +92,17 @@ const maxIdle = 4
 type Idle struct {
 	mu     sync.Mutex
 	conns  []*Conn
+	max    int // 0: maxIdle
 	closed bool
+}
+
+// Keep lets p keep up to n idle connections: an HTTP/2 connection's
+// streams run at once, each on an outbound connection of its own, and
+// one closed for want of room is one opened again by the next stream.
+func (p *Idle) Keep(n int) {
+	p.mu.Lock()
+	p.max = n
+	p.mu.Unlock()
 }
 
 // take returns an idle connection for key, or nil.
@@ -113,7 +123,11 @@ func (p *Idle) take(key string) *Conn {
 // owner may take it back (httprule.Lease).
 func (p *Idle) put(u *Conn) {
 	p.mu.Lock()
-	if p.closed || len(p.conns) >= maxIdle {
+	limit := p.max
+	if limit == 0 {
+		limit = maxIdle
+	}
+	if p.closed || len(p.conns) >= limit {
 		p.mu.Unlock()
 		u.Close()
 		return
