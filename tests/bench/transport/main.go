@@ -59,7 +59,7 @@ func main() {
 		}
 	}
 	b := &bench{}
-	only := flag.String("only", "http,tcp,pg,idle,https", "sections to run, comma-separated: http, tcp, pg, idle, https")
+	only := flag.String("only", "http,tcp,pg,idle,https,streams", "sections to run, comma-separated: http, tcp, pg, idle, https, streams")
 	out := flag.String("out", "", "also write the table to this file")
 	flag.DurationVar(&b.duration, "d", 10*time.Second, "duration of each wrk run")
 	echoMiB := flag.Int64("echo-mib", 512, "MiB sent through the TCP echo server per path")
@@ -81,10 +81,10 @@ func (b *bench) run(sections []string, out string) error {
 	want := map[string]bool{}
 	for _, s := range sections {
 		switch s = strings.TrimSpace(s); s {
-		case "http", "tcp", "pg", "idle", "https":
+		case "http", "tcp", "pg", "idle", "https", "streams":
 			want[s] = true
 		default:
-			return fmt.Errorf("-only: unknown section %q (http, tcp, pg, idle, https)", s)
+			return fmt.Errorf("-only: unknown section %q (http, tcp, pg, idle, https, streams)", s)
 		}
 	}
 	if want["http"] || want["https"] {
@@ -127,7 +127,7 @@ func (b *bench) run(sections []string, out string) error {
 	for _, s := range []struct {
 		name string
 		fn   func() error
-	}{{"http", b.httpSection}, {"tcp", b.tcpSection}, {"pg", b.pgSection}, {"idle", b.idleSection}, {"https", b.httpsSection}} {
+	}{{"http", b.httpSection}, {"tcp", b.tcpSection}, {"pg", b.pgSection}, {"idle", b.idleSection}, {"https", b.httpsSection}, {"streams", b.streamsSection}} {
 		if !want[s.name] {
 			continue
 		}

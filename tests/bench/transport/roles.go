@@ -25,6 +25,12 @@ var roles = map[string]func(args []string) error{
 	"https-backend": func(a []string) error { return need(a, 3, func() error { return httpsBackend(a[0], a[1], a[2]) }) },
 	// tls-conns ADDR HOST CAFILE SECONDS full|resumed: new connections.
 	"tls-conns": func(a []string) error { return need(a, 5, func() error { return tlsConns(a) }) },
+	// ws-echo LISTEN: a WebSocket echo server; ws-client ADDR HOST SECONDS.
+	"ws-echo":   func(a []string) error { return need(a, 1, func() error { return wsEcho(a[0]) }) },
+	"ws-client": func(a []string) error { return need(a, 3, func() error { return wsClient(a) }) },
+	// grpc-backend LISTEN: gRPC over h2c; grpc-client ADDR AUTHORITY CAFILE|- SECONDS.
+	"grpc-backend": func(a []string) error { return need(a, 1, func() error { return grpcBackend(a[0]) }) },
+	"grpc-client":  func(a []string) error { return need(a, 4, func() error { return grpcClient(a) }) },
 	// echo LISTEN: a TCP echo server.
 	"echo": func(a []string) error { return need(a, 1, func() error { return echoServer(a[0]) }) },
 	// http-relay2 HOP1 HOP2 TO: two chained httputil.ReverseProxy hops.

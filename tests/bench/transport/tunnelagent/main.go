@@ -54,6 +54,7 @@ func run() error {
 		keysFile  = flag.String("keys", "", "file of tunnel keys, one per line")
 		proto     = flag.String("protocol", "http", "http or tcp")
 		upstream  = flag.String("upstream", "", "host:port the tunnels' traffic goes to")
+		scheme    = flag.String("upstream-scheme", "http", "http tunnels' upstream scheme: http or h2c")
 		sessions  = flag.Int("sessions", 1, "sessions per tunnel (a pool, as agent replicas)")
 		pprofAddr = flag.String("pprof-addr", "", "serve /debug/pprof/ on this loopback address")
 		pipeHTTP  = flag.Bool("pipe-http", false, "pipe http tunnels' channels to the upstream without parsing HTTP")
@@ -76,7 +77,7 @@ func run() error {
 		}
 	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	up := proxy.Upstream{Scheme: "http", Addr: *upstream, Display: *upstream}
+	up := proxy.Upstream{Scheme: *scheme, Addr: *upstream, Display: *upstream}
 	traffic := session.Traffic{NoRelay: *noRelay}
 	switch {
 	case *proto == protocol.ProtocolHTTP && !*pipeHTTP:
