@@ -185,6 +185,8 @@ func wsEchoLoop(addr, host string, deadline time.Time) ([]time.Duration, error) 
 	if err != nil {
 		return nil, err
 	}
+	// A 101 has no body: what follows is the WebSocket's, read from br.
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != wsAccept(key) {
 		return nil, fmt.Errorf("upgrade answered %s", resp.Status)
 	}
