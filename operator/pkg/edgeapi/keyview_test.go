@@ -55,3 +55,23 @@ func TestKeyViewAnswersOnlyFromARecentRead(t *testing.T) {
 		t.Fatalf("past MaxAge of the failed read: %v, %d reads; want a new read", err, pager.reads.Load())
 	}
 }
+
+// Jitter spreads a period over [d, d+d/5]: periods that began together
+// (the Tunnels of an install, a restart) come due apart.
+func TestJitterSpreadsPeriods(t *testing.T) {
+	const d = time.Minute
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		j := Jitter(d)
+		if j < d || j > d+d/5 {
+			t.Fatalf("Jitter(%s) = %s, want within [%s, %s]", d, j, d, d+d/5)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 900 {
+		t.Fatalf("1,000 jittered minutes took %d distinct values: they do not spread", len(seen))
+	}
+	if Jitter(0) != 0 {
+		t.Fatalf("Jitter(0) = %s, want 0 (no period)", Jitter(0))
+	}
+}
