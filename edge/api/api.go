@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,12 @@ type Config struct {
 	CNAMETarget               string
 	TCPPortFirst, TCPPortLast int
 	PublicTCPHost             string
+	// GatewayAddresses are the edge's addresses that HTTP tunnel keys may
+	// name, claimed by the first owner (server.Config.GatewayAddresses).
+	GatewayAddresses []netip.Addr
+	// AnyHost lets HTTP tunnel keys name any host, claimed by the first
+	// owner (server.Config.AnyHost).
+	AnyHost bool
 	// Ports binds the port of each new TCP endpoint before it is recorded.
 	Ports *tcpports.Manager
 	// EdgeInfo renders GET /v1/edge (addresses are known only after listen).

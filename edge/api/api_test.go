@@ -60,6 +60,12 @@ func (s *syncBuffer) String() string {
 // newFixture serves the API on a loopback listener with a real store.
 func newFixture(t *testing.T, dnsAddr string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, dnsAddr, nil)
+}
+
+// newFixtureWith is newFixture with tune applied to the API's config.
+func newFixtureWith(t *testing.T, dnsAddr string, tune func(*api.Config)) *fixture {
+	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -69,13 +75,17 @@ func newFixture(t *testing.T, dnsAddr string) *fixture {
 	pm := tcpports.New("127.0.0.1", r[0], r[1], nil)
 	t.Cleanup(pm.Close)
 	logs := &syncBuffer{}
-	srv := api.New(api.Config{
+	cfg := api.Config{
 		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
 		BaseDomain: base, CNAMETarget: "edge." + base,
 		TCPPortFirst: r[0], TCPPortLast: r[1], PublicTCPHost: "127.0.0.1", Ports: pm,
 		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
 		Verifier: dnsverify.New(dnsAddr),
-	}, st, registry.New(), nil)
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	srv := api.New(cfg, st, registry.New(), nil)
 	// TLS as the edge serves it; the clients pin the test certificate.
 	hs := httptest.NewTLSServer(srv)
 	t.Cleanup(hs.Close)

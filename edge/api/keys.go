@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,6 +171,13 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 		}
 		return addr, nil
 	}
+	if ip, err := netip.ParseAddr(addr); err == nil {
+		if !slices.Contains(s.cfg.GatewayAddresses, ip) {
+			return "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+				"address %s is not one of the edge's Gateway addresses (tuna-edge serve --gateway-addresses; GET /v1/edge lists them)", addr)
+		}
+		return ip.String(), nil
+	}
 	if !strings.Contains(addr, ".") {
 		if err := names.CheckLabel(addr); err != nil {
 			return "", fail(http.StatusBadRequest, client.CodeInvalidDomain, "address: %v", err)
@@ -184,12 +192,35 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 		return host, nil
 	}
 	d, err := s.st.GetDomain(host)
+	if s.cfg.AnyHost && (err != nil || !d.Custom) {
+		return host, nil // claimable: see claimable
+	}
 	if err != nil || !d.Custom {
 		return "", fail(http.StatusBadRequest, client.CodeInvalidDomain,
 			"address %s is neither a subdomain of %s nor a reserved custom domain: reserve it with POST /v1/domains first",
 			host, s.cfg.BaseDomain)
 	}
 	return host, nil
+}
+
+// claimable reports whether the first owner of a key for HTTP address addr
+// claims it: a bare subdomain of the base domain, a Gateway address, and
+// on an --any-host edge every host. A reserved custom domain carries its
+// owner in its reservation instead (the store takes that first), and TCP
+// addresses exist only as reservations.
+func (s *Server) claimable(addr string) bool { return s.Claimable(addr) }
+
+// Claimable is claimable for the transport: a key for such an address
+// binds it without a reservation, its owner having claimed it when the
+// key was issued.
+func (s *Server) Claimable(addr string) bool {
+	if _, ok := names.SubdomainOf(addr, s.cfg.BaseDomain); ok {
+		return true
+	}
+	if ip, err := netip.ParseAddr(addr); err == nil {
+		return slices.Contains(s.cfg.GatewayAddresses, ip)
+	}
+	return s.cfg.AnyHost
 }
 
 func checkLabels(labels map[string]string) error {
@@ -279,10 +310,7 @@ func (s *Server) newTunnelKey(p *auth.Principal, in client.CreateTunnelKey) (sto
 	if ttl := s.cfg.TunnelKeyTTL; ttl > 0 {
 		rec.ExpiresAt, rec.TTL = now.Add(ttl), ttl
 	}
-	// Only a bare subdomain can be claimed: custom domains and TCP
-	// addresses exist only as reservations, which carry their owner.
-	_, claimable := names.SubdomainOf(addr, s.cfg.BaseDomain)
-	claimable = claimable && in.Protocol == protocol.ProtocolHTTP
+	claimable := in.Protocol == protocol.ProtocolHTTP && s.claimable(addr)
 	return store.Issue{Key: rec, Claimable: claimable}, k.String(), nil
 }
 

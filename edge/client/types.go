@@ -37,6 +37,15 @@ type EdgeInfo struct {
 	// API; every answer to an authenticated call repeats it in headers
 	// (HeaderRateLimit, HeaderRateBurst).
 	APIRateLimit *RateLimit `json:"api_rate_limit,omitempty"`
+	// AnyHost: tunnel keys may name any host, claimed by the first owner
+	// that publishes it (tuna-edge serve --any-host).
+	AnyHost bool `json:"any_host,omitempty"`
+	// GatewayAddresses are the addresses the edge hands out one per
+	// Gateway whose HTTP listener has no hostname, each serving HTTP on
+	// GatewayHTTPPort and routing every request there to the tunnel bound
+	// to it, whatever the Host (tuna-edge serve --gateway-addresses).
+	GatewayAddresses []string `json:"gateway_addresses,omitempty"`
+	GatewayHTTPPort  int      `json:"gateway_http_port,omitempty"`
 }
 
 // RateLimit is a per-key budget of API calls: a token bucket of Burst

@@ -60,6 +60,10 @@ const (
 type connState struct {
 	remote string
 	scheme string
+	// bound is the address of a Gateway address listener (AddressServer):
+	// its requests go to the tunnel bound to that address, whatever their
+	// Host. "" on the shared listeners, which route by Host.
+	bound string
 	idle   httpfwd.Idle
 
 	once sync.Once
@@ -95,7 +99,14 @@ func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics
 }
 
 // Server builds an http.Server for a public listener of the given scheme.
-func (h *Handler) Server(scheme string) *http.Server {
+func (h *Handler) Server(scheme string) *http.Server { return h.server(scheme, "") }
+
+// AddressServer builds the http.Server of a Gateway address: every request
+// it takes goes to the tunnel bound to addr (an IP address of the edge),
+// with its Host as the client sent it.
+func (h *Handler) AddressServer(addr string) *http.Server { return h.server("http", addr) }
+
+func (h *Handler) server(scheme, bound string) *http.Server {
 	var mu sync.Mutex
 	states := map[net.Conn]*connState{}
 	return &http.Server{
@@ -104,7 +115,7 @@ func (h *Handler) Server(scheme string) *http.Server {
 		ReadHeaderTimeout: h.t.ReadHeader,
 		IdleTimeout:       h.t.Idle,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			cs := &connState{remote: c.RemoteAddr().String(), scheme: scheme}
+			cs := &connState{remote: c.RemoteAddr().String(), scheme: scheme, bound: bound}
 			mu.Lock()
 			states[c] = cs
 			mu.Unlock()
@@ -132,8 +143,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.m.HTTPRequest(rw.status())
 }
 
+// routeKey is what a request is routed by: its host, or the address of
+// the Gateway address listener it came in on.
+func routeKey(cs *connState, host string) string {
+	if cs != nil && cs.bound != "" {
+		return cs.bound
+	}
+	return names.Normalize(host)
+}
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	host := names.Normalize(r.Host)
+	cs, _ := r.Context().Value(keyConn).(*connState)
+	host := routeKey(cs, r.Host)
 	rt := h.reg.Lookup(host)
 	if rt == nil {
 		h.limitLocal(w)
@@ -144,7 +165,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("tuna-edge: no tunnel is bound to host %q", host), http.StatusNotFound)
 		return
 	}
-	cs, _ := r.Context().Value(keyConn).(*connState)
 	if cs == nil { // handler used outside Server(): one channel per request
 		cs = &connState{remote: r.RemoteAddr, scheme: "http"}
 		if r.TLS != nil {
@@ -224,7 +244,7 @@ func failure(err error) (code int, msg string, retryAfter bool) {
 // forward sends a plain request on a channel pinned to the public
 // connection (internal/httpfwd), opened on the pool's pick.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState, rt *registry.Route) {
-	host := names.Normalize(r.Host)
+	host := routeKey(cs, r.Host)
 	out := httpfwd.Outgoing(r)
 	setForwarded(out.Header, r.Host, cs)
 	if out.Body != nil && h.t.Body > 0 {
@@ -302,6 +322,7 @@ func (h *Handler) newTransport(cs *connState) *http.Transport {
 			if err != nil {
 				host = addr
 			}
+			host = routeKey(cs, host)
 			rt := h.reg.Lookup(host)
 			if rt == nil {
 				return nil, fmt.Errorf("the tunnel for %s is not connected", host)

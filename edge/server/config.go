@@ -6,6 +6,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"time"
 
@@ -114,6 +115,22 @@ type Config struct {
 	// proxied exchange (default: none). See public.Timeouts.
 	PublicBodyTimeout, PublicExchangeTimeout time.Duration
 
+	// GatewayAddresses are addresses of this host that the edge hands out
+	// as a Gateway's own address, for an HTTP listener without a hostname:
+	// each is served on GatewayHTTPPort (default 80), and a request there
+	// goes to the tunnel bound to that address whatever its Host, as an
+	// in-cluster Gateway's load balancer address would. The first owner to
+	// issue a tunnel key for an address claims it, as a bare subdomain is
+	// claimed. Empty: no such listener.
+	GatewayAddresses []netip.Addr
+	GatewayHTTPPort  int
+	// AnyHost lets tunnel keys name any host, not only the subdomains of
+	// BaseDomain and reserved custom domains: for a self-hosted edge whose
+	// admin lets its owners publish any name (DNS is theirs to point at
+	// the edge). The first owner to issue a key for such a host claims it,
+	// with the rules of a bare subdomain.
+	AnyHost bool
+
 	// TCPPortRange is the first and last port reserved TCP endpoints get.
 	TCPPortRange [2]int
 	// TCPListenHost is where TCP endpoints listen (default 127.0.0.1);
@@ -219,6 +236,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HTTPListen == "" && c.HTTPSListen == "" {
 		return fmt.Errorf("config: set HTTPListen, HTTPSListen or both")
+	}
+	if c.GatewayHTTPPort == 0 {
+		c.GatewayHTTPPort = 80
+	}
+	if c.GatewayHTTPPort < 1 || c.GatewayHTTPPort > 65535 {
+		return fmt.Errorf("config: GatewayHTTPPort %d is not a port", c.GatewayHTTPPort)
 	}
 	if (c.APITLSCert == "") != (c.APITLSKey == "") {
 		return fmt.Errorf("config: set both APITLSCert and APITLSKey, or neither")

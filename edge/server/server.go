@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,7 @@ func New(cfg Config) (*Edge, error) {
 		Streams:           hub,
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
+		Claimable:         func(host string) bool { return e.api.Claimable(host) },
 		PublicURL:         e.publicURL,
 		TCPListenHost:     cfg.TCPListenHost,
 		PublicTCPHost:     cfg.PublicTCPHost,
@@ -150,21 +152,23 @@ func New(cfg Config) (*Edge, error) {
 		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
 	e.api = api.New(api.Config{
-		DefaultPoolSize: cfg.MaxSessionsPerTunnelKey,
-		BaseDomain:      cfg.BaseDomain,
-		CNAMETarget:     cfg.CNAMETarget,
-		TCPPortFirst:    cfg.TCPPortRange[0],
-		TCPPortLast:     cfg.TCPPortRange[1],
-		PublicTCPHost:   cfg.PublicTCPHost,
-		Ports:           e.ports,
-		EdgeInfo:        e.Info,
-		Nodes:           e.Nodes,
-		Verifier:        dnsverify.New(cfg.DNSResolver),
-		TunnelKeyTTL:    max(cfg.TunnelKeyTTL, 0),
-		Logger:          cfg.Logger,
-		RateLimit:       rate.Limit(cfg.APIRateLimit),
-		RateBurst:       cfg.APIRateBurst,
-		Secrets:         e.secrets,
+		DefaultPoolSize:  cfg.MaxSessionsPerTunnelKey,
+		BaseDomain:       cfg.BaseDomain,
+		CNAMETarget:      cfg.CNAMETarget,
+		TCPPortFirst:     cfg.TCPPortRange[0],
+		TCPPortLast:      cfg.TCPPortRange[1],
+		PublicTCPHost:    cfg.PublicTCPHost,
+		GatewayAddresses: cfg.GatewayAddresses,
+		AnyHost:          cfg.AnyHost,
+		Ports:            e.ports,
+		EdgeInfo:         e.Info,
+		Nodes:            e.Nodes,
+		Verifier:         dnsverify.New(cfg.DNSResolver),
+		TunnelKeyTTL:     max(cfg.TunnelKeyTTL, 0),
+		Logger:           cfg.Logger,
+		RateLimit:        rate.Limit(cfg.APIRateLimit),
+		RateBurst:        cfg.APIRateBurst,
+		Secrets:          e.secrets,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -282,6 +286,15 @@ func (e *Edge) start(ctx context.Context) error {
 			e.servers = append(e.servers, relay)
 			e.goServe("public HTTP", func() error { return relay.Serve(ln) })
 		}
+	}
+
+	for _, a := range e.cfg.GatewayAddresses {
+		what := "Gateway address " + a.String()
+		ln, err := listen(what, net.JoinHostPort(a.String(), strconv.Itoa(e.cfg.GatewayHTTPPort)))
+		if err != nil {
+			return err
+		}
+		e.serveHTTP(what, e.public.AddressServer(a.String()), ln, false)
 	}
 
 	if e.cfg.HTTPSListen != "" {
@@ -451,6 +464,14 @@ func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
 		// `tuna-edge version` prints it.
 		Version:                 version.Get().Version,
 		DNSVerificationDisabled: e.cfg.DNSResolver == "",
+		AnyHost:                 e.cfg.AnyHost,
+		GatewayHTTPPort:         e.cfg.GatewayHTTPPort,
+	}
+	for _, a := range e.cfg.GatewayAddresses {
+		info.GatewayAddresses = append(info.GatewayAddresses, a.String())
+	}
+	if len(info.GatewayAddresses) == 0 {
+		info.GatewayHTTPPort = 0
 	}
 	if info.SSHAddr == "" {
 		info.SSHAddr = dialable(sshAddr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +166,14 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 		return req.Subdomain + "." + base, nil
 	case req.Domain != "":
 		host := names.Normalize(req.Domain)
+		if ip, err := netip.ParseAddr(host); err == nil {
+			// A Gateway address of the edge: only through a key issued
+			// for it, which claimed it.
+			if tk == nil || tk.Address != ip.String() || ss.srv.cfg.Claimable == nil || !ss.srv.cfg.Claimable(ip.String()) {
+				return "", refusal(protocol.CodeForbidden, "address %s is bound only with a tunnel key issued for it", host)
+			}
+			return ip.String(), nil
+		}
 		if err := names.CheckDomain(host); err != nil {
 			return "", refusal(protocol.CodeInvalidRequest, "domain: %v", err)
 		}
@@ -172,6 +181,9 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 			return host, nil
 		}
 		d, err := ss.srv.st.GetDomain(host)
+		if errors.Is(err, store.ErrNotFound) && tk != nil && tk.Address == host && ss.srv.cfg.Claimable != nil && ss.srv.cfg.Claimable(host) {
+			return host, nil // claimed by the key's owner when it was issued
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			return "", refusal(protocol.CodeAddressNotFound, "domain %s is not reserved on this edge", host)
 		}

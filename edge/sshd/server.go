@@ -43,6 +43,11 @@ const (
 type Config struct {
 	HostKey    ssh.Signer
 	BaseDomain string
+	// Claimable reports whether a tunnel key's address is bound without a
+	// reservation: the edge's Gateway addresses, and any host on an
+	// --any-host edge, which the key's owner claimed when it was issued
+	// (api.Server.Claimable). nil: none beyond subdomains.
+	Claimable func(host string) bool
 	// PublicURL renders the public URL of an HTTP host.
 	PublicURL func(host string) string
 	// TCPListenHost is where TCP endpoints listen; PublicTCPHost is the host

@@ -42,8 +42,8 @@ type session struct {
 	// the other sessions of its pool while it finishes what it carries.
 	draining atomic.Bool
 	// left: the session is out of its pools and opens no new connection.
-	left atomic.Bool
-	streams  sessionStreams
+	left    atomic.Bool
+	streams sessionStreams
 
 	mu    sync.Mutex
 	binds map[string]protocol.BindReply // resolved address -> reply

@@ -24,6 +24,9 @@ func newServe() *cobra.Command {
 	var (
 		cfg       server.Config
 		portRange string
+		// gatewayAddrs is --gateway-addresses, parsed by
+		// server.ParseAddresses.
+		gatewayAddrs string
 		logLevel  string
 		logFormat string
 		bootstrap string
@@ -38,6 +41,9 @@ func newServe() *cobra.Command {
 			var err error
 			if cfg.TCPPortRange, err = parseRange(portRange); err != nil {
 				return err
+			}
+			if cfg.GatewayAddresses, err = server.ParseAddresses(gatewayAddrs); err != nil {
+				return fmt.Errorf("--gateway-addresses: %w", err)
 			}
 			if cfg.Logger, err = newLogger(logLevel, logFormat); err != nil {
 				return err
@@ -101,6 +107,9 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", "", "PEM bundle to trust for the ACME directory, besides the system roots (private ACME CAs such as step-ca)")
 	f.DurationVar(&cfg.TLSTicketRotation, "tls-ticket-key-rotation", certs.DefaultTicketRotation, "public HTTPS: how long one session ticket key encrypts new tickets; every node of a cluster shares the keys through the store")
 	f.IntVar(&cfg.TLSTicketKeysKept, "tls-ticket-keys-kept", certs.DefaultTicketKeysKept, "public HTTPS: rotation periods a ticket key still decrypts after it stopped encrypting (tickets resume for this many periods at least, one more at most)")
+	f.StringVar(&gatewayAddrs, "gateway-addresses", "", "addresses of this host handed out one per Gateway whose HTTP listener has no hostname, first-last or comma-separated (e.g. 203.0.113.10-203.0.113.20): each serves HTTP on --gateway-http-port and routes every request to its Gateway, whatever the Host")
+	f.IntVar(&cfg.GatewayHTTPPort, "gateway-http-port", 80, "port the --gateway-addresses serve HTTP on")
+	f.BoolVar(&cfg.AnyHost, "any-host", false, "let tunnel keys name any host, not only subdomains of --base-domain and reserved custom domains: the first owner to publish a host claims it (for an edge whose admin lets its users publish names they point at it)")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
