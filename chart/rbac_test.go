@@ -149,6 +149,22 @@ func TestRBACExact(t *testing.T) {
 		t.Error("controller may read namespaces other than kube-system")
 	}
 
+	// gatewayClass.namespaceSelectors lets both read namespaces' labels
+	// (get, never list), for allowedRoutes selectors.
+	sel := render(t, withKey(t, "gatewayClass.namespaceSelectors=true"))
+	for _, comp := range []string{ComponentController, ComponentAgent} {
+		b, err := sel.RBAC(comp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !allows(b.ClusterRules(), "", "namespaces", "get", "team-a") || allows(b.ClusterRules(), "", "namespaces", "list", "") {
+			t.Errorf("%s with gatewayClass.namespaceSelectors: want get (only) on every namespace", comp)
+		}
+	}
+	if agent, err := render(t, withKey(t)).RBAC(ComponentAgent); err != nil || allows(agent.ClusterRules(), "", "namespaces", "get", "team-a") {
+		t.Errorf("agent may read namespaces by default (%v)", err)
+	}
+
 	// With clusterID set, the controller needs no access to namespaces.
 	ctrl2, err := render(t, withKey(t, "clusterID=c1")).RBAC(ComponentController)
 	if err != nil {

@@ -32,7 +32,7 @@ func gatewayAPI(name string, extra []string, off string, serve func() error) api
 // watchControllerAPIs turns on the controller's part of the Gateway API:
 // the keys of Gateway hosts, the status controller, then TCPRoutes.
 func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *ingresskeys.Reconciler) error {
-	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces}
+	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces, Info: keys.Info}
 	return watchAPIs(mgr, o,
 		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error {
 			if err := keys.ServeGateways(mgr); err != nil {

@@ -83,7 +83,7 @@ func attachOne(r RouteInfo, ref gwv1.ParentReference, ev Evaluated) Parent {
 			p.Listeners = append(p.Listeners, l.Name)
 			continue
 		}
-		if hostsMatch(r.Hostnames, l.Host) {
+		if l.AnyHost || hostsMatch(r.Hostnames, l.Host) {
 			hostMatch = true
 			p.Listeners = append(p.Listeners, l.Name)
 			p.Hosts = appendNew(p.Hosts, l.Host)

@@ -10,6 +10,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -96,7 +97,10 @@ func Host(l gwv1.Listener) string {
 	return strings.ToLower(string(*l.Hostname))
 }
 
-// Hosts are the distinct hosts of gw's HTTP and HTTPS listeners, sorted.
+// Hosts are the distinct hosts of gw's HTTP and HTTPS listeners, sorted,
+// and its own address when an HTTP listener has no hostname: a host of
+// the edge like the others, whose tunnel takes every request sent to
+// that address.
 func Hosts(gw *gwv1.Gateway) []string {
 	var out []string
 	for _, l := range gw.Spec.Listeners {
@@ -104,8 +108,69 @@ func Hosts(gw *gwv1.Gateway) []string {
 			out = append(out, h)
 		}
 	}
+	if a := OwnAddress(gw); a != "" {
+		out = append(out, a)
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// NeedsAddress reports whether gw has an HTTP listener without a
+// hostname, which is published on an address of the Gateway's own.
+func NeedsAddress(gw *gwv1.Gateway) bool {
+	return slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
+		return l.Protocol == gwv1.HTTPProtocolType && l.Hostname == nil
+	})
+}
+
+// OwnAddress is the Gateway's own address as its status holds it (the
+// controller assigns it, AssignAddresses): the first IPAddress of
+// status.addresses, when an HTTP listener has no hostname; "" otherwise.
+func OwnAddress(gw *gwv1.Gateway) string {
+	if !NeedsAddress(gw) {
+		return ""
+	}
+	for _, a := range gw.Status.Addresses {
+		if a.Type != nil && *a.Type == gwv1.IPAddressType {
+			if ip, err := netip.ParseAddr(a.Value); err == nil {
+				return ip.String()
+			}
+		}
+	}
+	return ""
+}
+
+// AssignAddresses gives each Gateway that needs one (NeedsAddress) an
+// address of pool: the one its status holds when it is still in the pool
+// and no older Gateway holds it, else the first free one, oldest Gateway
+// first. gws are oldest first (Served); a Gateway left out has none free.
+func AssignAddresses(gws []*gwv1.Gateway, pool []string) map[client.ObjectKey]string {
+	out := map[client.ObjectKey]string{}
+	taken := map[string]bool{}
+	var waiting []*gwv1.Gateway
+	for _, gw := range gws {
+		if !NeedsAddress(gw) {
+			continue
+		}
+		if a := OwnAddress(gw); a != "" && slices.Contains(pool, a) && !taken[a] {
+			taken[a] = true
+			out[client.ObjectKeyFromObject(gw)] = a
+			continue
+		}
+		waiting = append(waiting, gw)
+	}
+	next := 0
+	for _, gw := range waiting {
+		for next < len(pool) && taken[pool[next]] {
+			next++
+		}
+		if next == len(pool) {
+			break
+		}
+		taken[pool[next]] = true
+		out[client.ObjectKeyFromObject(gw)] = pool[next]
+	}
+	return out
 }
 
 // HostIndex is the cache index of Gateways by the hosts of their listeners.

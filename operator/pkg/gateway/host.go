@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -62,13 +64,19 @@ func ServedHosts(ctx context.Context, reader client.Reader, namespaces ...string
 // served Gateways of the host, already limited to the namespaces allowed
 // to publish it). Listener reservations are the controller's to check: a
 // host whose key exists is reserved.
-func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws []*gwv1.Gateway) ([]*gwv1.HTTPRoute, error) {
+//
+// nsLabels reads a namespace's labels for allowedRoutes selectors (nil, or
+// nil labels: a selector matches nothing).
+func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws []*gwv1.Gateway, nsLabels func(ns string) labels.Set) ([]*gwv1.HTTPRoute, error) {
 	if len(gws) == 0 {
 		return nil, nil
 	}
-	open := Reservations{Host: func(string) Verdict { return Verdict{OK: true} }, Port: func(int32) Verdict { return Verdict{OK: true} }}
 	evaluated := Gateways{}
 	for _, gw := range gws {
+		own := Verdict{OK: true, Address: OwnAddress(gw)}
+		own.OK = own.Address != ""
+		open := Reservations{Host: func(string) Verdict { return Verdict{OK: true} }, Port: func(int32) Verdict { return Verdict{OK: true} },
+			Address: func(int32) Verdict { return own }}
 		evaluated[client.ObjectKeyFromObject(gw)] = Evaluated{Gateway: gw, Listeners: Evaluate(gw, open)}
 	}
 	var list gwv1.HTTPRouteList
@@ -81,10 +89,11 @@ func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws [
 		if !rt.DeletionTimestamp.IsZero() {
 			continue
 		}
-		// Namespace labels are not read here: a selector-only listener
-		// takes no routes in the agent, which the controller's status
-		// shows as NotAllowedByListeners in the same case.
-		for _, p := range Attach(RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}, evaluated) {
+		info := RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}
+		if nsLabels != nil {
+			info.NamespaceLabels = nsLabels(rt.Namespace)
+		}
+		for _, p := range Attach(info, evaluated) {
 			if p.Accepted && contains(p.Hosts, host) {
 				out = append(out, rt)
 				break
@@ -142,6 +151,22 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
 	}
+}
+
+// HostsChanged lets through the Gateway events that may change its hosts:
+// a new generation, or a new own address in its status (AssignAddresses),
+// which the controller writes without a spec change.
+func HostsChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*gwv1.Gateway)
+			n, ok2 := e.ObjectNew.(*gwv1.Gateway)
+			return ok1 && ok2 && OwnAddress(o) != OwnAddress(n)
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	})
 }
 
 // AllHostsHandler maps events to the hosts of every Gateway: a

@@ -27,14 +27,21 @@ type Verdict struct {
 type Reservations struct {
 	Host func(host string) Verdict
 	Port func(port int32) Verdict
+	// Address answers for an HTTP listener without a hostname: the
+	// Gateway's own address on the edge (one of its Gateway addresses),
+	// where every request is the Gateway's whatever its Host. nil: none.
+	Address func(port int32) Verdict
 }
 
 // Listener is one listener as evaluated.
 type Listener struct {
 	Name     string
 	Protocol gwv1.ProtocolType
-	Host     string // HTTP and HTTPS
-	Port     int32  // the listener's port; TCP: the reserved public port
+	Host     string // HTTP and HTTPS; the Gateway's address for AnyHost
+	// AnyHost: a listener without a hostname, published on the Gateway's
+	// address, takes routes of any hostname.
+	AnyHost  bool
+	Port     int32 // the listener's port; TCP: the reserved public port
 	Kinds    []gwv1.RouteGroupKind
 	Accepted bool
 	Address  string
@@ -102,8 +109,22 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 			l.Host = Host(spec)
 			key = "host/" + l.Host
 			switch {
+			case spec.Hostname == nil && spec.Protocol == gwv1.HTTPProtocolType:
+				v := Verdict{Message: "the listener has no hostname and the edge hands out no Gateway addresses (tuna-edge serve --gateway-addresses): set hostname to a reserved domain of this namespace (kubectl get domain)"}
+				if res.Address != nil {
+					v = res.Address(int32(spec.Port))
+				}
+				if !v.OK {
+					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
+					if v.Conflict {
+						conflicted = cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonHostnameConflict), true, gen, v.Message)
+					}
+				} else {
+					l.Host, l.Address, l.AnyHost = v.Address, v.Address, true
+					key = "address"
+				}
 			case spec.Hostname == nil:
-				reject(gwv1.ListenerReasonUnsupportedValue, "the listener has no hostname: tuna publishes hosts, so set hostname to a reserved domain of this namespace (kubectl get domain)")
+				reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs a hostname: TLS ends at the edge, whose certificates are for names; set hostname to a reserved domain of this namespace (kubectl get domain)")
 			case l.Host == "":
 				reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("wildcard hostname %s is not supported: list each reserved domain as its own listener", *spec.Hostname))
 			default:
@@ -162,7 +183,7 @@ func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []g
 	ok := 0
 	var addrs []gwv1.GatewayStatusAddress
 	seen := map[string]bool{}
-	hostname := gwv1.HostnameAddressType
+	hostname, ip := gwv1.HostnameAddressType, gwv1.IPAddressType
 	for _, l := range ls {
 		if !l.Accepted {
 			continue
@@ -174,7 +195,14 @@ func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []g
 		}
 		if a != "" && !seen[a] {
 			seen[a] = true
-			addrs = append(addrs, gwv1.GatewayStatusAddress{Type: &hostname, Value: a})
+			if l.AnyHost {
+				// The Gateway's own address (an IP address of the edge)
+				// comes first: clients, and the conformance suite, take
+				// the first.
+				addrs = slices.Insert(addrs, 0, gwv1.GatewayStatusAddress{Type: &ip, Value: a})
+			} else {
+				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: &hostname, Value: a})
+			}
 		}
 	}
 	accepted := cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonAccepted), true, gen, "every listener is accepted")

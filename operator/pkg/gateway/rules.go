@@ -3,7 +3,9 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"regexp"
+	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -201,4 +203,36 @@ func headerChange(f *gwv1.HTTPHeaderFilter) router.HeaderChange {
 	}
 	c.Remove = f.Remove
 	return c
+}
+
+// IsAddress reports whether host is a Gateway's own address (an IP
+// address) rather than a name: its tunnel takes requests of every host.
+func IsAddress(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err == nil
+}
+
+// ForAddress returns rules as a Gateway's address serves them: the
+// listener has no hostname, so a route's hostnames select the requests by
+// their host, one rule per hostname (the router orders an exact hostname
+// first, then longer wildcards, then routes without hostnames).
+func ForAddress(rules []Rule) []Rule {
+	var out []Rule
+	for _, r := range rules {
+		if len(r.Route.Spec.Hostnames) == 0 {
+			out = append(out, r)
+			continue
+		}
+		for _, h := range r.Route.Spec.Hostnames {
+			c := router.Conditions{}
+			if r.Conditions != nil {
+				c = *r.Conditions
+			}
+			c.Host = strings.ToLower(string(h))
+			hr := r
+			hr.Conditions = &c
+			out = append(out, hr)
+		}
+	}
+	return out
 }

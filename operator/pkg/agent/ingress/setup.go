@@ -50,7 +50,7 @@ func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
 	generation := predicate.GenerationChangedPredicate{}
 	for _, src := range []source.Source{
 		source.Kind(c, client.Object(&gwv1.GatewayClass{}), all, generation),
-		source.Kind(c, client.Object(&gwv1.Gateway{}), h, generation),
+		source.Kind(c, client.Object(&gwv1.Gateway{}), h, gateway.HostsChanged()),
 		source.Kind(c, client.Object(&gwv1.HTTPRoute{}), h, generation),
 		// A grant given or taken back changes which backendRefs are served.
 		source.Kind(c, client.Object(&gwv1.ReferenceGrant{}), all),

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -11,6 +12,10 @@ import (
 // path. Header names compare case-insensitively, values and query
 // parameters exactly (or by regular expression).
 type Conditions struct {
+	// Host is a route hostname the request's host must match: exact, or
+	// "*.example.com" for any name below example.com; "" any. Only a
+	// table that serves several hosts (a Gateway address) sets it.
+	Host    string
 	Method  string // "" any
 	Headers []ValueMatch
 	Query   []ValueMatch
@@ -37,6 +42,9 @@ func (v ValueMatch) matches(got string, ok bool) bool {
 func (c *Conditions) matches(req *http.Request) bool {
 	if c == nil {
 		return true
+	}
+	if c.Host != "" && !HostMatches(c.Host, req.Host) {
+		return false
 	}
 	if c.Method != "" && req.Method != c.Method {
 		return false
@@ -67,6 +75,33 @@ func (c *Conditions) matches(req *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// HostMatches reports whether host (as in a request, maybe with a port)
+// matches a route hostname: equal, ignoring case, or below the suffix of a
+// wildcard "*.example.com".
+func HostMatches(pattern, host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	pattern = strings.ToLower(pattern)
+	if suffix, ok := strings.CutPrefix(pattern, "*"); ok {
+		return strings.HasSuffix(host, suffix) && len(host) > len(suffix)
+	}
+	return host == pattern
+}
+
+// hostSpecificity orders host conditions as the Gateway API does: an exact
+// hostname first, then wildcards by length, then none.
+func (c *Conditions) hostSpecificity() int {
+	switch {
+	case c == nil || c.Host == "":
+		return 0
+	case strings.HasPrefix(c.Host, "*"):
+		return len(c.Host)
+	}
+	return 1 << 16
 }
 
 func (c *Conditions) counts() (method, headers, query int) {
@@ -106,6 +141,9 @@ func newOrdered(routes []Route, fallback *Route) *Table {
 }
 
 func compare(a, b *Route) int {
+	if d := b.Conditions.hostSpecificity() - a.Conditions.hostSpecificity(); d != 0 {
+		return d
+	}
 	if a.Type != b.Type {
 		if a.Type == Exact {
 			return -1

@@ -28,7 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
 
@@ -41,6 +43,10 @@ type Reconciler struct {
 	Reader client.Reader
 	// Namespaces limits the lists (none: all), as --watch-namespaces does.
 	Namespaces []string
+	// Info tells what the edge allows: its Gateway addresses, for HTTP
+	// listeners without a hostname, and whether it takes any host (nil:
+	// neither).
+	Info *edgeapi.InfoCache
 
 	// ctl is the running controller, which ServeTCPRoutes gives a watch;
 	// tcpRoutes serves TCPRoutes through Tunnels the Gateway owns, once
@@ -71,10 +77,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}); err != nil {
 		return reconcile.Result{}, err
 	}
+	facts, err := r.edgeFacts(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	own := model.AssignAddresses(gws, facts.GatewayAddresses)
+	edge := edgeRules{anyHost: facts.AnyHost, pool: len(facts.GatewayAddresses), port: int32(facts.GatewayHTTPPort), first: firstPublishers(gws)}
 	evaluated := model.Gateways{}
 	for _, gw := range gws {
-		evaluated[client.ObjectKeyFromObject(gw)] = model.Evaluated{Gateway: gw,
-			Listeners: model.Evaluate(gw, reserved(gw.Namespace, domains.Items, endpoints.Items))}
+		key := client.ObjectKeyFromObject(gw)
+		edge.own = own[key]
+		evaluated[key] = model.Evaluated{Gateway: gw,
+			Listeners: model.Evaluate(gw, reserved(gw.Namespace, domains.Items, endpoints.Items, edge))}
 	}
 	attached, err := r.routes(ctx, evaluated)
 	if err != nil {
@@ -97,6 +111,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 
 const resync = 30 * time.Second
 
+// edgeFacts are the edge's facts, when a Gateway needs them; none without
+// Info.
+func (r *Reconciler) edgeFacts(ctx context.Context) (*edgeclient.EdgeInfo, error) {
+	if r.Info == nil {
+		return &edgeclient.EdgeInfo{}, nil
+	}
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		// Status stays as it is until the edge answers: fail static.
+		return nil, fmt.Errorf("reading the edge's facts (GET /v1/edge): %w", err)
+	}
+	return info, nil
+}
+
 // listEach lists into into, namespace by namespace when the operator is
 // limited to some.
 func listEach(ctx context.Context, c client.Reader, into client.ObjectList, namespaces []string, fresh func() client.ObjectList, add func(client.ObjectList)) error {
@@ -116,7 +144,8 @@ func listEach(ctx context.Context, c client.Reader, into client.ObjectList, name
 	return nil
 }
 
-// classes sets Accepted on this controller's GatewayClasses.
+// classes sets Accepted and supportedFeatures on this controller's
+// GatewayClasses.
 func (r *Reconciler) classes(ctx context.Context) error {
 	var list gwv1.GatewayClassList
 	if err := r.Client.List(ctx, &list); err != nil {
@@ -130,11 +159,12 @@ func (r *Reconciler) classes(ctx context.Context) error {
 		conds := append([]metav1.Condition(nil), gc.Status.Conditions...)
 		meta.SetStatusCondition(&conds, metav1.Condition{Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 			Reason: string(gwv1.GatewayClassReasonAccepted), Message: "Gateways of this class are published through the tuna edge", ObservedGeneration: gc.Generation})
-		if equality.Semantic.DeepEqual(conds, gc.Status.Conditions) {
+		supported := model.SupportedFeatures()
+		if equality.Semantic.DeepEqual(conds, gc.Status.Conditions) && equality.Semantic.DeepEqual(supported, gc.Status.SupportedFeatures) {
 			continue
 		}
 		gc = gc.DeepCopy()
-		gc.Status.Conditions = conds
+		gc.Status.Conditions, gc.Status.SupportedFeatures = conds, supported
 		if err := r.Client.Status().Update(ctx, gc); err != nil {
 			return fmt.Errorf("writing the status of GatewayClass %s: %w", gc.Name, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	reservations "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
@@ -18,8 +19,24 @@ import (
 // reservation lives there, or is shared with it (spec.sharedWith); one of
 // another namespace that is not shared is a conflict. The edge enforces the
 // same ownership when the host's key is issued.
-func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint) model.Reservations {
+//
+// On an edge that takes any host, a host no Domain reserves belongs to the
+// namespace that publishes it first, as the edge's first claim decides
+// when its key is issued.
+func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint, edge edgeRules) model.Reservations {
 	return model.Reservations{
+		Address: func(port int32) model.Verdict {
+			switch {
+			case edge.own != "" && port != edge.port:
+				return model.Verdict{Message: fmt.Sprintf("the listener has no hostname, so it is published on the Gateway's own address, which the edge serves on port %d, not %d: set port to %d",
+					edge.port, port, edge.port)}
+			case edge.own != "":
+				return model.Verdict{OK: true, Address: edge.own}
+			case edge.pool == 0:
+				return model.Verdict{Message: "the listener has no hostname and the edge hands out no Gateway addresses (tuna-edge serve --gateway-addresses): set hostname to a reserved domain of this namespace (kubectl get domain)"}
+			}
+			return model.Verdict{Message: fmt.Sprintf("the listener has no hostname and all %d Gateway addresses of the edge are taken by older Gateways: set hostname to a reserved domain of this namespace, or ask the edge's admin for more addresses", edge.pool)}
+		},
 		Host: func(host string) model.Verdict {
 			var other *tunav1.Domain
 			for i := range domains {
@@ -35,6 +52,13 @@ func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint
 			if other != nil {
 				return model.Verdict{Conflict: true, Message: fmt.Sprintf("host %s belongs to namespace %s (Domain %s): ask its owner to add namespace %s to spec.sharedWith, or choose another hostname",
 					host, other.Namespace, other.Name, ns)}
+			}
+			if first := edge.first[host]; edge.anyHost && first != ns {
+				return model.Verdict{Conflict: true, Message: fmt.Sprintf("host %s is published first by namespace %s, which holds it: reserve it with a Domain that lists namespace %s in spec.sharedWith to share it",
+					host, first, ns)}
+			}
+			if edge.anyHost {
+				return model.Verdict{OK: true, Address: host}
 			}
 			return model.Verdict{Message: fmt.Sprintf("host %s is not a reserved domain of namespace %s: create a Domain for it there (kubectl get domain shows the reserved ones)", host, ns)}
 		},
@@ -57,6 +81,37 @@ func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint
 			return model.Verdict{Message: fmt.Sprintf("TCP port %d is not a reserved TCPEndpoint of namespace %s: create a TCPEndpoint there and use its status.port", port, ns)}
 		},
 	}
+}
+
+// edgeRules are what the edge allows a Gateway beyond reservations.
+type edgeRules struct {
+	// anyHost: the edge takes any host (tuna-edge serve --any-host).
+	anyHost bool
+	// first is the namespace of the oldest Gateway with a listener for
+	// each host: on an any-host edge, the one an unreserved host is for.
+	first map[string]string
+	// own is the Gateway's own address, for an HTTP listener without a
+	// hostname ("" when none is free), of pool Gateway addresses.
+	own  string
+	pool int
+	// port is where the edge serves Gateway addresses.
+	port int32
+}
+
+// firstPublishers maps each listener host of gws (oldest first) to the
+// namespace of its oldest Gateway.
+func firstPublishers(gws []*gwv1.Gateway) map[string]string {
+	out := map[string]string{}
+	for _, gw := range gws {
+		for _, l := range gw.Spec.Listeners {
+			if h := model.Host(l); h != "" {
+				if _, ok := out[h]; !ok {
+					out[h] = gw.Namespace
+				}
+			}
+		}
+	}
+	return out
 }
 
 // ready: Ready is True, or Unknown (reserved, and the edge cannot confirm

@@ -27,7 +27,7 @@ func TestReserved(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "db"}, Status: tunav1.TCPEndpointStatus{Port: 30001, Address: "edge:30001", Conditions: readyConds(metav1.ConditionTrue)}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "other"}, Status: tunav1.TCPEndpointStatus{Port: 30002, Conditions: readyConds(metav1.ConditionTrue)}},
 	}
-	res := reserved("a", domains, endpoints)
+	res := reserved("a", domains, endpoints, edgeRules{})
 	hosts := []struct {
 		host         string
 		ok, conflict bool

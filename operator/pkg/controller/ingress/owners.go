@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -38,12 +39,15 @@ type tenancy struct {
 // existed.
 func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []string) (tenancy, error) {
 	var sharing edgeclient.Sharing
+	claimed := false
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
 	case err == nil:
 		sharing = d.Sharing
 	case !edgeclient.IsNotFound(err):
 		return tenancy{}, err
+	default:
+		claimed = r.firstClaim(ctx, host)
 	}
 	t := tenancy{refused: map[string]string{}}
 	for _, ns := range namespaces { // oldest first: the first allowed one issues the key for an unowned host
@@ -53,6 +57,12 @@ func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []stri
 		o := edgeapi.Owner(r.ClusterID, ns)
 		if sharing.Owner != "" && sharing.Owner != o && !slices.Contains(sharing.SharedWith, o) {
 			t.refused[ns] = edgeapi.OwnedMessage(host, sharing.Owner, false, r.ClusterID, ns)
+			continue
+		}
+		if claimed && t.owner != "" {
+			// An unreserved host the first publisher claims is that
+			// namespace's alone, as the edge holds it.
+			t.refused[ns] = fmt.Sprintf("host %s is published first by namespace %s, which holds it: reserve it with a Domain that lists namespace %s in spec.sharedWith to share it", host, t.owner, ns)
 			continue
 		}
 		t.allowed = append(t.allowed, ns)

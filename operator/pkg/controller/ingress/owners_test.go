@@ -1,13 +1,18 @@
 package ingress
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 )
 
@@ -62,5 +67,48 @@ func TestHostOnlyForeignIngress(t *testing.T) {
 	}
 	if ev := f.drain(); len(ev) != 1 || !strings.Contains(ev[0], ReasonAddressOwned) {
 		t.Fatalf("events %v", ev)
+	}
+}
+
+// On an edge that takes any host, an unreserved host outside the base
+// domain, or one of the edge's Gateway addresses, is published without a
+// Domain, and only for the namespace that published it first: a younger
+// namespace's Ingress is refused, as the edge would refuse its key.
+func TestFirstPublisherClaimsAnUnreservedHost(t *testing.T) {
+	for _, h := range []string{"shop.example.net", "192.0.2.7"} {
+		first := tunaIngress("first", "shop", h)
+		first.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+		second := tunaIngress("second", "shop", h)
+		second.CreationTimestamp = metav1.NewTime(time.Now())
+		f := newFixture(t, first, second)
+		r := f.reconciler()
+		request := func() {
+			t.Helper()
+			if _, err := r.Reconcile(context.Background(), ingress.HostRequest(h)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		request()
+		if keys, _ := f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: h}); len(keys) != 0 {
+			t.Fatalf("%s: keys %+v on an edge that takes only its own names", h, keys)
+		}
+		f.drain()
+
+		f.edge.anyHost, f.edge.gatewayAddresses = true, []string{"192.0.2.7"}
+		r = f.reconciler() // the edge's facts are read once per process
+		request()
+		keys, _ := f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: h})
+		if len(keys) != 1 || keys[0].Owner != "c1/first" || keys[0].Address != h {
+			t.Fatalf("%s: keys %+v, want one of owner c1/first", h, keys)
+		}
+		var s corev1.Secret
+		if err := f.kube.Get(context.Background(), types.NamespacedName{Namespace: "tuna-system", Name: keysecret.HostName(h)}, &s); err != nil ||
+			string(s.Data[keysecret.KeyNamespaces]) != "first" {
+			t.Fatalf("%s: Secret %v %v must limit the host to namespace first", h, s.Data, err)
+		}
+		ev := f.drain()
+		if len(ev) != 1 || !strings.Contains(ev[0], ReasonAddressOwned) || !strings.Contains(ev[0], "published first by namespace first") {
+			t.Fatalf("%s: events %v, want one AddressOwned for namespace second", h, ev)
+		}
 	}
 }

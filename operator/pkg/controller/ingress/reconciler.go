@@ -278,6 +278,8 @@ func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []
 	}
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
+	case edgeclient.IsNotFound(err) && r.firstClaim(ctx, host):
+		return reservation{lbHostname: host}, nil
 	case edgeclient.IsNotFound(err):
 		return reservation{problem: r.notReserved(ctx, host, namespaces)}, nil
 	case err != nil:
@@ -290,6 +292,24 @@ func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []
 		records = append(records, tunav1.DNSRecord{Type: rec.Type, Name: rec.Name, Value: rec.Value})
 	}
 	return reservation{lbHostname: reservations.DNSTarget(host, d.Custom, records)}, nil
+}
+
+// firstClaim reports whether host, reserved by no Domain, is the first
+// publisher's to claim, as the edge decides when its key is issued: one
+// of the edge's Gateway addresses, or on an edge that takes any host
+// (tuna-edge serve --any-host) a host outside its base domain.
+func (r *Reconciler) firstClaim(ctx context.Context, host string) bool {
+	info, err := r.Info.Get(ctx)
+	if err != nil {
+		return false
+	}
+	if slices.Contains(info.GatewayAddresses, host) {
+		return true
+	}
+	if _, ok := strings.CutSuffix(host, "."+info.BaseDomain); ok {
+		return false
+	}
+	return info.AnyHost
 }
 
 // notReserved tells the user how to reserve host.

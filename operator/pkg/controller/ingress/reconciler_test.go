@@ -38,6 +38,21 @@ type edge struct {
 	sessions map[string]bool // key ID -> a live session uses it
 	// domainErrs fail the next GetDomain calls, in order.
 	domainErrs []error
+	// anyHost and gatewayAddresses are what GET /v1/edge says besides
+	// the fake's facts.
+	anyHost          bool
+	gatewayAddresses []string
+}
+
+func (e *edge) Edge(ctx context.Context) (*edgeclient.EdgeInfo, error) {
+	info, err := e.fakeEdge.Edge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	info.AnyHost, info.GatewayAddresses = e.anyHost, e.gatewayAddresses
+	return info, nil
 }
 
 func (e *edge) GetDomain(_ context.Context, name string) (*edgeclient.Domain, error) {

@@ -60,7 +60,7 @@ func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
 	generation := predicate.GenerationChangedPredicate{}
 	for _, src := range []source.Source{
 		source.Kind(mgr.GetCache(), client.Object(&gwv1.GatewayClass{}), gateway.AllHostsHandler(mgr.GetClient()), generation),
-		source.Kind(mgr.GetCache(), client.Object(&gwv1.Gateway{}), gateway.HostHandler(mgr.GetClient()), generation),
+		source.Kind(mgr.GetCache(), client.Object(&gwv1.Gateway{}), gateway.HostHandler(mgr.GetClient()), gateway.HostsChanged()),
 	} {
 		if err := r.ctl.Watch(src); err != nil {
 			return fmt.Errorf("watching the Gateway API: %w", err)

@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
+)
+
+// withAddress is res with a Gateway address for listeners without a
+// hostname, on port 80.
+func withAddress(addr string) Reservations {
+	r := res
+	r.Address = func(port int32) Verdict {
+		if port != 80 {
+			return Verdict{Message: "port 80 only"}
+		}
+		return Verdict{OK: true, Address: addr}
+	}
+	return r
+}
+
+func ipStatus(addrs ...string) gwv1.GatewayStatus {
+	var s gwv1.GatewayStatus
+	ip := gwv1.IPAddressType
+	for _, a := range addrs {
+		s.Addresses = append(s.Addresses, gwv1.GatewayStatusAddress{Type: &ip, Value: a})
+	}
+	return s
+}
+
+// An HTTP listener without a hostname is published on the Gateway's own
+// address, which status.addresses lists first as an IPAddress; an HTTPS
+// one is refused (the edge's certificates are for names), and so is a
+// port the edge does not serve addresses on.
+func TestListenerWithoutHostname(t *testing.T) {
+	gw := gateway(
+		gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")},
+		gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80},
+		gwv1.Listener{Name: "any-tls", Protocol: gwv1.HTTPSProtocolType, Port: 443},
+		gwv1.Listener{Name: "any-8080", Protocol: gwv1.HTTPProtocolType, Port: 8080},
+	)
+	ls := Evaluate(gw, withAddress("192.0.2.7"))
+	want := map[string]string{"web": "True", "any": "True", "any-tls": "False", "any-8080": "False"}
+	for _, l := range ls {
+		if a := status(t, l, "Accepted"); string(a.Status) != want[l.Name] || (a.Status == metav1.ConditionFalse && a.Reason != "UnsupportedValue") {
+			t.Errorf("%s: Accepted %s/%s %q", l.Name, a.Status, a.Reason, a.Message)
+		}
+	}
+	if !ls[1].AnyHost || ls[1].Host != "192.0.2.7" {
+		t.Fatalf("listener without hostname: %+v", ls[1])
+	}
+	_, addrs := GatewayConditions(gw, ls)
+	if len(addrs) != 2 || *addrs[0].Type != gwv1.IPAddressType || addrs[0].Value != "192.0.2.7" ||
+		*addrs[1].Type != gwv1.HostnameAddressType || addrs[1].Value != "mine.example" {
+		t.Fatalf("addresses %+v", addrs)
+	}
+	// Without an address from the edge the listener is refused, and says
+	// what to do.
+	ls = Evaluate(gw, res)
+	if a := status(t, ls[1], "Accepted"); a.Status != metav1.ConditionFalse || a.Message == "" {
+		t.Fatalf("no Gateway addresses: %+v", a)
+	}
+}
+
+// Each Gateway that needs an address keeps the one its status holds while
+// it is in the pool and no older Gateway holds it; the others take the
+// free ones, oldest first, until none is left.
+func TestAssignAddresses(t *testing.T) {
+	at := func(name string, sec int, s gwv1.GatewayStatus, ls ...gwv1.Listener) *gwv1.Gateway {
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
+			Spec: gwv1.GatewaySpec{Listeners: ls}, Status: s}
+	}
+	any := gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80}
+	named := gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")}
+	gws := []*gwv1.Gateway{
+		at("old", 1, gwv1.GatewayStatus{}, any),
+		at("kept", 2, ipStatus("10.0.0.3"), any),
+		at("named", 3, ipStatus("10.0.0.1"), named), // needs none
+		at("stale", 4, ipStatus("10.9.9.9"), any),   // not in the pool any more
+		at("dup", 5, ipStatus("10.0.0.3"), any),     // an older one holds it
+		at("late", 6, gwv1.GatewayStatus{}, any),
+	}
+	got := AssignAddresses(gws, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"})
+	key := func(n string) client.ObjectKey { return types.NamespacedName{Namespace: "a", Name: n} }
+	want := map[client.ObjectKey]string{key("kept"): "10.0.0.3", key("old"): "10.0.0.1", key("stale"): "10.0.0.2", key("dup"): "10.0.0.4"}
+	if len(got) != len(want) {
+		t.Fatalf("assigned %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if OwnAddress(gws[1]) != "10.0.0.3" || OwnAddress(gws[2]) != "" {
+		t.Fatalf("OwnAddress: %q %q", OwnAddress(gws[1]), OwnAddress(gws[2]))
+	}
+	if h := Hosts(gws[1]); len(h) != 1 || h[0] != "10.0.0.3" {
+		t.Fatalf("Hosts of a Gateway with an address: %v", h)
+	}
+}
+
+// On a Gateway's address every route attaches whatever its hostnames, and
+// its hostnames then select requests by their host: an exact hostname
+// before a wildcard, a wildcard before a route without hostnames.
+func TestRulesForAddress(t *testing.T) {
+	gw := gateway(gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80})
+	gw.Status = ipStatus("192.0.2.7")
+	gws := Gateways{types.NamespacedName{Namespace: "a", Name: "gw"}: {Gateway: gw, Listeners: Evaluate(gw, withAddress("192.0.2.7"))}}
+	route := func(name string, sec int, hosts ...gwv1.Hostname) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
+			Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}, Hostnames: hosts,
+				Rules: []gwv1.HTTPRouteRule{{}}}}
+	}
+	routes := []*gwv1.HTTPRoute{route("plain", 1), route("wild", 2, "*.example.com"), route("exact", 3, "foo.example.com", "bar.example.org")}
+	for _, rt := range routes {
+		ps := Attach(RouteInfo{Kind: "HTTPRoute", Namespace: "a", Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}, gws)
+		if len(ps) != 1 || !ps[0].Accepted || len(ps[0].Hosts) != 1 || ps[0].Hosts[0] != "192.0.2.7" {
+			t.Fatalf("%s: %+v", rt.Name, ps)
+		}
+	}
+	if !IsAddress("192.0.2.7") || IsAddress("mine.example") {
+		t.Fatal("IsAddress")
+	}
+	rules := ForAddress(Rules(routes))
+	if len(rules) != 4 {
+		t.Fatalf("%d rules, want 4 (one per hostname)", len(rules))
+	}
+	var rs []router.Route
+	for _, r := range rules {
+		rs = append(rs, router.Route{Type: r.Type, Path: r.Path, Name: r.Route.Name, Conditions: r.Conditions, Rank: r.Rank})
+	}
+	table := router.NewTable(rs, nil)
+	for host, want := range map[string]string{
+		"foo.example.com": "exact", "bar.example.org:80": "exact", "x.example.com": "wild", "example.com": "plain", "192.0.2.7": "plain",
+	} {
+		req := httptest.NewRequest("GET", "http://"+host+"/", nil)
+		if got := table.MatchRequest(req, "/"); got == nil || got.Name != want {
+			t.Errorf("%s: served by %v, want %s", host, got, want)
+		}
+	}
+}
+
+// The controller writes a Gateway's own address into its status, which
+// changes its hosts without a new generation: that event must get through.
+func TestHostsChanged(t *testing.T) {
+	any := gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80}
+	old := gateway(any)
+	addressed := old.DeepCopy()
+	addressed.Status = ipStatus("192.0.2.7")
+	p := HostsChanged()
+	if !p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: addressed}) {
+		t.Fatal("a new own address was filtered out")
+	}
+	same := addressed.DeepCopy()
+	same.Status.Conditions = []metav1.Condition{{Type: "Programmed"}}
+	if p.Update(event.UpdateEvent{ObjectOld: addressed, ObjectNew: same}) {
+		t.Fatal("a status change that keeps the hosts got through")
+	}
+	bumped := same.DeepCopy()
+	bumped.Generation++
+	if !p.Update(event.UpdateEvent{ObjectOld: same, ObjectNew: bumped}) {
+		t.Fatal("a new generation was filtered out")
+	}
+}
