@@ -170,3 +170,18 @@ func TestHostsChanged(t *testing.T) {
 		t.Fatal("a new generation was filtered out")
 	}
 }
+
+// allowedRoutes.kinds naming a kind the listener does not take is
+// ResolvedRefs=False InvalidRouteKinds even beside one it takes; the
+// listener still serves that one, which supportedKinds lists.
+func TestListenerWithSomeInvalidKinds(t *testing.T) {
+	gw := gateway(gwv1.Listener{Name: "mixed", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example"),
+		AllowedRoutes: &gwv1.AllowedRoutes{Kinds: []gwv1.RouteGroupKind{{Kind: "InvalidRoute"}, {Kind: "HTTPRoute"}}}})
+	l := Evaluate(gw, res)[0]
+	if r := status(t, l, "ResolvedRefs"); r.Status != metav1.ConditionFalse || r.Reason != "InvalidRouteKinds" {
+		t.Fatalf("ResolvedRefs %+v", r)
+	}
+	if !l.Accepted || len(l.Kinds) != 1 || l.Kinds[0].Kind != "HTTPRoute" || status(t, l, "Programmed").Status != metav1.ConditionTrue {
+		t.Fatalf("listener %+v: want HTTPRoute served", l)
+	}
+}

@@ -160,12 +160,18 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 				}
 			}
 			l.Kinds = kinds
-			if len(kinds) == 0 {
+			switch {
+			case len(kinds) == 0:
 				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidRouteKinds), false, gen,
 					fmt.Sprintf("allowedRoutes.kinds names no kind this listener takes: %s", supported[0].Kind))
+			case len(kinds) < len(ar.Kinds):
+				// The listener still takes the kinds it supports
+				// (supportedKinds); the condition names the others.
+				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidRouteKinds), false, gen,
+					fmt.Sprintf("allowedRoutes.kinds names kinds this listener does not take: it takes only %s", supported[0].Kind))
 			}
 		}
-		l.Accepted = accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue
+		l.Accepted = accepted.Status == metav1.ConditionTrue && len(l.Kinds) > 0
 		programmed := cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonProgrammed), true, gen, "published through the edge")
 		if !l.Accepted {
 			programmed = cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonInvalid), false, gen, "not published: see the Accepted and ResolvedRefs conditions")
