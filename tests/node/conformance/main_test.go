@@ -1,0 +1,148 @@
+//go:build conformance
+
+// Package conformance runs the Gateway API conformance suite
+// (sigs.k8s.io/gateway-api/conformance, the version go.mod pins) against
+// tuna on a real node: the chart installed by helm from images built
+// here with its GatewayClass tuna, the edge on the host, the suite's own
+// backends (echo-basic, built from the module) as pods. go tool task
+// test:conformance runs it (root) and writes the suite's report.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/node"
+	"code.tuna.am/tuna/k8s-operator/tests/node/tuna"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
+)
+
+// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too.
+
+var env struct {
+	cluster *node.Cluster
+	edge    *tuna.Edge
+	build   *tuna.Build
+	release *tuna.Release
+	dir     string
+}
+
+// tag is the images' tag.
+const tag = "0.0.1-conformance"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "tuna-conformance-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.dir = dir
+	code := 1
+	defer func() {
+		if code == 0 && os.Getenv("TUNA_NODE_KEEP_LOGS") == "" {
+			_ = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "conformance: the logs (components, edge) are in %s\n", dir)
+		}
+	}()
+	if err := setUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		tearDown()
+		return code
+	}
+	code = m.Run()
+	tearDown()
+	return code
+}
+
+func setUp() error {
+	harness.UseTestLogger()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := node.Start(ctx, node.Options{LogDir: filepath.Join(env.dir, "node"), Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	env.cluster = c
+	if env.build, err = tuna.BuildImages(ctx, env.dir, tag); err != nil {
+		return err
+	}
+	if err := env.build.Import(ctx, c); err != nil {
+		return err
+	}
+	if err := importSuiteImages(ctx); err != nil {
+		return err
+	}
+	pool, err := gatewayAddresses()
+	if err != nil {
+		return err
+	}
+	// The edge as the suite needs it of a self-hosted edge: the route
+	// hostnames it uses (example.com, ...) are outside its base domain
+	// (--any-host), and each Gateway without a hostname gets an address
+	// of its own on port 80 (--gateway-addresses).
+	if env.edge, err = tuna.StartEdge(ctx, env.build.Binary("tuna-edge"), env.dir, c.Net.HostIP.String(),
+		"--any-host", "--gateway-addresses", pool, "--gateway-http-port", "80"); err != nil {
+		return err
+	}
+	if err := installGatewayAPI(c); err != nil {
+		return err
+	}
+	// allowedRoutes selectors are part of the core: the chart reads
+	// namespaces' labels only when asked.
+	if env.release, err = tuna.Install(ctx, c, env.edge, env.build, env.dir, "gatewayClass.enabled=true", "gatewayClass.namespaceSelectors=true"); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "conformance: node, images, edge and chart ready in %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// installGatewayAPI installs every CRD of the pinned release's standard
+// channel, as its install manifest does: the suite checks their bundle
+// version and channel.
+func installGatewayAPI(c *node.Cluster) error {
+	paths, err := harness.GatewayAPICRDs()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(paths[0])
+	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing the Gateway API CRDs from %s: %w", dir, err)
+	}
+	return nil
+}
+
+// gatewayAddresses are the edge's Gateway addresses: 32 loopback
+// addresses of a /24 under 127/8 that a port of tests/ports names, so
+// that runs at once on one machine never share one.
+func gatewayAddresses() (string, error) {
+	p, err := ports.Take(1)
+	if err != nil {
+		return "", err
+	}
+	prefix := fmt.Sprintf("127.%d.%d.", p>>8, p&0xff)
+	return prefix + "1-" + prefix + "32", nil
+}
+
+func tearDown() {
+	if env.edge != nil {
+		env.edge.Kill()
+	}
+	if env.cluster != nil {
+		if err := env.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance: stopping the cluster:", err)
+		}
+	}
+}
