@@ -64,7 +64,7 @@ type connState struct {
 	// its requests go to the tunnel bound to that address, whatever their
 	// Host. "" on the shared listeners, which route by Host.
 	bound string
-	idle   httpfwd.Idle
+	idle  httpfwd.Idle
 
 	once sync.Once
 	tr   *http.Transport

@@ -27,10 +27,10 @@ func newServe() *cobra.Command {
 		// gatewayAddrs is --gateway-addresses, parsed by
 		// server.ParseAddresses.
 		gatewayAddrs string
-		logLevel  string
-		logFormat string
-		bootstrap string
-		pprofAddr string
+		logLevel     string
+		logFormat    string
+		bootstrap    string
+		pprofAddr    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
