@@ -112,8 +112,13 @@ func sweep(index int) error {
 		errs = append(errs, err)
 	}
 	if _, err := os.Stat("/sys/class/net/" + hostVeth(index)); err == nil {
+		// The kernel deletes the pair itself once the node's namespace is
+		// gone, which may happen between the look and the delete: a link
+		// that is no longer there is swept.
 		if out, err := exec.Command("ip", "link", "del", hostVeth(index)).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", hostVeth(index), err, out))
+			if _, gone := os.Stat("/sys/class/net/" + hostVeth(index)); !os.IsNotExist(gone) {
+				errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", hostVeth(index), err, out))
+			}
 		}
 	}
 	// The kubelet links every container's log into /var/log/containers
