@@ -398,9 +398,10 @@ func TestRelayEarlyAnswerClosesTheConnection(t *testing.T) {
 }
 
 func TestRelayShutdown(t *testing.T) {
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{})
 	addr, _ := startBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			close(arrived)
 			<-release
 		}
 		_, _ = io.WriteString(w, "done")
@@ -414,6 +415,12 @@ func TestRelayShutdown(t *testing.T) {
 	if _, err := io.WriteString(busy.c, get("relay.test", "/slow")); err != nil {
 		t.Fatal(err)
 	}
+	// The slow request is at the backend, so its connection is busy; and
+	// the first connection's exchange is over, so it is idle. (Counting
+	// busy connections could see the first one still finishing and this
+	// one not yet read: Shutdown then closed this one with its request
+	// unread, and the kernel reset it.)
+	<-arrived
 	waitFor(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
