@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -51,11 +52,10 @@ const demoHTTPPort = "8080"
 // shows: statuses converge in seconds.
 const outputWait = 90 * time.Second
 
+// env is the walkthrough's: the snippets' shell environment, for one run
+// of TestDocsRunAsWritten.
 var env struct {
-	once    sync.Once
-	err     error
-	cluster *localcluster.Cluster // nil on a running demo
-	dir     string
+	dir string
 	// environ is what a shell that sourced the cluster's env file has.
 	environ []string
 	// httpPort is the edge's public HTTP port here.
@@ -67,69 +67,86 @@ var env struct {
 // instead of on a local cluster of their own.
 const onDemoEnv = "TUNA_DOCS_DEMO_ENV"
 
+// built are the binaries the local cluster runs and the snippets call
+// (tuna-k8s-operator, tuna-edge, tuna-operator), built once per process.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 func TestMain(m *testing.M) {
 	harness.UseTestLogger()
 	code := m.Run()
-	if env.cluster != nil {
-		if err := env.cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local cluster:", err)
-			code = 1
-		}
-	}
-	if env.dir != "" {
-		_ = os.RemoveAll(env.dir)
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
 
-// prepare starts the local cluster once, with the binaries the snippets
-// call (tuna-edge, tuna-operator) built, or reads a running demo's env
-// file.
-func prepare(t *testing.T) {
-	t.Helper()
-	env.once.Do(func() { env.err = start() })
-	require.NoError(t, env.err)
+func buildBinaries() (string, error) {
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "tuna-docs-bin-"); built.err != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", built.dir+"/", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator")
+		build.Dir = harness.RepoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("building the binaries: %w\n%s", err, out)
+		}
+	})
+	return built.dir, built.err
 }
 
-func start() error {
-	dir, err := os.MkdirTemp("", "tuna-docs-")
-	if err != nil {
-		return err
+// prepare starts a local cluster of the test's own, with the binaries the
+// snippets call (tuna-edge, tuna-operator) built, or reads a running
+// demo's env file. A walkthrough changes what it runs on (a secret's
+// version on the edge): each run has a fresh cluster, and a demo serves
+// one run.
+func prepare(t *testing.T) {
+	t.Helper()
+	env.dir = t.TempDir()
+	c, err := start(env.dir)
+	if c != nil {
+		t.Cleanup(func() { assert.NoError(t, c.Stop(), "stopping the local cluster") })
 	}
-	env.dir = dir
+	require.NoError(t, err)
+}
+
+func start(dir string) (*localcluster.Cluster, error) {
 	// curl prints no progress meter to a terminal, where users run the
 	// snippets, but does to a pipe: a .curlrc keeps it quiet here (errors
 	// still show).
 	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("silent\nshow-error\n"), 0o600); err != nil {
-		return err
+		return nil, err
 	}
 	if file := os.Getenv(onDemoEnv); file != "" {
-		return readDemo(file)
+		return nil, readDemo(file)
 	}
 	ctx := context.Background()
-	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./operator/cmd/tuna-k8s-operator", "./edge/cmd/tuna-edge", "./cli/cmd/tuna-operator")
-	build.Dir = harness.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the binaries: %w\n%s", err, out)
+	bin, err := buildBinaries()
+	if err != nil {
+		return nil, err
 	}
 	tools, err := harness.ToolsWith(ctx, os.Stderr, "kube-apiserver", "etcd", "kubectl", "kube-controller-manager")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := localcluster.Start(ctx, localcluster.Options{
 		Dir: filepath.Join(dir, "cluster"), Operator: filepath.Join(bin, "tuna-k8s-operator"), Tools: tools,
 		ControllerManager: filepath.Join(tools, "kube-controller-manager"),
-		HTTPListen:        harness.PreferListen("127.0.0.1:" + demoHTTPPort), ServeServices: true,
-		Path: []string{tools, bin},
+		// A port of this process's: the demo's 8080 may be another's
+		// (a demo, this test in another process); output is compared
+		// as the demo's (fromDemoPort).
+		ServeServices: true,
+		Path:          []string{tools, bin},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	env.cluster = c
 	env.environ = c.Environ()
 	env.httpPort = c.Edge.HTTPAddr()[strings.LastIndex(c.Edge.HTTPAddr(), ":")+1:]
-	return nil
+	return c, nil
 }
 
 // readDemo takes a running demo's environment from its env file, and its
