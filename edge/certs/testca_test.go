@@ -61,6 +61,13 @@ func (ca *testCA) issue(t testing.TB, host, ocspURL string, notAfter time.Time) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca.issueWithKey(t, key, host, ocspURL, notAfter)
+}
+
+// issueWithKey is issue for a given key: many certificates may share one
+// where only their number matters.
+func (ca *testCA) issueWithKey(t testing.TB, key *ecdsa.PrivateKey, host, ocspURL string, notAfter time.Time) (chainPEM, keyPEM []byte, leaf *x509.Certificate) {
+	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: host},
 		DNSNames:  []string{host},

@@ -1,9 +1,11 @@
 // Package dnstest is a tiny authoritative DNS server on 127.0.0.1 for tests
 // of custom-domain verification: it answers CNAME and TXT from a table that
-// the test changes while the server runs.
+// the test changes while the server runs, and A records for an ACME CA
+// that validates challenges on loopback.
 package dnstest
 
 import (
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -12,12 +14,15 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 )
 
-// Server answers over UDP.
+// Server answers over UDP, and over TCP on the same port (resolvers that
+// ask over TCP, such as an ACME CA's).
 type Server struct {
 	conn  net.PacketConn
+	tcp   net.Listener
 	mu    sync.Mutex
 	cname map[string]string
 	txt   map[string][]string
+	a     map[string][4]byte
 }
 
 // Start listens on 127.0.0.1:0 until the test ends.
@@ -34,17 +39,29 @@ func Start(t *testing.T) *Server {
 // Listen starts a server on 127.0.0.1:0; Close stops it. For setups that
 // outlive one test (a TestMain).
 func Listen() (*Server, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	var pc net.PacketConn
+	var ln net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		_ = pc.Close()
+		if attempt == 10 {
+			return nil, err
+		}
 	}
-	s := &Server{conn: pc, cname: map[string]string{}, txt: map[string][]string{}}
+	s := &Server{conn: pc, tcp: ln, cname: map[string]string{}, txt: map[string][]string{}, a: map[string][4]byte{}}
 	go s.serve()
+	go s.serveTCP()
 	return s, nil
 }
 
 // Close stops the server.
-func (s *Server) Close() error { return s.conn.Close() }
+func (s *Server) Close() error { _ = s.tcp.Close(); return s.conn.Close() }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.conn.LocalAddr().String() }
@@ -65,6 +82,13 @@ func (s *Server) SetTXT(name string, values ...string) {
 	s.txt[fqdn(name)] = values
 }
 
+// SetA makes name resolve to the IPv4 address ip.
+func (s *Server) SetA(name string, ip net.IP) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.a[fqdn(name)] = [4]byte(ip.To4())
+}
+
 func (s *Server) serve() {
 	buf := make([]byte, 1500)
 	for {
@@ -75,6 +99,36 @@ func (s *Server) serve() {
 		if out, err := s.answer(buf[:n]); err == nil {
 			_, _ = s.conn.WriteTo(out, addr)
 		}
+	}
+}
+
+// serveTCP answers DNS over TCP: each message behind its 2-byte length.
+func (s *Server) serveTCP() {
+	for {
+		c, err := s.tcp.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			for {
+				var l [2]byte
+				if _, err := io.ReadFull(c, l[:]); err != nil {
+					return
+				}
+				req := make([]byte, int(l[0])<<8|int(l[1]))
+				if _, err := io.ReadFull(c, req); err != nil {
+					return
+				}
+				out, err := s.answer(req)
+				if err != nil {
+					return
+				}
+				if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
+					return
+				}
+			}
+		}()
 	}
 }
 
@@ -92,10 +146,11 @@ func (s *Server) answer(req []byte) ([]byte, error) {
 	s.mu.Lock()
 	cname, hasCNAME := s.cname[name]
 	txt, hasTXT := s.txt[name]
+	a, hasA := s.a[name]
 	s.mu.Unlock()
 
 	rcode := dnsmessage.RCodeSuccess
-	if !hasCNAME && !hasTXT {
+	if !hasCNAME && !hasTXT && !hasA {
 		rcode = dnsmessage.RCodeNameError
 	}
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: rcode})
@@ -119,6 +174,10 @@ func (s *Server) answer(req []byte) ([]byte, error) {
 			return nil, err
 		}
 		if err := b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: t}); err != nil {
+			return nil, err
+		}
+	case hasA && q.Type == dnsmessage.TypeA:
+		if err := b.AResource(rh, dnsmessage.AResource{A: a}); err != nil {
 			return nil, err
 		}
 	case hasTXT && q.Type == dnsmessage.TypeTXT:

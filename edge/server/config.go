@@ -95,6 +95,13 @@ type Config struct {
 	// every node through the store (package edge/certs).
 	TLSTicketRotation time.Duration
 	TLSTicketKeysKept int
+	// TLSCertCacheSize bounds the certificates each node keeps in memory
+	// (default certs.DefaultCacheSize); the rest stay in the store and are
+	// loaded on their next handshake.
+	TLSCertCacheSize int
+	// ACMEChallenges are the ACME challenge types answered, in order of
+	// preference (default tls-alpn-01, then http-01).
+	ACMEChallenges []string
 	// Clock is the clock of the HTTPS listener's state: the ticket key
 	// schedule, certificate renewal, OCSP staples. nil is time.Now; tests
 	// move it.
@@ -259,8 +266,9 @@ func (c *Config) setDefaults() error {
 	if c.HTTPSListen != "" && c.TLSCertFile == "" && c.ACMEDirectory == "" {
 		return fmt.Errorf("config: HTTPSListen needs TLSCertFile/TLSKeyFile or ACMEDirectory")
 	}
-	if c.TLSTicketRotation < 0 || c.TLSTicketKeysKept < 0 {
-		return fmt.Errorf("config: TLSTicketRotation %v and TLSTicketKeysKept %d must not be negative", c.TLSTicketRotation, c.TLSTicketKeysKept)
+	if c.TLSTicketRotation < 0 || c.TLSTicketKeysKept < 0 || c.TLSCertCacheSize < 0 {
+		return fmt.Errorf("config: TLSTicketRotation %v, TLSTicketKeysKept %d and TLSCertCacheSize %d must not be negative",
+			c.TLSTicketRotation, c.TLSTicketKeysKept, c.TLSCertCacheSize)
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

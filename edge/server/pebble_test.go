@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +23,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/edge/store"
 
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -48,6 +51,20 @@ func pebbleBinary(t *testing.T) string {
 // and pebble cannot reach the edge's ports 80/443 here.
 func startPebble(t *testing.T) (dirURL, caFile string, issued *x509.CertPool) {
 	t.Helper()
+	return startPebbleWith(t, pebbleOptions{})
+}
+
+// pebbleOptions make pebble validate challenges for real: it resolves
+// names with the DNS server at DNS and connects to HTTPPort (HTTP-01) and
+// TLSPort (TLS-ALPN-01) of the address found.
+type pebbleOptions struct {
+	Validate          bool
+	DNS               string
+	HTTPPort, TLSPort int
+}
+
+func startPebbleWith(t *testing.T, opt pebbleOptions) (dirURL, caFile string, issued *x509.CertPool) {
+	t.Helper()
 	bin := pebbleBinary(t)
 	dir := t.TempDir()
 	// A certificate for pebble's own HTTPS listener (127.0.0.1).
@@ -58,8 +75,8 @@ func startPebble(t *testing.T) (dirURL, caFile string, issued *x509.CertPool) {
 		"managementListenAddress":        mgmt,
 		"certificate":                    certFile,
 		"privateKey":                     keyFile,
-		"httpPort":                       0,
-		"tlsPort":                        0,
+		"httpPort":                       opt.HTTPPort,
+		"tlsPort":                        opt.TLSPort,
 		"ocspResponderURL":               "",
 		"externalAccountBindingRequired": false,
 		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
@@ -74,9 +91,15 @@ func startPebble(t *testing.T) (dirURL, caFile string, issued *x509.CertPool) {
 	}
 	// No challenge is validated, and -dnsserver keeps any lookup pebble
 	// might still make on loopback.
-	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", "127.0.0.1:1")
-	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_VA_NOSLEEP=1",
-		"PEBBLE_WFE_NONCEREJECT=0")
+	dns := "127.0.0.1:1"
+	env := append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
+	if opt.Validate {
+		dns = opt.DNS
+	} else {
+		env = append(env, "PEBBLE_VA_ALWAYS_VALID=1")
+	}
+	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", dns)
+	cmd.Env = env
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -161,15 +184,23 @@ func TestACMEWithPebble(t *testing.T) {
 	}
 	want := fmt.Sprintf("no reservation, tunnel key or live tunnel serves %s", other)
 	waitFor(t, "the refusal in the edge's log", func() bool { return strings.Contains(logs.String(), want) })
-	entries, err := os.ReadDir(filepath.Join(e.cfg.DataDir, "acme"))
+	// The certificate is in the store, its key sealed; nothing for the
+	// refused name.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(e.cfg.DataDir)
 	if err != nil {
-		t.Fatalf("reading the ACME cache: %v", err)
+		t.Fatal(err)
 	}
-	var cached []string
-	for _, en := range entries {
-		cached = append(cached, en.Name())
+	defer st.Close()
+	if rec, err := st.TLSCert(name); err != nil || !rec.Managed || rec.Key.KeyID == "" {
+		t.Errorf("stored certificate for %s: %+v, %v; want a managed one with a sealed key", name, rec, err)
 	}
-	if !slices.Contains(cached, name) || slices.ContainsFunc(cached, func(f string) bool { return strings.Contains(f, other) }) {
-		t.Errorf("ACME cache holds %v; want %s and nothing for %s", cached, name, other)
+	if _, err := st.TLSCert(other); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("stored certificate for %s: %v; want none", other, err)
+	}
+	if _, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || leaf.PublicKeyAlgorithm != x509.ECDSA {
+		t.Errorf("the certificate served has a %s key; want ECDSA", leaf.PublicKeyAlgorithm)
 	}
 }

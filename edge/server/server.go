@@ -11,14 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/acme"
-	"golang.org/x/crypto/acme/autocert"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/time/rate"
 
@@ -51,7 +48,8 @@ type Edge struct {
 	api     *api.Server
 	secrets *secrets.Manager
 	public  *public.Handler
-	acme    *autocert.Manager
+	// certs serves the HTTPS listener's certificates (nil without it).
+	certs *certs.Manager
 	// ring seals the HTTPS listener's shared secrets (edge/certs).
 	ring *secrets.Keyring
 	// tickets are the session ticket keys shared through the store.
@@ -178,20 +176,10 @@ func New(cfg Config) (*Edge, error) {
 		Body:       cfg.PublicBodyTimeout,
 		Exchange:   cfg.PublicExchangeTimeout,
 	}, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
-	if cfg.HTTPSListen != "" && cfg.TLSCertFile == "" {
-		ac := &acme.Client{DirectoryURL: cfg.ACMEDirectory}
-		if cfg.ACMECAFile != "" {
-			if ac.HTTPClient, err = httpClientTrusting(cfg.ACMECAFile); err != nil {
-				_ = st.Close()
-				return nil, err
-			}
-		}
-		e.acme = &autocert.Manager{
-			Prompt:     autocert.AcceptTOS,
-			Cache:      autocert.DirCache(filepath.Join(cfg.DataDir, "acme")),
-			HostPolicy: e.acmeHostPolicy,
-			Client:     ac,
-			Email:      cfg.ACMEEmail,
+	if cfg.HTTPSListen != "" {
+		if e.certs, err = e.newCertManager(); err != nil {
+			_ = st.Close()
+			return nil, err
 		}
 	}
 	return e, nil
@@ -274,9 +262,10 @@ func (e *Edge) start(ctx context.Context) error {
 		}
 		e.httpAddr = ln.Addr().String()
 		srv := e.public.Server("http")
-		if e.acme != nil {
-			// HTTP-01 challenges arrive here; everything else is routed.
-			srv.Handler = e.acme.HTTPHandler(e.public)
+		if e.certs != nil && e.acmeOn() {
+			// HTTP-01 challenges arrive here, on any node; everything
+			// else is routed.
+			srv.Handler = e.certs.HTTPHandler(e.public)
 		}
 		if e.cfg.NoHTTPRelay {
 			e.serveHTTP("public HTTP", srv, ln, false)

@@ -37,10 +37,11 @@ type TicketKey struct {
 // TLSCert is a certificate the HTTPS listener serves for Host: the chain
 // in PEM, leaf first, and its sealed private key (PEM).
 type TLSCert struct {
-	Host     string    `json:"host"`
-	ChainPEM []byte    `json:"chain_pem"`
-	Key      Sealed    `json:"key"`
-	NotAfter time.Time `json:"not_after"`
+	Host      string    `json:"host"`
+	ChainPEM  []byte    `json:"chain_pem"`
+	Key       Sealed    `json:"key"`
+	NotBefore time.Time `json:"not_before"`
+	NotAfter  time.Time `json:"not_after"`
 	// Managed certificates were obtained through ACME and are renewed;
 	// others (written by an operator or a test CA) are served as they are.
 	Managed bool `json:"managed,omitempty"`
@@ -49,8 +50,13 @@ type TLSCert struct {
 // TLSCertDate is what renewal needs of a certificate, kept apart from the
 // chain so that a scan of every host reads a few bytes each.
 type TLSCertDate struct {
-	NotAfter time.Time `json:"not_after"`
-	Managed  bool      `json:"managed,omitempty"`
+	NotBefore time.Time `json:"not_before"`
+	NotAfter  time.Time `json:"not_after"`
+	Managed   bool      `json:"managed,omitempty"`
+}
+
+func (c TLSCert) date() TLSCertDate {
+	return TLSCertDate{NotBefore: c.NotBefore, NotAfter: c.NotAfter, Managed: c.Managed}
 }
 
 // ACMEOrder marks an order in flight for a host, so that only one node
@@ -120,7 +126,7 @@ func (s *Store) PutTLSCert(c TLSCert) error {
 		if err := put(tx, bucketTLSCerts, c.Host, c, false); err != nil {
 			return err
 		}
-		return put(tx, bucketTLSDates, c.Host, TLSCertDate{NotAfter: c.NotAfter, Managed: c.Managed}, false)
+		return put(tx, bucketTLSDates, c.Host, c.date(), false)
 	})
 	return err
 }
@@ -137,7 +143,7 @@ func (s *Store) PutTLSCerts(certs []TLSCert) error {
 				if err := put(tx, bucketTLSCerts, c.Host, c, false); err != nil {
 					return err
 				}
-				if err := put(tx, bucketTLSDates, c.Host, TLSCertDate{NotAfter: c.NotAfter, Managed: c.Managed}, false); err != nil {
+				if err := put(tx, bucketTLSDates, c.Host, c.date(), false); err != nil {
 					return err
 				}
 			}

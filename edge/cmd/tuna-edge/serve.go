@@ -110,6 +110,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&gatewayAddrs, "gateway-addresses", "", "addresses of this host handed out one per Gateway whose HTTP listener has no hostname, first-last or comma-separated (e.g. 203.0.113.10-203.0.113.20): each serves HTTP on --gateway-http-port and routes every request to its Gateway, whatever the Host")
 	f.IntVar(&cfg.GatewayHTTPPort, "gateway-http-port", 80, "port the --gateway-addresses serve HTTP on")
 	f.BoolVar(&cfg.AnyHost, "any-host", false, "let tunnel keys name any host, not only subdomains of --base-domain and reserved custom domains: the first owner to publish a host claims it (for an edge whose admin lets its users publish names they point at it)")
+	f.IntVar(&cfg.TLSCertCacheSize, "tls-cert-cache-size", certs.DefaultCacheSize, "public HTTPS: certificates each node keeps in memory; the others stay in the store (shared by a cluster) and load on their next handshake")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")

@@ -1,0 +1,288 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/acme"
+
+	"code.tuna.am/tuna/k8s-operator/edge/store"
+)
+
+// DefaultCacheSize bounds the certificates a node keeps in memory.
+const DefaultCacheSize = 4096
+
+// Config configures a Manager.
+type Config struct {
+	Store *store.Store
+	Seal  Sealer
+	// CacheSize bounds the certificates kept in memory, parsed and with
+	// their keys open (default DefaultCacheSize); the others stay in the
+	// store and are loaded on their next handshake.
+	CacheSize int
+	// HostPolicy says whether the edge serves host; a certificate is
+	// neither looked up nor ordered for a host it refuses.
+	HostPolicy func(ctx context.Context, host string) error
+	// Default is served for a name with no certificate of its own (the
+	// --tls-cert-file certificate); nil: such a handshake fails.
+	Default *tls.Certificate
+	// ACME orders missing certificates; nil: only stored ones are served.
+	ACME *ACME
+	// Node names this node in order claims.
+	Node string
+	// OCSPClient fetches OCSP responses (default: a client with a 10s
+	// timeout).
+	OCSPClient *http.Client
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// Manager serves the HTTPS listener's certificates: from a bounded
+// in-memory cache, else from the shared store, else ordered by ACME (one
+// node orders, every node serves the result).
+type Manager struct {
+	cfg   Config
+	cache *lru
+	// def is the default certificate's entry (its OCSP staple).
+	def *entry
+
+	mu     sync.Mutex
+	orders map[string]*order // this node's orders in flight, by host
+	// failed holds hosts whose last order failed: no new order before
+	// retryAt, so handshakes cannot spend the CA's failure limits.
+	failed map[string]backoff
+}
+
+type backoff struct {
+	retryAt time.Time
+	wait    time.Duration
+}
+
+// order is one certificate order; done closes when it ends.
+type order struct {
+	done chan struct{}
+	err  error
+}
+
+// New builds a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = DefaultCacheSize
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.OCSPClient == nil {
+		cfg.OCSPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.HostPolicy == nil {
+		cfg.HostPolicy = func(context.Context, string) error { return nil }
+	}
+	m := &Manager{cfg: cfg, cache: newLRU(cfg.CacheSize), orders: map[string]*order{}, failed: map[string]backoff{}}
+	if cfg.Default != nil {
+		e, err := newEntry("", *cfg.Default, false)
+		if err != nil {
+			return nil, fmt.Errorf("default certificate: %w", err)
+		}
+		m.def = e
+	}
+	if cfg.ACME != nil {
+		cfg.ACME.m = m
+	}
+	return m, nil
+}
+
+// Cached is the number of certificates in memory.
+func (m *Manager) Cached() int { return m.cache.len() }
+
+// TLSConfig is a server configuration serving the manager's certificates,
+// with h2, http/1.1 and ACME's TLS-ALPN protocol.
+func (m *Manager) TLSConfig() *tls.Config {
+	return &tls.Config{
+		GetCertificate: m.GetCertificate,
+		NextProtos:     []string{"h2", "http/1.1", acme.ALPNProto},
+		MinVersion:     tls.VersionTLS12,
+	}
+}
+
+// GetCertificate is tls.Config.GetCertificate.
+func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	host := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+	if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == acme.ALPNProto {
+		if m.cfg.ACME == nil {
+			return nil, errors.New("tuna-edge: no ACME challenge is served here")
+		}
+		return m.cfg.ACME.alpnCert(host)
+	}
+	ctx := hello.Context()
+	if host == "" {
+		return m.fallback(errors.New("tuna-edge: the client sent no server name"))
+	}
+	if e := m.cached(host); e != nil {
+		return m.serve(e), nil
+	}
+	if err := m.cfg.HostPolicy(ctx, host); err != nil {
+		return m.fallback(err)
+	}
+	e, err := m.load(host)
+	if err == nil {
+		return m.serve(e), nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		m.cfg.Logger.Warn("loading a certificate from the store", "host", host, "err", err)
+	}
+	if m.cfg.ACME == nil {
+		if m.def != nil && errors.Is(err, store.ErrNotFound) {
+			// The default serves this host: remembered, so its next
+			// handshakes do not ask the store (a round trip to etcd).
+			m.cache.put(host, m.def)
+		}
+		return m.fallback(fmt.Errorf("tuna-edge: no certificate for %s", host))
+	}
+	if err := m.obtain(ctx, host); err != nil {
+		return nil, err
+	}
+	e, err = m.load(host)
+	if err != nil {
+		return nil, fmt.Errorf("tuna-edge: certificate for %s: %w", host, err)
+	}
+	return m.serve(e), nil
+}
+
+func (m *Manager) fallback(err error) (*tls.Certificate, error) {
+	if m.def != nil {
+		return m.serve(m.def), nil
+	}
+	return nil, err
+}
+
+// cached is host's entry in memory, or its parent's wildcard.
+func (m *Manager) cached(host string) *entry {
+	if e := m.cache.get(host); e != nil {
+		return e
+	}
+	if w := wildcardOf(host); w != "" {
+		return m.cache.get(w)
+	}
+	return nil
+}
+
+func wildcardOf(host string) string {
+	if _, parent, ok := strings.Cut(host, "."); ok && strings.Contains(parent, ".") {
+		return "*." + parent
+	}
+	return ""
+}
+
+// load reads host's certificate (or its parent's wildcard) from the store
+// into the cache.
+func (m *Manager) load(host string) (*entry, error) {
+	rec, err := m.cfg.Store.TLSCert(host)
+	if errors.Is(err, store.ErrNotFound) {
+		if w := wildcardOf(host); w != "" {
+			rec, err = m.cfg.Store.TLSCert(w)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := m.open(rec)
+	if err != nil {
+		return nil, err
+	}
+	if !m.cfg.Now().Before(e.notAfter) {
+		return nil, fmt.Errorf("the stored certificate for %s expired at %s: %w", rec.Host, e.notAfter.Format(time.RFC3339), store.ErrNotFound)
+	}
+	e.checked.Store(m.cfg.Now().UnixNano())
+	m.cache.put(rec.Host, e)
+	return e, nil
+}
+
+// open parses a stored certificate and opens its key.
+func (m *Manager) open(rec store.TLSCert) (*entry, error) {
+	keyPEM, err := m.cfg.Seal.Open(certSealName(rec.Host), rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data)
+	if err != nil {
+		return nil, fmt.Errorf("opening the key of %s: %w", rec.Host, err)
+	}
+	c, err := tls.X509KeyPair(rec.ChainPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("certificate of %s: %w", rec.Host, err)
+	}
+	return newEntry(rec.Host, c, rec.Managed)
+}
+
+func certSealName(host string) string { return "tls/cert-key/" + host }
+
+func newEntry(name string, c tls.Certificate, managed bool) (*entry, error) {
+	if c.Leaf == nil {
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			return nil, err
+		}
+		c.Leaf = leaf
+	}
+	e := &entry{name: name, leaf: c.Leaf, managed: managed, notAfter: c.Leaf.NotAfter}
+	if len(c.Certificate) > 1 {
+		if iss, err := x509.ParseCertificate(c.Certificate[1]); err == nil {
+			e.issuer = iss
+		}
+	}
+	c.OCSPStaple = nil
+	e.served.Store(&c)
+	return e, nil
+}
+
+// serve returns e's certificate, starting in the background what it is due
+// for: an OCSP staple, a look for a renewed certificate.
+func (m *Manager) serve(e *entry) *tls.Certificate {
+	now := m.cfg.Now()
+	m.upkeep(e, now)
+	return e.served.Load()
+}
+
+// Put seals and stores a certificate (chain PEM, leaf first, and key PEM)
+// for host, as an operator or a test CA hands it over, and drops any copy
+// in memory.
+func (m *Manager) Put(host string, chainPEM, keyPEM []byte, managed bool) error {
+	rec, err := m.record(host, chainPEM, keyPEM, managed)
+	if err != nil {
+		return err
+	}
+	if err := m.cfg.Store.PutTLSCert(rec); err != nil {
+		return err
+	}
+	m.cache.remove(host)
+	return nil
+}
+
+// record builds the stored form of a certificate: its key sealed.
+func (m *Manager) record(host string, chainPEM, keyPEM []byte, managed bool) (store.TLSCert, error) {
+	c, err := tls.X509KeyPair(chainPEM, keyPEM)
+	if err != nil {
+		return store.TLSCert{}, fmt.Errorf("certificate for %s: %w", host, err)
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return store.TLSCert{}, err
+	}
+	rec := store.TLSCert{Host: host, ChainPEM: chainPEM, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter, Managed: managed}
+	rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data, err = m.cfg.Seal.Seal(certSealName(host), keyPEM)
+	return rec, err
+}
+
+// Record is the stored form of a certificate, for writing many at once
+// with store.PutTLSCerts.
+func (m *Manager) Record(host string, chainPEM, keyPEM []byte) (store.TLSCert, error) {
+	return m.record(host, chainPEM, keyPEM, false)
+}
