@@ -40,8 +40,8 @@ const (
 // Config configures an Edge. Listen addresses may use port 0; the chosen
 // addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
 type Config struct {
-	// DataDir holds edge.db (keys, reservations), the SSH host key and the
-	// ACME cache.
+	// DataDir holds edge.db (keys, reservations, HTTPS certificates and
+	// ticket keys), the SSH host key and the secrets key.
 	DataDir string
 	// HostKeyFile is the SSH host private key (mode 0600), created on first
 	// start; default <DataDir>/ssh_host_ed25519_key.
