@@ -85,7 +85,7 @@ func (m *Manager) ocspResponse(e *entry) ([]byte, ocspWindow, error) {
 	if err != nil {
 		return nil, ocspWindow{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, ocspWindow{}, fmt.Errorf("responder answered %s", resp.Status)
 	}

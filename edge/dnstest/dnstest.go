@@ -110,7 +110,7 @@ func (s *Server) serveTCP() {
 			return
 		}
 		go func() {
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			for {
 				var l [2]byte
 				if _, err := io.ReadFull(c, l[:]); err != nil {
