@@ -380,11 +380,23 @@ func isToken(b []byte) bool {
 	return true
 }
 
-// isTarget: visible ASCII only (no space, no control, no byte over 0x7e).
+// isTarget: visible ASCII only (no space, no control, no byte over 0x7e),
+// and every '%' of the path (before any '?') followed by two hex digits:
+// net/http refuses a path it cannot unescape ("/%"), and a target the
+// next hop reads differently is not the relay's to pass.
 func isTarget(b []byte) bool {
-	for _, c := range b {
+	inPath := true
+	for i, c := range b {
 		if c <= 0x20 || c >= 0x7f {
 			return false
+		}
+		switch {
+		case c == '?':
+			inPath = false
+		case c == '%' && inPath:
+			if i+2 >= len(b) || !isHex(b[i+1]) || !isHex(b[i+2]) {
+				return false
+			}
 		}
 	}
 	return true
