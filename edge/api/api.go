@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
@@ -64,6 +65,9 @@ type Config struct {
 	RateBurst int
 	// Secrets serves /v1/secrets; nil leaves those routes out.
 	Secrets *secrets.Manager
+	// Access serves /v1/access-policies and /v1/access; nil leaves those
+	// routes out.
+	Access *edgeaccess.Keeper
 	// DefaultPoolSize is the session pool of a tunnel key issued without
 	// max_sessions, as reported in its max_sessions.
 	DefaultPoolSize int
@@ -186,6 +190,10 @@ func (s *Server) routes() {
 		s.handle("GET /v1/secrets/{name...}", secretsRead, s.getSecret)
 		s.handle("PUT /v1/secrets/{name...}", secretsWrite, s.putSecret)
 		s.handle("DELETE /v1/secrets/{name...}", secretsWrite, s.deleteSecret)
+	}
+
+	if s.cfg.Access != nil {
+		s.accessRoutes()
 	}
 
 	// Everything else gets a JSON not_found rather than the mux's text.

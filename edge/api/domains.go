@@ -17,7 +17,7 @@ import (
 func (s *Server) domainOut(d store.Domain) client.Domain {
 	out := client.Domain{
 		Name: d.Name, Subdomain: d.Subdomain, Custom: d.Custom, Verified: d.Verified,
-		VerifyError: d.VerifyError, Sharing: sharingOut(d.Ownership), CreatedAt: d.CreatedAt,
+		VerifyError: d.VerifyError, Sharing: sharingOut(d.Ownership), CreatedAt: d.CreatedAt, AccessPolicy: d.AccessPolicy,
 	}
 	if d.Custom {
 		out.DNSRecords = []client.DNSRecord{

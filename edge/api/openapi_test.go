@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -26,7 +27,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Secrets: m}, st, nil, nil)
+	keeper, _, err := edgeaccess.Open(st, ring, edgeaccess.New(edgeaccess.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Secrets: m, Access: keeper}, st, nil, nil)
 
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`

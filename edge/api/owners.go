@@ -80,16 +80,47 @@ func ownedFail(err error) (ae *apiError, ok bool) {
 	return ownedBy(oe.Address, oe.Owner, "ask that owner to share it with yours (shared_with), or choose another address"), true
 }
 
-// decodeSharing reads a PATCH body: the new shared_with list.
+// decodeSharing reads a TCP endpoint's PATCH body: the new shared_with
+// list.
 func decodeSharing(r *http.Request) ([]string, error) {
-	var in client.UpdateSharing
-	if err := decode(r, &in); err != nil {
+	in, err := decodeDomainPatch(r)
+	if err != nil {
 		return nil, err
+	}
+	if in.AccessPolicy != nil {
+		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"access_policy applies to domains; a TCP endpoint's access policy is named by the tunnels that bind it")
 	}
 	if in.SharedWith == nil {
 		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "shared_with is required: the full list of owners allowed to use the address ([] for none)")
 	}
-	return checkSharedWith(*in.SharedWith)
+	return *in.SharedWith, nil
+}
+
+// decodeDomainPatch reads a domain's PATCH body: shared_with, an access
+// policy, or both, each checked.
+func decodeDomainPatch(r *http.Request) (client.UpdateSharing, error) {
+	var in client.UpdateSharing
+	if err := decode(r, &in); err != nil {
+		return in, err
+	}
+	if in.SharedWith == nil && in.AccessPolicy == nil {
+		return in, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			"give shared_with (the full list of owners allowed to use the address, [] for none), access_policy, or both")
+	}
+	if in.SharedWith != nil {
+		list, err := checkSharedWith(*in.SharedWith)
+		if err != nil {
+			return in, err
+		}
+		in.SharedWith = &list
+	}
+	if p := in.AccessPolicy; p != nil && *p != "" {
+		if err := names.CheckDomain(*p + ".x"); err != nil || len(*p) > 253 {
+			return in, fail(http.StatusBadRequest, client.CodeInvalidRequest, "access_policy %q is not the name of a policy", *p)
+		}
+	}
+	return in, nil
 }
 
 // setShared is the common step of both PATCH handlers.
@@ -107,7 +138,7 @@ func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	shared, err := decodeSharing(r)
+	in, err := decodeDomainPatch(r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -116,7 +147,17 @@ func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, erro
 		if err := a.mayManage(name, d.Ownership); err != nil {
 			return err
 		}
-		return setShared(&d.Ownership, shared)
+		if p := in.AccessPolicy; p != nil {
+			if d.Owner == "" && *p != "" {
+				return fail(http.StatusConflict, client.CodeInvalidRequest,
+					"this reservation has no owner, so no owner's access policy can guard it; reserve the domain with an owner")
+			}
+			d.AccessPolicy = *p
+		}
+		if in.SharedWith == nil {
+			return nil
+		}
+		return setShared(&d.Ownership, *in.SharedWith)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil, notFound("domain", name)
@@ -126,6 +167,9 @@ func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, erro
 			return 0, nil, err
 		}
 		return 0, nil, fmt.Errorf("sharing domain %s: %w", name, err)
+	}
+	if s.reg != nil {
+		s.reg.SetDomainPolicy(d.Name, d.AccessPolicyID())
 	}
 	s.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)
 	return http.StatusOK, s.domainOut(d), nil

@@ -20,7 +20,10 @@ const (
 	CodeAddressOwned   = "address_owned"
 	CodePortsExhausted = "ports_exhausted"
 	CodeInvalidDomain  = "invalid_domain"
-	CodeRateLimited    = "rate_limited"
+	// CodeInvalidAccessPolicy is an access policy the edge cannot
+	// enforce; the message says which rule and what to fix.
+	CodeInvalidAccessPolicy = "invalid_access_policy"
+	CodeRateLimited         = "rate_limited"
 	// CodeKeyExpired: the tunnel key expired before it was renewed; issue
 	// a new one.
 	CodeKeyExpired = "key_expired"

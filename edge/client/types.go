@@ -223,7 +223,10 @@ type Sharing struct {
 // PATCH /v1/tcp-endpoints/{alias}: the full new list of other owners
 // allowed to use the address (empty: none).
 type UpdateSharing struct {
-	SharedWith *[]string `json:"shared_with"`
+	SharedWith *[]string `json:"shared_with,omitempty"`
+	// AccessPolicy, domains only: the name of a policy of the domain's
+	// owner that guards it, whoever binds it; "" detaches it.
+	AccessPolicy *string `json:"access_policy,omitempty"`
 }
 
 // Domain is a reserved host name: a subdomain of the base domain or a custom
@@ -239,6 +242,8 @@ type Domain struct {
 	DNSRecords []DNSRecord `json:"dns_records,omitempty"`
 	// VerifyError says why the last DNS check failed.
 	VerifyError string `json:"verify_error,omitempty"`
+	// AccessPolicy names the owner's policy that guards the domain.
+	AccessPolicy string `json:"access_policy,omitempty"`
 	Sharing
 	CreatedAt time.Time `json:"created_at"`
 }

@@ -83,6 +83,10 @@ type BindRequest struct {
 	// ProxyProtocol is "", "v1" or "v2" (tcp only): the edge prepends a PROXY
 	// protocol header to each forwarded connection.
 	ProxyProtocol string `json:"proxy_protocol,omitempty"`
+	// AccessPolicy names an access policy of the session's owner that
+	// guards the address (docs/access.md); only the address's owner may
+	// name one. A reserved domain's own policy wins over it.
+	AccessPolicy string `json:"access_policy,omitempty"`
 }
 
 // BindReply tells the agent where it is published.

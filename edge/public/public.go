@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -40,7 +41,13 @@ type Handler struct {
 	proxy *httputil.ReverseProxy
 	// maxConns caps each host's requests in flight (0: no limit).
 	maxConns int
+	// access enforces the access policies of the addresses that have one.
+	access *access.Engine
 }
+
+// UseAccess makes e decide the requests to addresses an access policy
+// guards. Without it they are refused (a policy not in force).
+func (h *Handler) UseAccess(e *access.Engine) { h.access = e }
 
 // openTimeout bounds the wait for the agent to accept a channel.
 const openTimeout = 30 * time.Second
@@ -176,6 +183,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.limitLocal(w)
 		http.Error(w, "tuna-edge: your address is not allowed to reach this tunnel", http.StatusForbidden)
 		return
+	}
+	dropEdgeFields(r.Header)
+	if id := rt.Pool.AccessPolicy(); id != "" {
+		var pass bool
+		if w, pass = h.access.Serve(w, r, id, cs.remote, cs.scheme == "https", func() { h.limitLocal(w) }); !pass {
+			return
+		}
 	}
 	if !rt.Pool.Conns.Take(h.maxConns) {
 		h.m.LimitRefused(metrics.LimitConnectionsPerTunnel)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -64,7 +65,18 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 	}
 	host := names.Normalize(string(hd.Host))
 	rt := h.reg.Lookup(host)
-	if rt == nil || !rt.Pool.ACL().AllowedAddr(remote) || !rt.Pool.Conns.Take(h.maxConns) {
+	if rt == nil || !rt.Pool.ACL().AllowedAddr(remote) {
+		return h1.Route{}, false
+	}
+	var edits access.Edits
+	policy := rt.Pool.AccessPolicy()
+	if policy != "" {
+		var ok bool
+		if edits, ok = h.access.Relay(policy, hd, remote); !ok {
+			return h1.Route{}, false
+		}
+	}
+	if !rt.Pool.Conns.Take(h.maxConns) {
 		return h1.Route{}, false
 	}
 	h.m.PublicConnection(protocol.ProtocolHTTP)
@@ -73,7 +85,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 	if err != nil {
 		ip = remote
 	}
-	return h1.Route{
+	route := h1.Route{
 		Key: host,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(ctx, openTimeout)
@@ -103,7 +115,11 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 			h.m.InFlight(-1)
 			h.m.HTTPRequest(status)
 		},
-	}, true
+	}
+	if policy != "" {
+		edits.Apply(&route)
+	}
+	return route, true
 }
 
 // TLSRelay returns the public HTTPS listener's server: behind TLS, the h1

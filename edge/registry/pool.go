@@ -27,6 +27,19 @@ type Pool struct {
 	next    atomic.Uint64
 	acl     atomic.Pointer[acl.List]
 	proxy   atomic.Pointer[string]
+	access  atomic.Pointer[accessIDs]
+}
+
+// accessIDs are the access policies that guard the address: the one the
+// latest member's bind named, and its reserved domain's, which wins.
+type accessIDs struct{ bound, domain, effective string }
+
+func (a accessIDs) resolve() *accessIDs {
+	a.effective = a.bound
+	if a.domain != "" {
+		a.effective = a.domain
+	}
+	return &a
 }
 
 func newPool(id, key string) *Pool {
@@ -34,6 +47,7 @@ func newPool(id, key string) *Pool {
 	p.members.Store(&[]Session{})
 	none := ""
 	p.proxy.Store(&none)
+	p.access.Store(&accessIDs{})
 	return p
 }
 
@@ -53,6 +67,11 @@ func (p *Pool) Len() int { return len(*p.members.Load()) }
 // with its bind, so a rolling update of the agents changes it with the first
 // new replica.
 func (p *Pool) ACL() *acl.List { return p.acl.Load() }
+
+// AccessPolicy is the id of the access policy that guards the address
+// ("<owner>/<name>"), or "" for none: the reserved domain's, else the one
+// the latest member bound with.
+func (p *Pool) AccessPolicy() string { return p.access.Load().effective }
 
 // ProxyProtocol is the PROXY protocol version the latest member asked for
 // ("" for none; TCP only).
@@ -139,7 +158,20 @@ func (p *Pool) has(sid string) bool {
 	return slices.ContainsFunc(*p.members.Load(), func(s Session) bool { return s.ID() == sid })
 }
 
-func (p *Pool) configure(list *acl.List, proxy string) {
+func (p *Pool) configure(list *acl.List, proxy string, access Access) {
 	p.acl.Store(list)
 	p.proxy.Store(&proxy)
+	p.access.Store(accessIDs{bound: access.Bound, domain: access.Domain}.resolve())
+}
+
+// Access names the access policies a bind puts in force on its address,
+// before the address serves: Bound, the bind's own, and Domain, the
+// reserved domain's.
+type Access struct{ Bound, Domain string }
+
+// setDomainPolicy changes the domain's policy of a live address.
+func (p *Pool) setDomainPolicy(id string) {
+	cur := *p.access.Load()
+	cur.domain = id
+	p.access.Store(cur.resolve())
 }

@@ -322,7 +322,7 @@ func (r *Registry) newPoolLocked(key string) *Pool {
 // nobody serves host; ErrAddressTaken if a session of another key serves
 // it. Binding the same host again from the same session is a no-op. list
 // becomes the host's client filter.
-func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route, error) {
+func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List, access Access) (*Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.sessions[s.ID()]
@@ -341,7 +341,7 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route
 		pool = r.newPoolLocked(s.KeyID())
 		r.hosts[host] = pool
 	}
-	pool.configure(list, "")
+	pool.configure(list, "", access)
 	pool.add(s)
 	e.addrs = append(e.addrs, "http:"+host)
 	e.hosts = append(e.hosts, host)
@@ -357,9 +357,20 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List) (*Route
 
 var errSessionGone = errors.New("session is gone")
 
+// SetDomainPolicy puts the access policy id of a reserved domain ("" for
+// none) in force on the live address host, if one serves it.
+func (r *Registry) SetDomainPolicy(host, id string) {
+	r.mu.Lock()
+	pool := r.hosts[host]
+	r.mu.Unlock()
+	if pool != nil {
+		pool.setDomainPolicy(id)
+	}
+}
+
 // BindTCP adds session sid to the pool that serves port (see BindHTTP);
 // list and proxy become the endpoint's client filter and PROXY protocol.
-func (r *Registry) BindTCP(sid string, port int, url string, list *acl.List, proxy string) (*Pool, error) {
+func (r *Registry) BindTCP(sid string, port int, url string, list *acl.List, proxy string, access Access) (*Pool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.sessions[sid]
@@ -376,7 +387,7 @@ func (r *Registry) BindTCP(sid string, port int, url string, list *acl.List, pro
 		pool = r.newPoolLocked(e.s.KeyID())
 		r.ports[port] = pool
 	}
-	pool.configure(list, proxy)
+	pool.configure(list, proxy, access)
 	pool.add(e.s)
 	e.addrs = append(e.addrs, addr)
 	e.ports = append(e.ports, port)

@@ -45,12 +45,12 @@ func (s *sess) code() string {
 }
 
 func bindHTTP(r *Registry, s Session, host string) error {
-	_, err := r.BindHTTP(s, host, "http://"+host, nil)
+	_, err := r.BindHTTP(s, host, "http://"+host, nil, Access{})
 	return err
 }
 
 func bindTCP(r *Registry, s Session, port int) error {
-	_, err := r.BindTCP(s.ID(), port, "tcp://x", nil, "")
+	_, err := r.BindTCP(s.ID(), port, "tcp://x", nil, "", Access{})
 	return err
 }
 

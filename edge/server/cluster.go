@@ -207,12 +207,19 @@ func (f *follower) apply(c store.Change) {
 				e.reg.TerminateHost(c.Name, protocol.CodeAddressNotFound, fmt.Sprintf("domain %s was deleted", c.Name))
 			})
 		} else if d := c.Next.(*store.Domain); c.Prev != nil {
+			e.reg.SetDomainPolicy(d.Name, d.AccessPolicyID())
 			f.end(func() { e.api.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership) })
 		}
 	case store.KindTCPEndpoint:
 		f.tcp(c)
 	case store.KindSecret:
 		e.secrets.Notify()
+	case store.KindAccessPolicy:
+		e.access.Reload(c.Name)
+	case store.KindAccessKeys:
+		if err := e.access.ReloadKeys(); err != nil {
+			e.log.Error("reloading the access keys another node rotated failed", "err", err)
+		}
 	case store.KindNode:
 		if ns, err := e.st.Nodes(); err == nil {
 			e.m.Nodes(len(ns))

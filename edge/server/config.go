@@ -223,6 +223,15 @@ type Config struct {
 	// (default: the listen address).
 	APIAdvertiseURL string
 
+	// AccessIdPCAFile is a PEM bundle the edge trusts, besides the system
+	// roots, for the identity providers of access policies (a provider
+	// with a private CA). AccessIdPRecheck is how long a provider's
+	// discovery is trusted before a login checks it again (default 30s):
+	// the check that makes new logins fail closed with a clear page when
+	// the provider is down.
+	AccessIdPCAFile  string
+	AccessIdPRecheck time.Duration
+
 	// MetricsListen optionally serves /metrics on its own address; /metrics
 	// is always served on the API listener too, without auth.
 	MetricsListen string

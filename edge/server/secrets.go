@@ -3,10 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 )
@@ -54,6 +57,28 @@ func (e *Edge) openSecrets() (*secrets.Manager, error) {
 			"unused_keys", strings.Join(older, ","))
 	}
 	return m, nil
+}
+
+// openAccess loads the access keys and policies (access.Open), sealed by
+// the secrets keyring.
+func (e *Edge) openAccess() (*access.Keeper, error) {
+	idp := &http.Client{Timeout: 10 * time.Second}
+	if e.cfg.AccessIdPCAFile != "" {
+		c, err := httpClientTrusting(e.cfg.AccessIdPCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: AccessIdPCAFile: %w", err)
+		}
+		idp.Transport = c.Transport
+	}
+	eng := access.New(access.Config{IdPClient: idp, IdPRecheck: e.cfg.AccessIdPRecheck, Logger: e.log})
+	k, n, err := access.Open(e.st, e.ring, eng)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		e.log.Info("access records re-encrypted with the primary secrets key", "records", n)
+	}
+	return k, nil
 }
 
 func (e *Edge) loadKeyring() (*secrets.Keyring, error) {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/time/rate"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
@@ -47,6 +48,7 @@ type Edge struct {
 	ssh     *sshd.Server
 	api     *api.Server
 	secrets *secrets.Manager
+	access  *access.Keeper
 	public  *public.Handler
 	// certs serves the HTTPS listener's certificates (nil without it).
 	certs *certs.Manager
@@ -113,6 +115,10 @@ func New(cfg Config) (*Edge, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	if e.access, err = e.openAccess(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	if !cfg.InsecureHTTPAPI {
 		if e.apiTLS, err = loadAPITLS(&cfg, time.Now(), cfg.Logger); err != nil {
 			_ = st.Close()
@@ -127,6 +133,7 @@ func New(cfg Config) (*Edge, error) {
 		}
 	}
 	e.ssh = sshd.New(sshd.Config{
+		Access:            e.access.Engine(),
 		Streams:           hub,
 		HostKey:           signer,
 		BaseDomain:        cfg.BaseDomain,
@@ -167,6 +174,7 @@ func New(cfg Config) (*Edge, error) {
 		RateLimit:        rate.Limit(cfg.APIRateLimit),
 		RateBurst:        cfg.APIRateBurst,
 		Secrets:          e.secrets,
+		Access:           e.access,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -176,6 +184,7 @@ func New(cfg Config) (*Edge, error) {
 		Body:       cfg.PublicBodyTimeout,
 		Exchange:   cfg.PublicExchangeTimeout,
 	}, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
+	e.public.UseAccess(e.access.Engine())
 	if cfg.HTTPSListen != "" {
 		if e.certs, err = e.newCertManager(); err != nil {
 			_ = st.Close()

@@ -140,6 +140,32 @@ func (ss *session) remember(addr string, r protocol.BindReply) {
 	ss.binds[addr] = r
 }
 
+// access checks the access policy a bind names: a policy of the session's
+// owner, on an address that owner holds (not one merely shared with it).
+// The policy need not exist yet: until it does, the address refuses every
+// request, so a bind never serves unguarded what it asked to guard.
+func (ss *session) access(proto, addr, name string) (registry.Access, *protocol.ErrorReply) {
+	if name == "" {
+		return registry.Access{}, nil
+	}
+	if err := names.CheckDomain(name + ".x"); err != nil || len(name) > 253 {
+		return registry.Access{}, refusal(protocol.CodeInvalidRequest, "access_policy %q is not the name of a policy (lowercase letters, digits, '-' and '.')", name)
+	}
+	owner := ss.owner()
+	if err := ss.srv.st.CheckAttach(proto, addr, owner); err != nil {
+		var oe *store.OwnedError
+		if errors.As(err, &oe) {
+			r := refusal(protocol.CodeAddressOwned,
+				"address %s belongs to owner %s: only its owner may put an access policy on it; publish without one, or ask the owner to attach theirs",
+				oe.Address, oe.Owner)
+			r.Owner = oe.Owner
+			return registry.Access{}, r
+		}
+		return registry.Access{}, refusal(protocol.CodeInvalidRequest, "checking the owner of %s: %v", addr, err)
+	}
+	return registry.Access{Bound: owner + "/" + name}, nil
+}
+
 // resolveHost turns an http bind into the host it publishes.
 func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.ErrorReply) {
 	base := ss.srv.cfg.BaseDomain
@@ -213,8 +239,13 @@ func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.
 	if err := ss.srv.st.CheckHost(host, ss.owner()); err != nil {
 		return protocol.BindReply{}, ownedRefusal(err)
 	}
+	access, rerr := ss.access(protocol.ProtocolHTTP, host, req.AccessPolicy)
+	if rerr != nil {
+		return protocol.BindReply{}, rerr
+	}
+	access.Domain = ss.srv.st.Host(host).AccessPolicy
 	url := ss.srv.cfg.PublicURL(host)
-	_, err := ss.srv.reg.BindHTTP(ss, host, url, list)
+	_, err := ss.srv.reg.BindHTTP(ss, host, url, list, access)
 	if errors.Is(err, registry.ErrAddressTaken) {
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "%s is already served by another live tunnel", host)
 	}
@@ -271,9 +302,13 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	if !ep.Allows(ss.owner()) {
 		return protocol.BindReply{}, ownedRefusal(&store.OwnedError{Address: ep.Alias, Owner: ep.Owner})
 	}
+	access, rerr := ss.access(protocol.ProtocolTCP, ep.Alias, req.AccessPolicy)
+	if rerr != nil {
+		return protocol.BindReply{}, rerr
+	}
 	cfg := ss.srv.cfg
 	url := "tcp://" + net.JoinHostPort(cfg.PublicTCPHost, strconv.Itoa(ep.Port))
-	pool, err := ss.srv.reg.BindTCP(ss.id, ep.Port, url, list, req.ProxyProtocol)
+	pool, err := ss.srv.reg.BindTCP(ss.id, ep.Port, url, list, req.ProxyProtocol, access)
 	if errors.Is(err, registry.ErrAddressTaken) {
 		return protocol.BindReply{}, refusal(protocol.CodeAddressTaken, "TCP endpoint %s (port %d) is already served by another live tunnel", ep.Alias, ep.Port)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
@@ -41,6 +42,9 @@ const (
 
 // Config is what the SSH server needs to know about the edge.
 type Config struct {
+	// Access decides the TCP connections of addresses an access policy
+	// guards (nil: such addresses refuse every connection).
+	Access     *access.Engine
 	HostKey    ssh.Signer
 	BaseDomain string
 	// Claimable reports whether a tunnel key's address is bound without a

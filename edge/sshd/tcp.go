@@ -18,13 +18,20 @@ import (
 // its channel.
 const openTimeout = 30 * time.Second
 
+// accessAllows applies the access policy of a TCP address: its ip rules;
+// a policy with other rules, or one not in force, refuses every client.
+func (s *Server) accessAllows(pool *registry.Pool, remote string) bool {
+	id := pool.AccessPolicy()
+	return id == "" || (s.cfg.Access != nil && s.cfg.Access.TCPAllowed(id, remote))
+}
+
 // serveTCP carries one public TCP connection of an endpoint that pool
 // serves, through the pool's least loaded session that is not draining. A
 // session that fails to open the channel (it just died) is skipped and the
 // next one tried, so a dead agent costs the client nothing but a retry.
 func (s *Server) serveTCP(c net.Conn, pool *registry.Pool) {
 	remote := c.RemoteAddr().String()
-	if !pool.ACL().AllowedAddr(remote) {
+	if !pool.ACL().AllowedAddr(remote) || !s.accessAllows(pool, remote) {
 		// Closing without a byte is all TCP can say; the agent never sees
 		// a denied client.
 		s.log.Debug("tcp client denied by CIDR rules", "pool", pool.ID())

@@ -53,12 +53,18 @@ const (
 	bucketClaims       = "address_claims"
 	bucketSecrets      = "secrets"
 	bucketSecretValues = "secret_values"
+	// bucketAccessPolicies, bucketAccessKeys and bucketLinkUses hold the
+	// access policies, the access keys and the uses of shared links
+	// (access.go).
+	bucketAccessPolicies = "access_policies"
+	bucketAccessKeys     = "access_keys"
+	bucketLinkUses       = "access_link_uses"
 )
 
 // dataBuckets are the buckets a migration copies: every record but the
 // legacy meta bucket, which only ever held the host key.
 var dataBuckets = []string{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketClaims,
-	bucketSecrets, bucketSecretValues}
+	bucketSecrets, bucketSecretValues, bucketAccessPolicies, bucketAccessKeys, bucketLinkUses}
 
 // tlsBuckets hold the HTTPS listener's shared state (tls.go); they are not
 // migrated.

@@ -17,6 +17,9 @@ type Host struct {
 	// Reserved is set when the host is a reserved domain; Custom when that
 	// domain is a custom domain, Verified when its DNS records were verified.
 	Reserved, Custom, Verified bool
+	// AccessPolicy is the id ("<owner>/<name>") of the reserved domain's
+	// access policy, or "".
+	AccessPolicy string
 }
 
 // Known reports whether the edge serves the host at all (reserved, or named
@@ -29,12 +32,15 @@ func (s *Store) Host(name string) Host {
 	idx := s.hosts.Load()
 	h := Host{Keys: idx.keys[name]}
 	if d, ok := idx.domains[name]; ok {
-		h.Reserved, h.Custom, h.Verified = true, d.custom, d.verified
+		h.Reserved, h.Custom, h.Verified, h.AccessPolicy = true, d.custom, d.verified, d.access
 	}
 	return h
 }
 
-type domainState struct{ custom, verified bool }
+type domainState struct {
+	custom, verified bool
+	access           string
+}
 
 // hostIndex is immutable once published; writers copy it, change the copy
 // and swap it in, so readers never lock.
@@ -70,7 +76,7 @@ func (x *hostIndex) addKey(k TunnelKey, delta int) {
 }
 
 func (x *hostIndex) setDomain(d Domain) {
-	x.domains[d.Name] = domainState{custom: d.Custom, verified: d.Verified}
+	x.domains[d.Name] = domainState{custom: d.Custom, verified: d.Verified, access: d.AccessPolicyID()}
 }
 
 // buildHostIndex builds the index from a bbolt database; it runs once, in

@@ -80,8 +80,19 @@ type Domain struct {
 	// Token is the value expected in the _tuna-challenge TXT record.
 	Token       string `json:"token,omitempty"`
 	VerifyError string `json:"verify_error,omitempty"`
+	// AccessPolicy names a policy of the domain's owner that guards it,
+	// whoever binds it ("" for none).
+	AccessPolicy string `json:"access_policy,omitempty"`
 	Ownership
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// AccessPolicyID is the id of the domain's access policy, or "".
+func (d Domain) AccessPolicyID() string {
+	if d.AccessPolicy == "" {
+		return ""
+	}
+	return d.Owner + "/" + d.AccessPolicy
 }
 
 // TCPEndpoint is a reserved public TCP port.

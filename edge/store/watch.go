@@ -26,7 +26,19 @@ const (
 	KindTCPEndpoint Kind = "tcp_endpoint"
 	KindSecret      Kind = "secret"
 	KindNode        Kind = "node"
+	// KindAccessPolicy reports a policy by its id, KindAccessKeys the
+	// access keys; neither carries the record (it is sealed).
+	KindAccessPolicy Kind = "access_policy"
+	KindAccessKeys   Kind = "access_keys"
 )
+
+// reported are the buckets whose changes are reported by name only,
+// without keeping their values in memory.
+var reported = map[string]Kind{
+	bucketSecrets:        KindSecret,
+	bucketAccessPolicies: KindAccessPolicy,
+	bucketAccessKeys:     KindAccessKeys,
+}
 
 // mirrored are the buckets every node keeps in memory: what the public side
 // serves from (the host index) and what followers of changes need the
@@ -217,8 +229,8 @@ func (w *watcher) apply(key string, value []byte, rev int64) {
 		kind, name = KindNode, n
 	} else if b, n, ok := w.b.split(key); ok {
 		bucket, name = b, n
-		if b == bucketSecrets {
-			kind = KindSecret
+		if k, byName := reported[b]; byName {
+			kind = k
 		} else if kind, ok = mirrored[b]; !ok {
 			return
 		}
@@ -226,7 +238,7 @@ func (w *watcher) apply(key string, value []byte, rev int64) {
 		return // a mark
 	}
 	var prev []byte
-	if kind != KindSecret {
+	if _, byName := reported[bucket]; !byName {
 		w.mu.Lock()
 		prev = w.mirror[key]
 		if value == nil {

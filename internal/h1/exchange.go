@@ -178,7 +178,7 @@ func (c *conn) exchange(rt *Route) bool {
 	untilEOF := !noBody && !r.Chunked && r.ContentLength < 0
 	closing = closing || untilEOF || c.s.stopping.Load()
 	status = r.Status
-	c.out = appendResponse(c.out[:0], r, closing)
+	c.out = appendResponse(c.out[:0], r, closing, rt)
 	_, _ = c.up.br.Discard(len(r.Raw))
 	err := c.answering()
 	if err == nil {
@@ -484,7 +484,7 @@ func (c *conn) readAnswer(up *upstream) error {
 		if c.resp.Status == 101 {
 			return errors.New("the upstream switched protocols on a request that asked for no upgrade")
 		}
-		c.out = appendResponse(c.out[:0], &c.resp, false)
+		c.out = appendResponse(c.out[:0], &c.resp, false, nil)
 		_, _ = up.br.Discard(len(raw))
 		if _, err := c.bw.Write(c.out); err != nil {
 			return err

@@ -131,7 +131,7 @@ func FuzzResponseRoundTrip(f *testing.F) {
 		var noBody bool
 		out, h, ok := relayed(msg, parseResponse, func(h *Head) []byte {
 			untilEOF := !h.Chunked && h.ContentLength < 0 && h.Status != 204 && h.Status != 304
-			return appendResponse(nil, h, untilEOF || h.Close)
+			return appendResponse(nil, h, untilEOF || h.Close, nil)
 		}, func(h *Head) (bool, int64, bool) {
 			noBody = h.Status == 204 || h.Status == 304 || h.Status < 200
 			switch {

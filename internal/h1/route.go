@@ -30,6 +30,11 @@ type Route struct {
 	// fields of Set, so that a client cannot send its own.
 	Set  []Field
 	Drop []string
+	// ResponseSet are fields written after the upstream's in its final
+	// answer; ResponseDrop names (lower case) fields of the upstream's
+	// that are not passed on, and must name those of ResponseSet.
+	ResponseSet  []Field
+	ResponseDrop []string
 	// Fail is the answer to a request that found no upstream, or none that
 	// answered.
 	Fail func(err error) Answer
@@ -102,21 +107,28 @@ func appendRequest(b []byte, h *Head, rt *Route) []byte {
 }
 
 // appendResponse appends the head the client gets: HTTP/1.1, the status,
-// the fields the answer passes on, its framing (none on a 1xx or 204,
-// which have no body by definition), and "Connection: close" when the
-// relay closes the connection after it.
-func appendResponse(b []byte, h *Head, closing bool) []byte {
+// the fields the answer passes on (less those the route drops from a final
+// answer), its framing (none on a 1xx or 204, which have no body by
+// definition), the route's own fields of a final answer, and
+// "Connection: close" when the relay closes the connection after it.
+func appendResponse(b []byte, h *Head, closing bool, rt *Route) []byte {
 	line, _ := cutLine(h.Raw)
 	b = append(b, "HTTP/1.1 "...)
 	b = append(b, line[9:]...)
 	b = append(b, "\r\n"...)
+	final := h.Status >= 200 && rt != nil
 	for _, f := range h.Fields {
-		if h.passedOn(f.Name) {
+		if h.passedOn(f.Name) && (!final || !dropped(f.Name, rt.ResponseDrop)) {
 			b = appendField(b, f.Name, f.Value)
 		}
 	}
 	if h.Status >= 200 && h.Status != 204 {
 		b = appendFraming(b, h.Chunked, h.ContentLength)
+	}
+	if final {
+		for _, f := range rt.ResponseSet {
+			b = appendField(b, f.Name, f.Value)
+		}
 	}
 	if closing {
 		b = append(b, "Connection: close\r\n"...)

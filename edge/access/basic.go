@@ -1,0 +1,191 @@
+package access
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+)
+
+// basicRule admits the users of an htpasswd file. bcrypt is slow on
+// purpose (tens of milliseconds a check), so:
+//   - a right password is remembered for verifiedFor, under an HMAC of the
+//     credentials with a key of this process: a client sending the same
+//     credentials again pays a hash, not a bcrypt;
+//   - wrong passwords are limited per client address (failures: a bucket
+//     of failureBurst, one back every failureEvery); past it the answer is
+//     429 with Retry-After and no password is checked at all, right or
+//     wrong, so guessing is slow and costs the edge nothing;
+//   - at most bcryptSlots checks run at once on a node; a request that
+//     finds none free is answered 429 too.
+type basicRule struct {
+	realm string
+	users map[string][]byte
+	// macKey keys the cache of verified credentials.
+	macKey []byte
+
+	mu       sync.Mutex
+	verified map[[32]byte]verified
+}
+
+type verified struct {
+	user  string
+	until time.Time
+}
+
+const (
+	verifiedFor  = 5 * time.Minute
+	maxVerified  = 4096
+	failureBurst = 10
+	failureEvery = 6 * time.Second
+	bcryptSlots  = 4
+)
+
+// dummyHash is checked for unknown users, so that the time an answer
+// takes does not tell which user names exist.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("tuna-access dummy"), bcrypt.DefaultCost)
+
+// guard is an engine's defence of its basic auth rules: the wrong
+// passwords per client address, for all rules, and the bcrypt slots.
+type guard struct {
+	failures *limiter
+	slots    chan struct{}
+}
+
+func newGuard() *guard {
+	return &guard{failures: newBucket(failureBurst, failureBurst*failureEvery), slots: make(chan struct{}, bcryptSlots)}
+}
+
+func compileBasic(in *client.BasicAuthRule) (*basicRule, error) {
+	b := &basicRule{realm: in.Realm, users: map[string][]byte{}, verified: map[[32]byte]verified{}, macKey: make([]byte, 32)}
+	if _, err := rand.Read(b.macKey); err != nil {
+		return nil, err
+	}
+	if b.realm == "" {
+		b.realm = "restricted"
+	}
+	if strings.ContainsAny(b.realm, "\"\\\r\n") {
+		return nil, fmt.Errorf("basic_auth: the realm may not hold quotes, backslashes or line breaks")
+	}
+	for i, line := range strings.Split(in.Htpasswd, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		if !ok || user == "" {
+			return nil, fmt.Errorf("basic_auth: htpasswd line %d is not user:hash", i+1)
+		}
+		if _, err := bcrypt.Cost([]byte(hash)); err != nil || !(strings.HasPrefix(hash, "$2a$") || strings.HasPrefix(hash, "$2b$") || strings.HasPrefix(hash, "$2y$")) {
+			return nil, fmt.Errorf("basic_auth: the hash of user %q (line %d) is not bcrypt: only bcrypt is accepted; make the file with `htpasswd -B`", user, i+1)
+		}
+		if _, dup := b.users[user]; dup {
+			return nil, fmt.Errorf("basic_auth: user %q is listed twice", user)
+		}
+		b.users[user] = []byte(hash)
+	}
+	if len(b.users) == 0 {
+		return nil, fmt.Errorf("basic_auth: the htpasswd file lists no user")
+	}
+	if len(b.users) > MaxHtpasswdUsers {
+		return nil, fmt.Errorf("basic_auth: at most %d users", MaxHtpasswdUsers)
+	}
+	return b, nil
+}
+
+// basicOutcome is what a basic auth rule found.
+type basicOutcome int
+
+const (
+	basicNone    basicOutcome = iota // no credentials
+	basicOK                          // right credentials
+	basicWrong                       // wrong credentials
+	basicLimited                     // too many failures, or no slot: not checked
+)
+
+// check reads Basic credentials from an Authorization value and checks
+// them, for a client at addr.
+func (b *basicRule) check(g *guard, authorization, addr string, now time.Time) (basicOutcome, string, time.Duration) {
+	user, pass, ok := parseBasic(authorization)
+	if !ok {
+		return basicNone, "", 0
+	}
+	if limited, wait := g.failures.blocked(addr, now); limited {
+		return basicLimited, "", wait
+	}
+	sum := b.sum(user, pass)
+	b.mu.Lock()
+	v, hit := b.verified[sum]
+	b.mu.Unlock()
+	if hit && now.Before(v.until) {
+		return basicOK, v.user, 0
+	}
+	select {
+	case g.slots <- struct{}{}:
+	default:
+		return basicLimited, "", time.Second
+	}
+	hash, known := b.users[user]
+	if !known {
+		hash = dummyHash
+	}
+	err := bcrypt.CompareHashAndPassword(hash, []byte(pass))
+	<-g.slots
+	if err != nil || !known {
+		g.failures.take(addr, now)
+		return basicWrong, "", 0
+	}
+	b.mu.Lock()
+	if len(b.verified) >= maxVerified {
+		clear(b.verified)
+	}
+	b.verified[sum] = verified{user: user, until: now.Add(verifiedFor)}
+	b.mu.Unlock()
+	return basicOK, user, 0
+}
+
+func parseBasic(h string) (user, pass string, ok bool) {
+	const prefix = "basic "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[len(prefix):]))
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, ok = strings.Cut(string(raw), ":")
+	return user, pass, ok
+}
+
+// cached reports whether these credentials were checked right within
+// verifiedFor, without checking them: the relay's look, which must not
+// run bcrypt.
+func (b *basicRule) cached(authorization string, now time.Time) (string, bool) {
+	user, pass, ok := parseBasic(authorization)
+	if !ok {
+		return "", false
+	}
+	sum := b.sum(user, pass)
+	b.mu.Lock()
+	v, hit := b.verified[sum]
+	b.mu.Unlock()
+	return v.user, hit && now.Before(v.until)
+}
+
+func (b *basicRule) sum(user, pass string) [32]byte {
+	m := hmac.New(sha256.New, b.macKey)
+	m.Write([]byte(user))
+	m.Write([]byte{0})
+	m.Write([]byte(pass))
+	var sum [32]byte
+	m.Sum(sum[:0])
+	return sum
+}

@@ -1,0 +1,157 @@
+package access
+
+import (
+	"bytes"
+	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
+)
+
+// Edits are what the relay changes in a request a policy let through,
+// and in its answer.
+type Edits struct {
+	Set  []h1.Field
+	Drop []string
+	// ResponseSet and ResponseDrop edit the final answer.
+	ResponseSet  []h1.Field
+	ResponseDrop []string
+}
+
+// Apply adds the edits to a route that already sets the forwarding
+// fields and drops the edge's fields.
+func (ed *Edits) Apply(rt *h1.Route) {
+	rt.Set = append(rt.Set, ed.Set...)
+	rt.Drop = ed.Drop
+	rt.ResponseSet, rt.ResponseDrop = ed.ResponseSet, ed.ResponseDrop
+}
+
+// relayLists are a policy's fixed edits in the relay's form, made once.
+type relayLists struct {
+	set              []h1.Field
+	drop, dropCookie []string
+	respSet          []h1.Field
+	respDrop         []string
+}
+
+var (
+	cookieName        = []byte("Cookie")
+	authorizationName = []byte("Authorization")
+	identityNames     = [...][]byte{[]byte(httprule.IdentityUser), []byte(httprule.IdentityEmail),
+		[]byte(httprule.IdentityGroups), []byte(httprule.IdentityAssertion)}
+)
+
+func (p *Policy) relayLists() relayLists {
+	var l relayLists
+	l.drop = httprule.EdgeFields()
+	for _, f := range p.reqSet {
+		l.set = append(l.set, h1.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		l.drop = append(l.drop, strings.ToLower(f[0]))
+	}
+	l.drop = append(l.drop, p.reqRemove...)
+	l.dropCookie = append(append([]string(nil), l.drop...), "cookie")
+	for _, f := range p.respSet {
+		l.respSet = append(l.respSet, h1.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		l.respDrop = append(l.respDrop, strings.ToLower(f[0]))
+	}
+	l.respDrop = append(l.respDrop, p.respRemove...)
+	return l
+}
+
+// Relay decides a request the h1 relay read, for an address guarded by
+// the policy id. It lets through only what it can decide at once: a
+// request the rules pass without a login (public paths, an ip rule), with
+// a session cookie that opens (one AEAD open, no network call), or with
+// basic credentials checked right a moment ago. Everything else returns
+// false, and net/http serves the connection from this request on (Serve):
+// logins, callbacks, links, the first check of a password, refusals and
+// limits, the /.tuna/ paths, and a missing policy.
+func (e *Engine) Relay(id string, hd *h1.Head, remote string) (Edits, bool) {
+	if e == nil {
+		return Edits{}, false
+	}
+	p, kr := e.Lookup(id), e.keys.Load()
+	if p == nil || kr == nil {
+		return Edits{}, false
+	}
+	path, ok := targetPath(hd.Target)
+	if !ok || strings.HasPrefix(path, Prefix) || !normalPath(path) {
+		return Edits{}, false
+	}
+	req := &request{method: string(hd.Method), target: string(hd.Target), path: path, host: names.Normalize(string(hd.Host)),
+		origin: "http://" + string(hd.Host), remote: hostOnly(remote)}
+	cookies := 0
+	for _, f := range hd.Fields {
+		switch {
+		case bytes.EqualFold(f.Name, cookieName):
+			if cookies > 0 {
+				req.cookie += "; "
+			}
+			req.cookie += string(f.Value)
+			cookies++
+		case bytes.EqualFold(f.Name, authorizationName):
+			req.authorization = string(f.Value)
+		}
+	}
+	now := e.cfg.Now()
+	d := p.decide(e, req, kr, now, true)
+	if d.verdict != pass {
+		return Edits{}, false
+	}
+	l := p.relay
+	ed := Edits{Drop: l.drop, ResponseSet: l.respSet, ResponseDrop: l.respDrop}
+	if p.identity {
+		if who := d.identity(); who != nil {
+			for _, f := range e.identityFields(p, kr, req, who, now) {
+				ed.Set = append(ed.Set, h1.Field{Name: identityName(f[0]), Value: []byte(f[1])})
+			}
+		}
+	}
+	ed.Set = append(ed.Set, l.set...)
+	if strings.Contains(req.cookie, "tuna-") {
+		if kept, found := stripOwnCookies(req.cookie); found {
+			ed.Drop = l.dropCookie
+			if kept != "" {
+				ed.Set = append(ed.Set, h1.Field{Name: cookieName, Value: []byte(kept)})
+			}
+		}
+	}
+	if d.user != "" {
+		ed.Drop = append(append([]string(nil), ed.Drop...), "authorization")
+	}
+	return ed, true
+}
+
+// identityName is the canonical name as bytes, without an allocation.
+func identityName(name string) []byte {
+	for _, n := range identityNames {
+		if string(n) == name {
+			return n
+		}
+	}
+	return []byte(name)
+}
+
+// targetPath is the escaped path of a request target in origin form or
+// absolute form.
+func targetPath(t []byte) (string, bool) {
+	s := string(t)
+	if !strings.HasPrefix(s, "/") {
+		rest, ok := strings.CutPrefix(s, "http://")
+		if !ok {
+			if rest, ok = strings.CutPrefix(s, "https://"); !ok {
+				return "", false
+			}
+		}
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return "/", true
+		}
+		s = rest[i:]
+	}
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i]
+	}
+	return s, true
+}
