@@ -213,6 +213,20 @@ func (e *Engine) callback(w http.ResponseWriter, r *http.Request, p *Policy, kr 
 		writePage(w, r, pageProviderRefused)
 		return
 	}
+	if _, has := claims["email"]; !has {
+		// Some providers put the profile in userinfo only, not in the ID
+		// token: ask it once, at login, for the same subject.
+		if ui, err := prov.UserInfo(ctx, oauth2.StaticTokenSource(tok)); err == nil && ui.Subject == idt.Subject {
+			var more map[string]any
+			if ui.Claims(&more) == nil {
+				for k, v := range more {
+					if _, has := claims[k]; !has {
+						claims[k] = v
+					}
+				}
+			}
+		}
+	}
 	s := ru.oidc.sessionFrom(claims)
 	s.ID, s.Issued, s.Expires = newID(12), now, now.Add(p.lifetime)
 	if !ru.oidc.claimsAllow(claims) || !ru.oidc.allows(s) {

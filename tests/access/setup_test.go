@@ -1,0 +1,180 @@
+// Package access_test runs the edge's access policies for real: the edge
+// on loopback, a real OpenID provider (tests/oidcop), tunnels bound by a
+// real tunnel client to backends that check what the edge tells them, and
+// a real browser (headless Chromium) or net/http clients in front.
+package access_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
+	"code.tuna.am/tuna/k8s-operator/tests/oidcop"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
+)
+
+const (
+	baseDomain = "tuna.localhost"
+	owner      = "c1/team-a"
+	clientID   = "tuna-edge"
+	secret     = "edge-client-secret"
+)
+
+// The provider's users: alice is staff at example.com, mallory is not.
+var (
+	alice   = oidcop.User{ID: "u-alice", Username: "alice", Password: "alice-pass-1", Email: "alice@example.com", EmailVerified: true, FirstName: "Alice", LastName: "Doe", Groups: []string{"staff", "ops"}}
+	mallory = oidcop.User{ID: "u-mallory", Username: "mallory", Password: "mallory-pass-1", Email: "mallory@evil.example", EmailVerified: true, FirstName: "Mallory", LastName: "X", Groups: []string{"guests"}}
+)
+
+type world struct {
+	t        *testing.T
+	edge     *server.Edge
+	op       *oidcop.Provider
+	api      *client.Client
+	httpAddr string
+}
+
+// hosts the test publishes; the provider has each one's callback.
+var hosts = []string{"app", "brief", "maint", "other", "basic", "share", "split"}
+
+func start(t *testing.T) *world {
+	t.Helper()
+	httpAddr := ports.Addr(t)
+	_, port, _ := net.SplitHostPort(httpAddr)
+	var redirects []string
+	for _, h := range hosts {
+		redirects = append(redirects, "http://"+h+"."+baseDomain+":"+port+"/.tuna/callback")
+	}
+	op := oidcop.Start(t, []oidcop.User{alice, mallory}, []oidcop.Client{{ID: clientID, Secret: secret, RedirectURIs: redirects}})
+	caFile := filepath.Join(t.TempDir(), "idp-ca.pem")
+	if err := os.WriteFile(caFile, op.CA.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{
+		DataDir: t.TempDir(), BaseDomain: baseDomain,
+		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: httpAddr,
+		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 2),
+		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
+		AccessIdPCAFile: caFile,
+		// Every login checks the provider first, so a test sees at once
+		// that it went away.
+		AccessIdPRecheck: time.Nanosecond,
+	}
+	e, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	key, err := e.CreateAPIKey("operator", []string{client.ScopeWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, edge: e, op: op, httpAddr: e.HTTPAddr(),
+		api: client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))}
+	return w
+}
+
+// origin is how a browser reaches a host of the edge.
+func (w *world) origin(host string) string {
+	_, port, _ := net.SplitHostPort(w.httpAddr)
+	return "http://" + host + "." + baseDomain + ":" + port
+}
+
+func (w *world) oidcRule(allowed ...string) *client.OIDCRule {
+	return &client.OIDCRule{IssuerURL: w.op.Issuer, ClientID: clientID, ClientSecret: secret,
+		Scopes: []string{"openid", "email", "profile", "groups"}, AllowedDomains: allowed}
+}
+
+func (w *world) putPolicy(p client.AccessPolicy) {
+	w.t.Helper()
+	p.Owner = owner
+	if _, err := w.api.PutAccessPolicy(context.Background(), p); err != nil {
+		w.t.Fatalf("PUT access policy %s: %v", p.Name, err)
+	}
+}
+
+// seen is what a backend reports of a request it got.
+type seen struct {
+	Path      string `json:"path"`
+	User      string `json:"user"`
+	Email     string `json:"email"`
+	Groups    string `json:"groups"`
+	Assertion string `json:"assertion"`
+	// Verified is the subject of the assertion, when it verified with the
+	// edge's published keys; AssertionErr says why not.
+	Verified     string `json:"verified"`
+	AssertionErr string `json:"assertion_error"`
+	Cookie       string `json:"cookie"`
+	Auth         string `json:"authorization"`
+	Custom       string `json:"custom"`
+}
+
+// publish binds host (a label) with the policy named, as owner, and serves
+// a backend that reports what it got and verifies the assertion with the
+// JWKS the edge publishes.
+func (w *world) publish(label, policy string) {
+	w.t.Helper()
+	t := w.t
+	host := label + "." + baseDomain
+	tk, err := w.api.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := w.api.Edge(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: info.SSHAddr, Key: tk.Key, HostKey: info.SSHHostKey,
+		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: label, AccessPolicy: policy}); err != nil {
+		t.Fatalf("bind %s: %v", label, err)
+	}
+	// The backend fetches the keys the way any backend would: from the
+	// host's /.tuna/jwks.json, through the edge.
+	toEdge := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", w.httpAddr)
+		}}}
+	ctx := oidc.ClientContext(context.Background(), toEdge)
+	issuer := w.origin(label) + "/.tuna"
+	keys := oidc.NewRemoteKeySet(ctx, issuer+"/jwks.json")
+	verifier := oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: host, SupportedSigningAlgs: []string{oidc.ES256}})
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		out := seen{Path: r.URL.Path, User: r.Header.Get(httprule.IdentityUser), Email: r.Header.Get(httprule.IdentityEmail),
+			Groups: r.Header.Get(httprule.IdentityGroups), Assertion: r.Header.Get(httprule.IdentityAssertion),
+			Cookie: strings.Join(r.Header.Values("Cookie"), "; "), Auth: r.Header.Get("Authorization"), Custom: r.Header.Get("X-Custom")}
+		if out.Assertion != "" {
+			tok, err := verifier.Verify(ctx, out.Assertion)
+			if err != nil {
+				out.AssertionErr = err.Error()
+			} else {
+				out.Verified = tok.Subject
+			}
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Header().Set("Server", "backend/1.2.3")
+		_ = json.NewEncoder(rw).Encode(out)
+	})}
+	go func() { _ = srv.Serve(s.Listener()) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
