@@ -66,7 +66,7 @@ func start(t *testing.T) *world {
 	cfg := server.Config{
 		DataDir: t.TempDir(), BaseDomain: baseDomain,
 		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: httpAddr,
-		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 2),
+		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 4),
 		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
 		AccessIdPCAFile: caFile,
 		// Every login checks the provider first, so a test sees at once
