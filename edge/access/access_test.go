@@ -1,0 +1,282 @@
+package access
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
+)
+
+func testKeys(t *testing.T) *keyring {
+	t.Helper()
+	k, err := NewKeys(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSessionCookie(t *testing.T) {
+	r := testKeys(t)
+	now := time.Unix(1_800_000_000, 0)
+	s := &Session{Method: MethodOIDC, Issued: now, Expires: now.Add(time.Hour), ID: "sid", Provider: "oidc:1", Subject: "u1",
+		Email: "a@example.com", Name: "A", Groups: []string{"g1", "g2"}, Scope: "/"}
+	v, err := r.sealSession("a.example.com", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.openSession("a.example.com", v, now)
+	if err != nil || got.Subject != "u1" || got.Email != s.Email || strings.Join(got.Groups, ",") != "g1,g2" || !got.Expires.Equal(s.Expires) {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if _, err := r.openSession("b.example.com", v, now); err == nil {
+		t.Error("a cookie of host a opened on host b")
+	}
+	if _, err := r.openSession("a.example.com", v, now.Add(time.Hour)); err != errExpired {
+		t.Errorf("an expired session: %v", err)
+	}
+	raw, _ := b64.DecodeString(v)
+	for i := range raw {
+		bad := append([]byte(nil), raw...)
+		bad[i] ^= 0x40
+		if _, err := r.openSession("a.example.com", b64.EncodeToString(bad), now); err == nil {
+			t.Fatalf("a cookie changed at byte %d opened", i)
+		}
+	}
+	// A login cookie is not a session cookie, even for the same host.
+	login, _ := r.seal(loginAAD, "a.example.com", s.encode())
+	if _, err := r.openSession("a.example.com", login, now); err == nil {
+		t.Error("a login cookie opened as a session")
+	}
+	other := testKeys(t)
+	if _, err := other.openSession("a.example.com", v, now); err == nil {
+		t.Error("another edge's keys opened the cookie")
+	}
+}
+
+func TestRotationKeepsThePreviousKey(t *testing.T) {
+	k0, _ := NewKeys(time.Now())
+	r0, _ := newKeyring(k0)
+	k1, _ := k0.Rotate(time.Now())
+	r1, _ := newKeyring(k1)
+	k2, _ := k1.Rotate(time.Now())
+	r2, _ := newKeyring(k2)
+	now := time.Now()
+	s := &Session{Method: MethodLink, Expires: now.Add(time.Hour)}
+	v0, _ := r0.sealSession("h", s)
+	v1, _ := r1.sealSession("h", s)
+	if _, err := r1.openSession("h", v0, now); err != nil {
+		t.Errorf("one rotation later: %v", err)
+	}
+	if _, err := r2.openSession("h", v1, now); err != nil {
+		t.Errorf("one rotation later: %v", err)
+	}
+	if _, err := r2.openSession("h", v0, now); err == nil {
+		t.Error("two rotations later a session still opens")
+	}
+	if len(k2.Sessions) != KeepKeys || len(k2.Assertions) != KeepKeys {
+		t.Errorf("kept %d and %d keys", len(k2.Sessions), len(k2.Assertions))
+	}
+}
+
+func TestSafeReturnAndNormalPath(t *testing.T) {
+	for _, s := range []string{"/", "/a/b?c=d", "/a#f", "/%2F"} {
+		if !safeReturn(s) {
+			t.Errorf("safeReturn(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "a", "//evil", "/\\evil", "https://evil", "http:/evil", "/a\r\nb", "/a\\b", "\\\\evil", "/\tx"} {
+		if safeReturn(s) {
+			t.Errorf("safeReturn(%q) = true: an open redirect", s)
+		}
+	}
+	for _, p := range []string{"/", "/a/b", "/a.b/c", "/%41", "/a/.well-known/x"} {
+		if !normalPath(p) {
+			t.Errorf("normalPath(%q) = false", p)
+		}
+	}
+	for _, p := range []string{"/a/../b", "/a/./b", "/a/..", "/a/.", "//a", "/a%2fb", "/a%2Fb", "/a%5Cb", "/%2e%2e/a", "/a\\b"} {
+		if normalPath(p) {
+			t.Errorf("normalPath(%q) = true", p)
+		}
+	}
+}
+
+func TestCompileRefuses(t *testing.T) {
+	good := client.AccessRule{Public: true}
+	for _, tc := range []struct {
+		p    client.AccessPolicy
+		want string
+	}{
+		{client.AccessPolicy{Owner: "o", Name: "n"}, "at least one rule"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{}}}, "exactly one of"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{Public: true, Deny: true}}}, "exactly one of"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:$apr1$x$y"}}}}, "only bcrypt"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:{SHA}abc"}}}}, "only bcrypt"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{Links: &client.LinksRule{Key: "short"}}}}, "at least 32 bytes"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{OIDC: &client.OIDCRule{IssuerURL: "http://idp.example.com", ClientID: "c"}}}}, "must be https"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{IP: &client.IPRule{AllowCIDRs: []string{"10.0.0.0/33"}}}}}, "not a CIDR"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{PathPrefixes: []string{"api"}, Public: true}}}, "must start with '/'"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
+			RequestHeaders: &client.HeaderEdits{Set: map[string]string{"X-Tuna-User": "admin"}}}, "written by the edge"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
+			ResponseHeaders: &client.HeaderEdits{Set: map[string]string{"Content-Length": "1"}}}, "framing"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
+			RequestHeaders: &client.HeaderEdits{Set: map[string]string{"X-A": "a\r\nb"}}}, "line break"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
+			RateLimits: &client.AccessRateLimits{PerClientIP: &client.RateLimit{Requests: 0, PeriodSeconds: 1}}}, "requests must be"},
+		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good}, SessionLifetimeSeconds: 31 * 86400}, "session_lifetime_seconds"},
+	} {
+		_, err := Compile(tc.p, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compile(%+v) = %v, want an error with %q", tc.p, err, tc.want)
+		}
+	}
+}
+
+// decideFor runs a policy's decision on a request from remote.
+func decideFor(t *testing.T, e *Engine, p *Policy, method, path, remote, authorization string) decision {
+	t.Helper()
+	return p.decide(e, &request{method: method, path: path, target: path, host: "h", origin: "http://h", remote: remote,
+		authorization: authorization}, e.keys.Load(), time.Now(), false)
+}
+
+// Rules decide in order: ip rules refuse or pass on, public and deny end,
+// identity rules admit or leave the first challenge as the answer.
+func TestRulesDecideInOrder(t *testing.T) {
+	e := New(Config{})
+	k, _ := NewKeys(time.Now())
+	if err := e.SetKeys(k); err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{
+		{IP: &client.IPRule{DenyCIDRs: []string{"198.51.100.0/24"}}},
+		{PathPrefixes: []string{"/hooks/"}, Methods: []string{"POST"}, Public: true},
+		{PathPrefixes: []string{"/admin/"}, Deny: true},
+		{PathPrefixes: []string{"/app/"}, BasicAuth: &client.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
+		{PathPrefixes: []string{"/app/"}, Links: &client.LinksRule{Key: strings.Repeat("k", 32)}},
+	}}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:pw"))
+	for _, tc := range []struct {
+		method, path, remote, auth string
+		want                       verdict
+	}{
+		{"POST", "/hooks/x", "198.51.100.7", "", deny},
+		{"POST", "/hooks/x", "203.0.113.1", "", pass},
+		{"GET", "/hooks/x", "203.0.113.1", "", pass}, // no rule applies: not protected
+		{"GET", "/admin/x", "203.0.113.1", basic, deny},
+		{"GET", "/app/x", "203.0.113.1", "", challenge},
+		{"GET", "/app/x", "203.0.113.1", basic, pass},
+		{"GET", "/app/x", "203.0.113.1", "Basic " + base64.StdEncoding.EncodeToString([]byte("u:no")), wrongPassword},
+	} {
+		d := decideFor(t, e, p, tc.method, tc.path, tc.remote, tc.auth)
+		if d.verdict != tc.want {
+			t.Errorf("%s %s from %s: verdict %d, want %d", tc.method, tc.path, tc.remote, d.verdict, tc.want)
+		}
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	l := newBucket(3, 3*time.Second)
+	now := time.Unix(100, 0)
+	for i := range 3 {
+		if ok, _ := l.take("a", now); !ok {
+			t.Fatalf("request %d of the burst refused", i+1)
+		}
+	}
+	ok, wait := l.take("a", now)
+	if ok || wait != time.Second {
+		t.Fatalf("past the burst: %v, wait %v", ok, wait)
+	}
+	if ok, _ := l.take("b", now); !ok {
+		t.Fatal("another key shares the bucket")
+	}
+	if ok, _ := l.take("a", now.Add(time.Second)); !ok {
+		t.Fatal("a request refused once a token is back")
+	}
+	if retryAfter(1500*time.Millisecond) != "2" || retryAfter(0) != "1" {
+		t.Fatal("Retry-After rounds up, at least 1")
+	}
+}
+
+// The relay lets through only what it can decide with a MAC check: a
+// request that needs a login, a first password check or an answer of the
+// edge goes to net/http.
+func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
+	e := New(Config{})
+	k, _ := NewKeys(time.Now())
+	if err := e.SetKeys(k); err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{
+		{PathPrefixes: []string{"/pub/"}, Public: true},
+		{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
+	}}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Put(p)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:pw"))
+	head := func(target string, fields ...string) *h1.Head {
+		h := &h1.Head{Method: []byte("GET"), Target: []byte(target), Host: []byte("h")}
+		for i := 0; i+1 < len(fields); i += 2 {
+			h.Fields = append(h.Fields, h1.Field{Name: []byte(fields[i]), Value: []byte(fields[i+1])})
+		}
+		return h
+	}
+	if _, ok := e.Relay("o/n", head("/pub/a"), "127.0.0.1:1"); !ok {
+		t.Error("a public path left the relay")
+	}
+	for _, target := range []string{"/private", "/.tuna/login", "/pub/../private"} {
+		if _, ok := e.Relay("o/n", head(target), "127.0.0.1:1"); ok {
+			t.Errorf("the relay took %s", target)
+		}
+	}
+	if _, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1"); ok {
+		t.Error("the relay checked a password it had not seen checked")
+	}
+	// net/http checks it once ...
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "http://h/private", nil)
+	r.Header.Set("Authorization", basic)
+	if _, pass := e.Serve(w, r, "o/n", "127.0.0.1:1", false, nil); !pass || r.Header.Get("Authorization") != "" || r.Header.Get("X-Tuna-User") != "u" {
+		t.Fatalf("net/http's check: pass %v, headers %v", pass, r.Header)
+	}
+	// ... then the relay lets the same credentials through.
+	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1")
+	if !ok || !containsFold(ed.Drop, "authorization") || string(ed.Set[0].Name) != "X-Tuna-User" || string(ed.Set[0].Value) != "u" {
+		t.Fatalf("the relay after a check: %v %+v", ok, ed)
+	}
+	if _, ok := e.Relay("o/missing", head("/pub/a"), "127.0.0.1:1"); ok {
+		t.Error("the relay took a request for a policy that is not in force")
+	}
+	w = httptest.NewRecorder()
+	if _, pass := e.Serve(w, httptest.NewRequest("GET", "http://h/", nil), "o/missing", "127.0.0.1:1", false, nil); pass || w.Code != http.StatusServiceUnavailable {
+		t.Errorf("net/http with a missing policy: pass %v, %d", pass, w.Code)
+	}
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
