@@ -60,10 +60,11 @@ func Object(kind, name, spec string) (map[string]any, error) {
 
 // Cases are the cases of every kind.
 var Cases = map[string][]Case{
-	"Tunnel":      Tunnel,
-	"Domain":      Domain,
-	"TCPEndpoint": TCPEndpoint,
-	"SecretSync":  SecretSync,
+	"Tunnel":       Tunnel,
+	"Domain":       Domain,
+	"TCPEndpoint":  TCPEndpoint,
+	"SecretSync":   SecretSync,
+	"AccessPolicy": AccessPolicy,
 }
 
 // manyNamespaces is a YAML flow list body of n distinct namespace names.

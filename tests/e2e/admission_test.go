@@ -22,10 +22,11 @@ import (
 // validation), with dry-run so that nothing reaches the operator. An update
 // case creates its old object for real first, then patches it.
 
-func TestTunnelAdmission(t *testing.T)      { runAdmission(t, "Tunnel") }
-func TestDomainAdmission(t *testing.T)      { runAdmission(t, "Domain") }
-func TestTCPEndpointAdmission(t *testing.T) { runAdmission(t, "TCPEndpoint") }
-func TestSecretSyncAdmission(t *testing.T)  { runAdmission(t, "SecretSync") }
+func TestTunnelAdmission(t *testing.T)       { runAdmission(t, "Tunnel") }
+func TestDomainAdmission(t *testing.T)       { runAdmission(t, "Domain") }
+func TestTCPEndpointAdmission(t *testing.T)  { runAdmission(t, "TCPEndpoint") }
+func TestSecretSyncAdmission(t *testing.T)   { runAdmission(t, "SecretSync") }
+func TestAccessPolicyAdmission(t *testing.T) { runAdmission(t, "AccessPolicy") }
 
 func runAdmission(t *testing.T, kind string) {
 	ctx := context.Background()

@@ -51,6 +51,9 @@ func TestMigrateToEtcd(t *testing.T) {
 	if _, err := c.PutSecret(ctx, "team/db", client.PutSecret{Data: map[string][]byte{"password": []byte("s3cret")}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.PutAccessPolicy(ctx, client.AccessPolicy{Name: "open", Owner: "c1/team", Rules: []client.AccessRule{{Public: true}}}); err != nil {
+		t.Fatal(err)
+	}
 	fingerprint := e.APIFingerprint()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -64,7 +67,8 @@ func TestMigrateToEtcd(t *testing.T) {
 	endpoints := strings.Join(ec.Endpoints(), ",")
 	out := run(t, nil, "migrate-to-etcd", "--data-dir", dir, "--etcd-endpoints", endpoints)
 	want := map[string]string{"api_keys": "1 0", "tunnel_keys": "1 0", "domains": "1 0", "tcp_endpoints": "1 0",
-		"address_claims": "0 0", "secrets": "1 0", "secret_values": "1 0"}
+		"address_claims": "0 0", "secrets": "1 0", "secret_values": "1 0",
+		"access_policies": "1 0", "access_keys": "1 0", "access_link_uses": "0 0"}
 	if got := report(out); !maps.Equal(got, want) {
 		t.Fatalf("migration report %v, want %v:\n%s", got, want, out)
 	}

@@ -14,10 +14,11 @@ import (
 // server's validation code against the committed CRDs. tests/e2e runs the
 // same cases against a real kube-apiserver.
 
-func TestTunnelAdmission(t *testing.T)      { runAdmission(t, "Tunnel") }
-func TestDomainAdmission(t *testing.T)      { runAdmission(t, "Domain") }
-func TestTCPEndpointAdmission(t *testing.T) { runAdmission(t, "TCPEndpoint") }
-func TestSecretSyncAdmission(t *testing.T)  { runAdmission(t, "SecretSync") }
+func TestTunnelAdmission(t *testing.T)       { runAdmission(t, "Tunnel") }
+func TestDomainAdmission(t *testing.T)       { runAdmission(t, "Domain") }
+func TestTCPEndpointAdmission(t *testing.T)  { runAdmission(t, "TCPEndpoint") }
+func TestSecretSyncAdmission(t *testing.T)   { runAdmission(t, "SecretSync") }
+func TestAccessPolicyAdmission(t *testing.T) { runAdmission(t, "AccessPolicy") }
 
 func runAdmission(t *testing.T, kind string) {
 	v := newValidator(t, kind)

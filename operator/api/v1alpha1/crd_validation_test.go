@@ -45,10 +45,11 @@ type crdValidator struct {
 }
 
 var crdFiles = map[string]string{
-	"Tunnel":      "k8s.tuna.am_tunnels.yaml",
-	"Domain":      "k8s.tuna.am_domains.yaml",
-	"TCPEndpoint": "k8s.tuna.am_tcpendpoints.yaml",
-	"SecretSync":  "k8s.tuna.am_secretsyncs.yaml",
+	"Tunnel":       "k8s.tuna.am_tunnels.yaml",
+	"Domain":       "k8s.tuna.am_domains.yaml",
+	"TCPEndpoint":  "k8s.tuna.am_tcpendpoints.yaml",
+	"SecretSync":   "k8s.tuna.am_secretsyncs.yaml",
+	"AccessPolicy": "k8s.tuna.am_accesspolicies.yaml",
 }
 
 func loadCRD(t *testing.T, kind string) *apiextensionsv1.CustomResourceDefinition {
@@ -325,6 +326,8 @@ func strictDecode(t *testing.T, d doc) {
 		into = &v1alpha1.TCPEndpoint{}
 	case "SecretSync":
 		into = &v1alpha1.SecretSync{}
+	case "AccessPolicy":
+		into = &v1alpha1.AccessPolicy{}
 	default:
 		t.Errorf("%s: unknown kind %q", d.file, d.kind())
 		return

@@ -54,6 +54,13 @@ type DomainSpec struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	SharedWith []string `json:"sharedWith,omitempty"`
+
+	// AccessPolicyRef names an AccessPolicy of the Domain's namespace that
+	// the edge enforces on the domain, whoever publishes on it (the
+	// namespaces of sharedWith too), before a request enters the cluster.
+	// It wins over a Tunnel's own accessPolicyRef.
+	// +optional
+	AccessPolicyRef *LocalAccessPolicyReference `json:"accessPolicyRef,omitempty"`
 }
 
 // DNSRecord is a DNS record to create at your DNS provider for a custom

@@ -112,6 +112,14 @@ type TunnelSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=v1;v2
 	ProxyProtocol string `json:"proxyProtocol,omitempty"`
+
+	// AccessPolicyRef names an AccessPolicy of the Tunnel's namespace that
+	// the edge enforces on the tunnel's address before a request enters
+	// the cluster (docs/access.md). A tcp Tunnel takes a policy of ip
+	// rules only. Until the edge has the policy, the address refuses every
+	// request.
+	// +optional
+	AccessPolicyRef *LocalAccessPolicyReference `json:"accessPolicyRef,omitempty"`
 }
 
 // TunnelUpstream is the address the tunnel forwards to.
