@@ -686,7 +686,7 @@ func TestCRDsAndNotes(t *testing.T) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	if want := []string{"domains.k8s.tuna.am", "secretsyncs.k8s.tuna.am", "tcpendpoints.k8s.tuna.am", "tunnels.k8s.tuna.am"}; !slices.Equal(names, want) {
+	if want := []string{"accesspolicies.k8s.tuna.am", "domains.k8s.tuna.am", "secretsyncs.k8s.tuna.am", "tcpendpoints.k8s.tuna.am", "tunnels.k8s.tuna.am"}; !slices.Equal(names, want) {
 		t.Errorf("CRDs = %v, want %v", names, want)
 	}
 	if r.Find("CustomResourceDefinition", "tunnels.k8s.tuna.am") != nil {

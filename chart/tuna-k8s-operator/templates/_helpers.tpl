@@ -231,20 +231,29 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 */}}
 {{- define "tuna.controllerNamespacedRules" -}}
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels", "domains", "tcpendpoints", "secretsyncs"]
+  resources: ["tunnels", "domains", "tcpendpoints", "secretsyncs", "accesspolicies"]
   verbs: ["get", "list", "watch", "update", "patch"]
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels/status", "domains/status", "tcpendpoints/status", "secretsyncs/status"]
+  resources: ["tunnels/status", "domains/status", "tcpendpoints/status", "secretsyncs/status", "accesspolicies/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: ["k8s.tuna.am"]
-  resources: ["tunnels/finalizers", "domains/finalizers", "tcpendpoints/finalizers", "secretsyncs/finalizers"]
+  resources: ["tunnels/finalizers", "domains/finalizers", "tcpendpoints/finalizers", "secretsyncs/finalizers", "accesspolicies/finalizers"]
   verbs: ["update"]
+{{- if not .Values.secretSync.enabled }}
+# AccessPolicy: the Secrets a policy names (an OIDC client secret, an
+# htpasswd file, a links key) are read with get, by name, in the policy's
+# namespace, and sent to the edge over its API. No list or watch.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
 {{- if .Values.secretSync.enabled }}
 # SecretSync: the target Secret is written with server-side apply (create,
 # patch) and deleted with its SecretSync; get reads the target's metadata
-# (is it ours?) and the Secret named by spec.apiKeySecretRef. No list or
-# watch: the controller never enumerates Secrets. (patch alone already
-# returns a Secret's content, so get adds no power to it.)
+# (is it ours?) and the Secret named by spec.apiKeySecretRef, and the
+# Secrets an AccessPolicy names. No list or watch: the controller never
+# enumerates Secrets. (patch alone already returns a Secret's content, so
+# get adds no power to it.)
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]

@@ -231,6 +231,10 @@ const (
 	// FinalizerSecretSync is put on a SecretSync; the operator applies
 	// spec.deletionPolicy to the target Secret before removing it.
 	FinalizerSecretSync = "k8s.tuna.am/secret-sync"
+
+	// FinalizerAccessPolicy is put on an AccessPolicy; the operator
+	// deletes it on the edge before removing it.
+	FinalizerAccessPolicy = "k8s.tuna.am/access-policy"
 )
 
 // LabelSecretSync is set on every Secret a SecretSync writes, to the

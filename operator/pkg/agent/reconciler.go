@@ -256,6 +256,11 @@ func bindRequest(tun *tunav1.Tunnel, address string) protocol.BindRequest {
 		DenyCIDRs:     tun.Spec.DenyCIDRs,
 		ProxyProtocol: tun.Spec.ProxyProtocol,
 	}
+	if ref := tun.Spec.AccessPolicyRef; ref != nil {
+		// The edge enforces the namespace's policy of this name, and
+		// refuses every request until it has it.
+		b.AccessPolicy = ref.Name
+	}
 	switch {
 	case tun.Spec.Protocol == tunav1.ProtocolTCP:
 		b.Alias = address

@@ -15,6 +15,7 @@ import (
 
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/accesspolicy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
 	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
@@ -191,6 +192,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		ClusterID: o.ClusterID, Resync: o.ReservationResync}
 	if err := endpoints.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
+	}
+	policies := &accesspolicy.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Recorder: rec,
+		ClusterID: o.ClusterID, Services: !o.LoadBalancer.Disabled}
+	if err := policies.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the AccessPolicy controller: %w", err)
 	}
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)

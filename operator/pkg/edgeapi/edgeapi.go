@@ -31,6 +31,9 @@ type Reservations interface {
 	VerifyDomain(ctx context.Context, name, owner string) (*client.Domain, error)
 	DeleteDomain(ctx context.Context, name, owner string) error
 	ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*client.Domain, error)
+	// SetDomainAccessPolicy puts the owner's access policy on a domain
+	// ("" takes it off).
+	SetDomainAccessPolicy(ctx context.Context, name, owner, policy string) (*client.Domain, error)
 	CreateTCPEndpoint(ctx context.Context, in client.CreateTCPEndpoint) (*client.TCPEndpoint, error)
 	ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*client.TCPEndpoint, error)
 	GetTCPEndpoint(ctx context.Context, alias string) (*client.TCPEndpoint, error)

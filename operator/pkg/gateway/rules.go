@@ -118,8 +118,12 @@ func filtersProblem(fs []gwv1.HTTPRouteFilter) string {
 			redirect = true
 		case gwv1.HTTPRouteFilterURLRewrite:
 			rewrite = true
+		case gwv1.HTTPRouteFilterExtensionRef:
+			if !IsAccessPolicy(f.ExtensionRef) {
+				return "an ExtensionRef filter may name only an AccessPolicy (group k8s.tuna.am, kind AccessPolicy), which the edge enforces"
+			}
 		default:
-			return fmt.Sprintf("filter type %s is not supported: use RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect or URLRewrite", f.Type)
+			return fmt.Sprintf("filter type %s is not supported: use RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite or an ExtensionRef to an AccessPolicy", f.Type)
 		}
 	}
 	if redirect && rewrite {

@@ -38,6 +38,10 @@ const (
 	// may serve an Ingress host: the host's owner and those it shares it
 	// with. Absent: every namespace (a Secret of an older controller).
 	KeyNamespaces = "namespaces"
+	// KeyOwner is the namespace that owns an Ingress host (the one its key
+	// is issued for): the only one whose Ingresses and HTTPRoutes may
+	// attach an access policy to the host.
+	KeyOwner = "owner"
 )
 
 // Labels on the Secret, naming the resource it belongs to.
@@ -83,6 +87,8 @@ type Contents struct {
 	LBHostname string
 	// Namespaces is set for Ingress hosts only; nil: no limit.
 	Namespaces []string
+	// Owner is set for Ingress hosts only: the host's owner namespace.
+	Owner string
 }
 
 // Apply returns the apply configuration of an owner's Secret, for
@@ -123,6 +129,9 @@ func ApplyHost(namespace, host string, c Contents) *corev1ac.SecretApplyConfigur
 	if c.Namespaces != nil {
 		data[KeyNamespaces] = []byte(strings.Join(c.Namespaces, ","))
 	}
+	if c.Owner != "" {
+		data[KeyOwner] = []byte(c.Owner)
+	}
 	return corev1ac.Secret(HostName(host), namespace).
 		WithLabels(map[string]string{LabelManagedBy: "tuna-operator", LabelOwnerKind: "Ingress"}).
 		WithAnnotations(map[string]string{AnnotationHost: host}).
@@ -141,6 +150,7 @@ func Read(s *corev1.Secret) Contents {
 
 		LBHostname: string(s.Data[KeyLBHostname]),
 		Namespaces: namespaces(s.Data),
+		Owner:      string(s.Data[KeyOwner]),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -91,6 +93,9 @@ type Reconciler struct {
 	hosts map[string]*hostState
 
 	notes model.Notes
+	// toldAccess remembers the last refusal of an access policy
+	// attachment told on each object (access.go).
+	toldAccess sync.Map
 
 	statusMu sync.Mutex
 	written  map[types.NamespacedName]written // the loadBalancer hostnames last applied
@@ -149,7 +154,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	h, former := r.state(host, merged.Ingresses)
 	r.applyRoutes(host, h, entries, gwRules)
 
-	cfg, lb, pending, err := r.connection(ctx, host)
+	var routes []*gwv1.HTTPRoute
+	for _, e := range gwRules {
+		if !slices.Contains(routes, e.rule.Route) {
+			routes = append(routes, e.rule.Route)
+		}
+	}
+	cfg, lb, pending, err := r.connection(ctx, host, func(owner string) string {
+		return r.accessPolicy(host, owner, merged.Ingresses, routes)
+	})
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -358,8 +371,9 @@ func unavailable(host, pattern string) http.Handler {
 }
 
 // connection reads the host's key Secret. pending says why the host cannot
-// connect yet.
-func (r *Reconciler) connection(ctx context.Context, host string) (cfg session.Config, lb, pending string, err error) {
+// connect yet. policy names the access policy the host's owner namespace
+// attaches.
+func (r *Reconciler) connection(ctx context.Context, host string, policy func(owner string) string) (cfg session.Config, lb, pending string, err error) {
 	var secret corev1.Secret
 	key := types.NamespacedName{Namespace: r.Namespace, Name: keysecret.HostName(host)}
 	if err := r.Reader.Get(ctx, key, &secret); err != nil {
@@ -383,7 +397,8 @@ func (r *Reconciler) connection(ctx context.Context, host string) (cfg session.C
 	if lb == "" {
 		lb = host
 	}
-	return session.Config{Edge: edge, Bind: protocol.BindRequest{Protocol: protocol.ProtocolHTTP, Domain: addr}}, lb, "", nil
+	bind := protocol.BindRequest{Protocol: protocol.ProtocolHTTP, Domain: addr, AccessPolicy: policy(c.Owner)}
+	return session.Config{Edge: edge, Bind: bind}, lb, "", nil
 }
 
 // stop closes the tunnel of a host no served Ingress has a rule for.

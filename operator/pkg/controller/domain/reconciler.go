@@ -63,6 +63,13 @@ func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.
 	}
 	r.held.Hold(client.ObjectKeyFromObject(d), reservation.Held{UID: d.UID, Address: res.Name,
 		Release: reservation.Release(adopted, d.Spec.ReclaimPolicy)})
+	if want := accessPolicy(d); res.AccessPolicy != want {
+		// The edge enforces it on the domain whoever binds it; an
+		// unowned (adopted) reservation takes none, and says so.
+		if res, err = r.Edge.SetDomainAccessPolicy(ctx, fqdn, edgeapi.Owner(r.ClusterID, d.Namespace), want); err != nil {
+			return r.failed(ctx, d, err)
+		}
+	}
 	noDNS, err := r.dnsDisabled(ctx, res)
 	if err != nil {
 		return r.failed(ctx, d, err)
@@ -75,6 +82,14 @@ func (r *Reconciler) converge(ctx context.Context, d *tunav1.Domain) (reconcile.
 		d.Status.LastVerifiedTime = &now
 	}
 	return r.report(ctx, d, res, adopted, noDNS)
+}
+
+// accessPolicy is the name of the AccessPolicy the Domain attaches, or "".
+func accessPolicy(d *tunav1.Domain) string {
+	if ref := d.Spec.AccessPolicyRef; ref != nil {
+		return ref.Name
+	}
+	return ""
 }
 
 // fqdn is the full name the Domain asks for.

@@ -74,8 +74,11 @@ func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []stri
 	return t, nil
 }
 
+// digest names the tenancy a key was issued for. "owner:" marks the key
+// Secrets that name the owner namespace (keysecret.KeyOwner): a key of
+// an older controller, whose Secret does not, is issued again once.
 func (t tenancy) digest() string {
-	sum := sha256.Sum256([]byte(t.owner + "|" + strings.Join(t.allowed, ",")))
+	sum := sha256.Sum256([]byte("owner:" + t.owner + "|" + strings.Join(t.allowed, ",")))
 	return hex.EncodeToString(sum[:8])
 }
 

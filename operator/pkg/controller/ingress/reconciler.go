@@ -389,7 +389,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 	}
 	secret := keysecret.ApplyHost(r.Namespace, host, keysecret.Contents{
 		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
-		Address: key.Address, LBHostname: lb, Namespaces: ten.allowed,
+		Address: key.Address, LBHostname: lb, Namespaces: ten.allowed, Owner: ten.owner,
 	})
 	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return 0, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)

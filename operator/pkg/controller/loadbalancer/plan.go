@@ -197,6 +197,16 @@ func planHTTP(svc *corev1.Service, pl *PortPlan, common tunav1.TunnelSpec, subdo
 		spec.Upstream.TLS = tls
 	}
 	spec.Upstream.URL = fmt.Sprintf("%s://%s:%d", scheme, svc.Name, p.Port)
+	if name, ok := svc.Annotations[tunav1.AnnotationAccessPolicy]; ok {
+		// HTTP ports only: a TCP port takes only ip rules, which the
+		// Service's allow-cidrs annotation already gives it.
+		name = strings.TrimSpace(name)
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return &Problem{Reason: ReasonInvalidAnnotation, Message: fmt.Sprintf("annotation %s: %q is not the name of an AccessPolicy: %s",
+				tunav1.AnnotationAccessPolicy, name, strings.Join(errs, "; "))}
+		}
+		spec.AccessPolicyRef = &tunav1.LocalAccessPolicyReference{Name: name}
+	}
 	sub, hasSub := subdomains[p.Port]
 	dom, hasDom := domains[p.Port]
 	switch {

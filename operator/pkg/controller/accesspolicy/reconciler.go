@@ -1,0 +1,208 @@
+package accesspolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"code.tuna.am/tuna/k8s-operator/edge/access"
+	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
+)
+
+// Edge is what the reconciler needs of the edge's API.
+type Edge interface {
+	PutAccessPolicy(ctx context.Context, p edgeclient.AccessPolicy) (*edgeclient.AccessPolicy, error)
+	DeleteAccessPolicy(ctx context.Context, owner, name string) error
+}
+
+// FieldOwner writes the AccessPolicy's status.
+const FieldOwner = "tuna-controller"
+
+// DefaultResync is how often a policy is looked at again without a
+// change of its own: a changed Secret is picked up within it (the
+// controller reads Secrets with get, never watches them).
+const DefaultResync = 30 * time.Second
+
+// Reconciler keeps AccessPolicies on the edge.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads the Secrets the policies name (get only, uncached).
+	Reader    client.Reader
+	Edge      Edge
+	Recorder  recorder.EventRecorder
+	ClusterID string
+	// Services: LoadBalancer Services are cached (loadBalancer.enabled),
+	// so those that attach a policy by annotation are listed.
+	Services bool
+	Resync   time.Duration
+
+	// told remembers, per user, the last event recorded on it, so that
+	// each change is told once.
+	told sync.Map
+}
+
+// SetupWithManager registers the reconciler; a Tunnel, Domain or Ingress
+// that names a policy wakes it.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	wake := func(name func(client.Object) string) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if n := name(o); n != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
+			}
+			return nil
+		})
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("accesspolicy").For(&tunav1.AccessPolicy{}).
+		Watches(&tunav1.Tunnel{}, wake(func(o client.Object) string {
+			if ref := o.(*tunav1.Tunnel).Spec.AccessPolicyRef; ref != nil {
+				return ref.Name
+			}
+			return ""
+		})).
+		Watches(&tunav1.Domain{}, wake(func(o client.Object) string {
+			if ref := o.(*tunav1.Domain).Spec.AccessPolicyRef; ref != nil {
+				return ref.Name
+			}
+			return ""
+		})).
+		Watches(&networkingv1.Ingress{}, wake(func(o client.Object) string { return o.GetAnnotations()[tunav1.AnnotationAccessPolicy] })).
+		Complete(&base.Reconciler[*tunav1.AccessPolicy]{
+			Client: r.Client, New: func() *tunav1.AccessPolicy { return &tunav1.AccessPolicy{} },
+			Finalizer: tunav1.FinalizerAccessPolicy, Finalize: r.finalize, Converge: r.converge,
+		})
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return DefaultResync
+}
+
+// converge writes the policy to the edge when it changed, and its status.
+func (r *Reconciler) converge(ctx context.Context, p *tunav1.AccessPolicy) (reconcile.Result, error) {
+	users, err := r.users(ctx, p)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	owner := edgeapi.Owner(r.ClusterID, p.Namespace)
+	in, err := Build(ctx, r.Reader, p, owner)
+	var se *SecretError
+	switch {
+	case errors.As(err, &se):
+		return r.report(ctx, p, users, metav1.ConditionFalse, tunav1.ReasonSecretNotFound, se.Msg, "", reconcile.Result{RequeueAfter: r.resync()})
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	digest := access.Digest(in)
+	if digest != p.Status.Digest || !accepted(p) {
+		out, err := r.Edge.PutAccessPolicy(ctx, in)
+		if err != nil {
+			f := edgeapi.Classify(err, tunav1.ReasonInvalidPolicy)
+			if f.Transient {
+				res, err := f.Result()
+				_, werr := r.report(ctx, p, users, metav1.ConditionUnknown, f.Reason, f.Message, p.Status.Digest, res)
+				return res, errors.Join(err, werr)
+			}
+			return r.report(ctx, p, users, metav1.ConditionFalse, f.Reason, edgeapi.Message(err), "", reconcile.Result{RequeueAfter: r.resync()})
+		}
+		digest = out.Digest
+	}
+	var tcp []string
+	for _, u := range users {
+		if u.tcp && !IPOnly(p) {
+			tcp = append(tcp, u.kind+" "+u.obj.GetName())
+		}
+	}
+	if len(tcp) > 0 {
+		return r.report(ctx, p, users, metav1.ConditionFalse, tunav1.ReasonTCPNeedsIPRules,
+			fmt.Sprintf("%s publish a TCP address, which takes only ip rules without pathPrefixes or methods: the edge refuses "+
+				"their connections; give them a policy of ip rules", strings.Join(tcp, ", ")), digest, reconcile.Result{RequeueAfter: r.resync()})
+	}
+	msg := "the edge enforces the policy"
+	if len(users) == 0 {
+		msg += "; nothing attaches it yet (spec.accessPolicyRef of a Tunnel or Domain, the annotation " +
+			tunav1.AnnotationAccessPolicy + " of an Ingress or LoadBalancer Service, or an ExtensionRef filter of an HTTPRoute)"
+	}
+	return r.report(ctx, p, users, metav1.ConditionTrue, tunav1.ReasonAccepted, msg, digest, reconcile.Result{RequeueAfter: r.resync()})
+}
+
+func accepted(p *tunav1.AccessPolicy) bool {
+	c := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
+}
+
+// report writes the status and tells each user of a change.
+func (r *Reconciler) report(ctx context.Context, p *tunav1.AccessPolicy, users []user, st metav1.ConditionStatus, reason, msg, digest string,
+	res reconcile.Result) (reconcile.Result, error) {
+	cond := status.Condition(p.Status.Conditions, tunav1.ConditionAccepted, st, reason, msg, p.Generation)
+	addrs := make([]any, 0, len(users))
+	for _, u := range users {
+		a := map[string]any{"kind": u.kind, "name": u.obj.GetName()}
+		if u.address != "" {
+			a["address"] = u.address
+		}
+		addrs = append(addrs, a)
+	}
+	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("AccessPolicy"), client.ObjectKeyFromObject(p), FieldOwner,
+		status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{
+			"addresses": addrs, "digest": digest, "observedGeneration": p.Generation}})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, u := range users {
+		r.tell(p, u, cond)
+	}
+	return res, nil
+}
+
+// tell records an event on a user once per change of what it is told.
+func (r *Reconciler) tell(p *tunav1.AccessPolicy, u user, cond metav1.Condition) {
+	key := string(u.obj.GetUID()) + "/" + p.Name
+	now := string(cond.Status) + "/" + cond.Reason + "/" + cond.Message
+	if prev, ok := r.told.Swap(key, now); ok && prev == now {
+		return
+	}
+	if cond.Status == metav1.ConditionTrue {
+		r.Recorder.Eventf(u.obj, p, corev1.EventTypeNormal, "AccessPolicyInForce", "Protect",
+			"access policy %s guards %s at the edge", p.Name, orAll(u.address))
+		return
+	}
+	r.Recorder.Eventf(u.obj, p, corev1.EventTypeWarning, "AccessPolicyNotInForce", "Protect",
+		"access policy %s is not in force (%s: %s); until it is, the edge refuses every request to %s", p.Name, cond.Reason, cond.Message, orAll(u.address))
+}
+
+func orAll(address string) string {
+	if address == "" {
+		return "its address"
+	}
+	return address
+}
+
+// finalize deletes the policy on the edge. The addresses that still name
+// it then refuse every request, as a missing policy does: deleting a
+// policy never opens what it guarded.
+func (r *Reconciler) finalize(ctx context.Context, p *tunav1.AccessPolicy) (reconcile.Result, error) {
+	err := r.Edge.DeleteAccessPolicy(ctx, edgeapi.Owner(r.ClusterID, p.Namespace), p.Name)
+	if err != nil && !edgeclient.IsNotFound(err) {
+		return edgeapi.Classify(err, tunav1.ReasonInvalidPolicy).Result()
+	}
+	return reconcile.Result{}, nil
+}
