@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
@@ -163,6 +164,13 @@ func (c *Client) SetDomainAccessPolicy(ctx context.Context, domain, owner, polic
 	var out Domain
 	body := UpdateSharing{AccessPolicy: &policy}
 	return &out, c.do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(domain)+ownerQuery(owner), body, &out)
+}
+
+// AccessJWKS returns the JSON Web Key Set that verifies the identity
+// assertions (GET /v1/access/jwks, no key needed).
+func (c *Client) AccessJWKS(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.do(ctx, http.MethodGet, "/v1/access/jwks", nil, &out)
 }
 
 // AccessKeys lists the access keys.

@@ -253,7 +253,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("status table: %s", r)
 	}
 	r = tuna(t, "status", "-n", "elsewhere")
-	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer Services of class tuna, Gateways or routes in namespace elsewhere") {
+	if r.code != 0 || !strings.Contains(r.stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs, AccessPolicies, LoadBalancer Services of class tuna, Gateways or routes in namespace elsewhere") {
 		t.Fatalf("status -n: %s", r)
 	}
 

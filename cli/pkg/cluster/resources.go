@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,13 +35,15 @@ func (k Kind) CRDName() string { return k.Resource + "." + Group }
 
 // The operator's kinds in the uninstall order of R28: tunnels first (they
 // use domains and TCP endpoints), with SecretSyncs (they use nothing), then
-// domains, then TCP endpoints.
+// domains, then TCP endpoints, then the access policies that guarded them
+// (deleting a policy first would only close its addresses).
 var (
-	Tunnels      = Kind{Kind: "Tunnel", Resource: "tunnels"}
-	Domains      = Kind{Kind: "Domain", Resource: "domains"}
-	TCPEndpoints = Kind{Kind: "TCPEndpoint", Resource: "tcpendpoints"}
-	SecretSyncs  = Kind{Kind: "SecretSync", Resource: "secretsyncs"}
-	Kinds        = []Kind{Tunnels, Domains, TCPEndpoints, SecretSyncs}
+	Tunnels        = Kind{Kind: "Tunnel", Resource: "tunnels"}
+	Domains        = Kind{Kind: "Domain", Resource: "domains"}
+	TCPEndpoints   = Kind{Kind: "TCPEndpoint", Resource: "tcpendpoints"}
+	SecretSyncs    = Kind{Kind: "SecretSync", Resource: "secretsyncs"}
+	AccessPolicies = Kind{Kind: "AccessPolicy", Resource: "accesspolicies"}
+	Kinds          = []Kind{Tunnels, Domains, TCPEndpoints, SecretSyncs, AccessPolicies}
 )
 
 // CRDNames are the operator's CRDs.
@@ -91,7 +94,7 @@ func (c *Cluster) DeleteAll(ctx context.Context, timeout time.Duration, progress
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	total := 0
-	for _, stage := range [][]Kind{{Tunnels, SecretSyncs}, {Domains, TCPEndpoints}} {
+	for _, stage := range [][]Kind{{Tunnels, SecretSyncs}, {Domains, TCPEndpoints}, {AccessPolicies}} {
 		n, err := c.deleteStage(ctx, stage, progress)
 		total += n
 		if err != nil {
@@ -224,11 +227,17 @@ func statusOf(k Kind, u *unstructured.Unstructured) Status {
 		if t, _, _ := unstructured.NestedString(u.Object, "status", "target"); t != "" {
 			s.Address = "secret/" + t
 		}
+	case AccessPolicies:
+		s.Address = guarded(u)
+	}
+	cond := "Ready"
+	if k == AccessPolicies {
+		cond = "Accepted" // an AccessPolicy is ready when the edge has it in force
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
-		if m["type"] == "Ready" {
+		if m["type"] == cond {
 			s.Ready, _ = m["status"].(string)
 			s.Reason, _ = m["reason"].(string)
 			s.Message, _ = m["message"].(string)
@@ -237,6 +246,23 @@ func statusOf(k Kind, u *unstructured.Unstructured) Status {
 	s.Deleting = u.GetDeletionTimestamp() != nil
 	s.Age = age(u.GetCreationTimestamp().Time)
 	return s
+}
+
+// guarded lists the addresses an AccessPolicy's status says it guards,
+// "-" for none.
+func guarded(u *unstructured.Unstructured) string {
+	addrs, _, _ := unstructured.NestedSlice(u.Object, "status", "addresses")
+	var out []string
+	for _, a := range addrs {
+		m, _ := a.(map[string]any)
+		if v, _ := m["address"].(string); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
 }
 
 func age(t time.Time) string {

@@ -55,6 +55,10 @@ these values can work. Each check prints ✓ (passed), ‼ (warning) or ×
   cluster-id      ‼ when Domains or TCPEndpoints keep reservations
                   (reclaimPolicy: Retain) while clusterID is left to the
                   UID of kube-system, which a rebuilt cluster does not share
+  access-policies every Secret the AccessPolicies name exists with its key
+                  (× naming those missing: their addresses refuse every
+                  request), and the edge accepted each policy (‼ naming
+                  those it did not)
   values          the values, the credentials source and its injection
   credentials     the Secret of existingSecret (or an extraEnv secretKeyRef)
                   exists and has the key
@@ -62,8 +66,9 @@ these values can work. Each check prints ✓ (passed), ‼ (warning) or ×
                   (edge.apiFingerprint) or CA bundle (edge.apiCABundle)
                   verifies, accepts the API key with scope
                   tunnels:write (‼ when the key has full access, more than
-                  it needs), and its SSH transport answers with the host key
-                  the API publishes
+                  it needs), enforces access policies (‼ for an edge that
+                  predates them), and its SSH transport answers with the
+                  host key the API publishes
 
 The API key checked is --api-key, else $TUNA_API_KEY, else
 credentials.apiKey, else the api-key of credentials.existingSecret. The edge
@@ -116,11 +121,12 @@ func (a *app) statusCmd() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer Services, Gateways and HTTPRoutes with their address and health",
+		Short: "List Tunnels, Domains, TCPEndpoints, SecretSyncs, AccessPolicies, LoadBalancer Services, Gateways and HTTPRoutes with their address and health",
 		Long: `List the operator's resources in all namespaces (or only in -n): Tunnels
 with their public URL, Domains with their FQDN, TCPEndpoints with their
 address, SecretSyncs with the Secret they write, and the Ready condition
-with its reason; the LoadBalancer Services it publishes (kind Service)
+with its reason; AccessPolicies with the addresses they guard and their
+Accepted condition (READY True when the edge has them in force); the LoadBalancer Services it publishes (kind Service)
 with the hosts and ports of their status.loadBalancer: Ready True when
 every TCP port is published, False with the first port's error; and, with
 the Gateway API installed, the Gateways of its GatewayClasses (their
@@ -163,7 +169,7 @@ Exit codes: 0 listed (whatever the health); 1 the cluster could not be read;
 				if ns != "" {
 					where = "namespace " + ns
 				}
-				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer Services of class tuna, Gateways or routes in %s.\n", where)
+				fmt.Fprintf(a.env.Stdout, "No Tunnels, Domains, TCPEndpoints, SecretSyncs, AccessPolicies, LoadBalancer Services of class tuna, Gateways or routes in %s.\n", where)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)

@@ -354,7 +354,7 @@ Exit codes: 0 uninstalled; 3 no such release (see --ignore-not-found);
 						return werr
 					}
 				} else {
-					fmt.Fprintf(a.env.Stdout, "Deleted %d Tunnels, SecretSyncs, Domains and TCPEndpoints\n", res.ResourcesDeleted)
+					fmt.Fprintf(a.env.Stdout, "Deleted %d Tunnels, SecretSyncs, Domains, TCPEndpoints and AccessPolicies\n", res.ResourcesDeleted)
 					if res.ReleaseRemoved {
 						fmt.Fprintf(a.env.Stdout, "Release %s uninstalled from namespace %s\n", res.Release, res.Namespace)
 					}

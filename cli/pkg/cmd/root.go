@@ -174,12 +174,14 @@ the Helm chart ` + chart.Name + ` and drives the Helm 4 SDK:
   plan       show what an install or upgrade would change (server-side dry run)
   install    apply the CRDs, then install the release
   upgrade    apply the CRDs, then upgrade the release (Helm never upgrades CRDs)
-  uninstall  delete Tunnels, SecretSyncs, Domains, TCPEndpoints, wait for
-             their finalizers, then remove the release (and the CRDs with
-             --delete-crds)
+  uninstall  delete Tunnels, SecretSyncs, Domains, TCPEndpoints and
+             AccessPolicies, wait for their finalizers, then remove the
+             release (and the CRDs with --delete-crds)
   preflight  check the cluster, the values and the edge before an install
-  status     list Tunnels, Domains, TCPEndpoints, SecretSyncs, LoadBalancer
-             Services, Gateways and HTTPRoutes with address and health
+  status     list Tunnels, Domains, TCPEndpoints, SecretSyncs, AccessPolicies,
+             LoadBalancer Services, Gateways and HTTPRoutes with address
+             and health
+  access     make a shareable link of an AccessPolicy
 
 Values are given as with Helm: -f values.yaml (repeatable) and --set a.b=c.
 Results go to stdout, progress and errors to stderr.
@@ -205,7 +207,7 @@ Results go to stdout, progress and errors to stderr.
 	pf.StringVarP(&a.namespace, "namespace", "n", chart.DefaultNamespace, "namespace of the release (status: only this namespace's resources)")
 	pf.BoolVar(&a.debug, "debug", false, "print the Helm SDK's debug log to stderr")
 	root.AddCommand(a.renderCmd(), a.validateCmd(), a.planCmd(), a.installCmd(), a.upgradeCmd(),
-		a.uninstallCmd(), a.preflightCmd(), a.statusCmd(), a.versionCmd())
+		a.uninstallCmd(), a.preflightCmd(), a.statusCmd(), a.accessCmd(), a.versionCmd())
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 			a.cmdPath = c.CommandPath()

@@ -57,6 +57,7 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 		detail += ", edge " + info.Version
 	}
 	p.rep.OK(CatEdge, desc, detail)
+	p.accessSupport(ctx, cl)
 
 	desc = "the edge accepts the API key with scope " + edgeclient.ScopeWrite
 	if key.value == "" {

@@ -4,8 +4,8 @@
 // CRDs, IngressClass conflicts, the Gateway API's CRDs and whether a
 // running operator serves them, LoadBalancer Services, the namespaces of
 // watchNamespaces, the cluster id that retained reservations need, the
-// credentials source, the API key's scope, and the edge's API and SSH
-// transport.
+// Secrets of the AccessPolicies, the credentials source, the API key's
+// scope, and the edge's API, access policy support and SSH transport.
 package preflight
 
 import (
@@ -49,7 +49,7 @@ const (
 // Categories are every category of the report, in the order Run reports
 // them (the help and docs/cli.md list each).
 var Categories = []string{CatKubernetes, CatValues, CatPermissions, CatCRDs, CatIngress, CatGatewayAPI,
-	CatLoadBalancer, CatNamespaces, CatClusterID, CatCredentials, CatEdge}
+	CatLoadBalancer, CatNamespaces, CatClusterID, CatAccess, CatCredentials, CatEdge}
 
 // Options of a preflight run.
 type Options struct {
@@ -108,6 +108,7 @@ func Run(ctx context.Context, c *cluster.Cluster, connectErr error, o Options) *
 		p.loadBalancers(ctx, rendered)
 		p.watchNamespaces(ctx, rendered)
 		p.clusterID(ctx, rendered)
+		p.accessPolicies(ctx)
 	}
 	key := p.credentials(ctx, rendered)
 	p.edge(ctx, rendered, key)

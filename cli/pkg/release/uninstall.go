@@ -95,7 +95,7 @@ func (m *Manager) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 				"while the operator still runs (their finalizer needs it), then run uninstall again"}
 	}
 
-	fmt.Fprintln(o.Progress, "deleting Tunnels and SecretSyncs, then Domains and TCPEndpoints, in all namespaces")
+	fmt.Fprintln(o.Progress, "deleting Tunnels and SecretSyncs, then Domains and TCPEndpoints, then AccessPolicies, in all namespaces")
 	n, err := m.C.DeleteAll(ctx, o.Timeout, o.Progress)
 	res.ResourcesDeleted = n
 	if err != nil {
@@ -111,7 +111,7 @@ func (m *Manager) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 		return res, err
 	}
 	if n == 0 {
-		fmt.Fprintln(o.Progress, "no Tunnels, SecretSyncs, Domains or TCPEndpoints")
+		fmt.Fprintln(o.Progress, "no Tunnels, SecretSyncs, Domains, TCPEndpoints or AccessPolicies")
 	} else {
 		fmt.Fprintf(o.Progress, "all %d resources are gone\n", n)
 	}

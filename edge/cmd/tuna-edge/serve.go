@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -111,6 +112,8 @@ func newServe() *cobra.Command {
 	f.IntVar(&cfg.GatewayHTTPPort, "gateway-http-port", 80, "port the --gateway-addresses serve HTTP on")
 	f.BoolVar(&cfg.AnyHost, "any-host", false, "let tunnel keys name any host, not only subdomains of --base-domain and reserved custom domains: the first owner to publish a host claims it (for an edge whose admin lets its users publish names they point at it)")
 	f.IntVar(&cfg.TLSCertCacheSize, "tls-cert-cache-size", certs.DefaultCacheSize, "public HTTPS: certificates each node keeps in memory; the others stay in the store (shared by a cluster) and load on their next handshake")
+	f.StringVar(&cfg.AccessIdPCAFile, "access-idp-ca-file", "", "PEM bundle to trust for the identity providers of access policies, besides the system roots")
+	f.DurationVar(&cfg.AccessIdPRecheck, "access-idp-recheck", access.DefaultIdPRecheck, "how long an identity provider's discovery is trusted before a login checks it again (the check that fails new logins closed with a clear page when the provider is down)")
 	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
 	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
