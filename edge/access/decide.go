@@ -79,15 +79,15 @@ func (p *Policy) decide(e *Engine, r *request, kr *keyring, now time.Time, relay
 		return decision{verdict: maintenance}
 	}
 	var sess *Session
-	var sessErr error
 	seen := false
 	if p.sessions {
 		if v, ok := cookieValue(r.cookie, sessionCookieName(r.secure)); ok {
+			// A cookie that does not open (forged, another host's, expired)
+			// is as none: the request is asked to log in again.
 			seen = true
-			sess, sessErr = kr.openSession(r.host, v, now)
+			sess, _ = kr.openSession(r.host, v, now)
 		}
 	}
-	_ = sessErr
 	var first *decision
 	refuse := func(d decision) {
 		if first == nil {
