@@ -46,7 +46,7 @@ var loginID = regexp.MustCompile(`name="id" value="([^"]+)"`)
 // login runs the code flow for target with u's credentials and returns
 // the backend's answer and the callback URL the provider sent the browser
 // to (to replay it).
-func (w *world) login(t *testing.T, c *http.Client, target string, u oidcop.User) (seen, string) {
+func (w *world) login(t testing.TB, c *http.Client, target string, u oidcop.User) (seen, string) {
 	t.Helper()
 	var callback string
 	c.CheckRedirect = func(r *http.Request, _ []*http.Request) error {
@@ -73,7 +73,7 @@ func (w *world) login(t *testing.T, c *http.Client, target string, u oidcop.User
 	return s, callback
 }
 
-func do(t *testing.T, c *http.Client, method, target string, form url.Values, hdr ...string) (*http.Response, string) {
+func do(t testing.TB, c *http.Client, method, target string, form url.Values, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -99,7 +99,7 @@ func do(t *testing.T, c *http.Client, method, target string, form url.Values, hd
 }
 
 // sessionCookie returns the session cookie the jar holds for origin.
-func sessionCookie(t *testing.T, c *http.Client, origin string) *http.Cookie {
+func sessionCookie(t testing.TB, c *http.Client, origin string) *http.Cookie {
 	t.Helper()
 	u, _ := url.Parse(origin)
 	for _, ck := range c.Jar.Cookies(u) {

@@ -40,7 +40,7 @@ var (
 )
 
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	edge     *server.Edge
 	op       *oidcop.Provider
 	api      *client.Client
@@ -50,7 +50,7 @@ type world struct {
 // hosts the test publishes; the provider has each one's callback.
 var hosts = []string{"app", "brief", "maint", "other", "basic", "share", "split"}
 
-func start(t *testing.T) *world {
+func start(t testing.TB) *world {
 	t.Helper()
 	httpAddr := ports.Addr(t)
 	_, port, _ := net.SplitHostPort(httpAddr)
