@@ -2,6 +2,7 @@ package access
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,7 +44,7 @@ func TestSessionCookie(t *testing.T) {
 	if _, err := r.openSession("b.example.com", v, now); err == nil {
 		t.Error("a cookie of host a opened on host b")
 	}
-	if _, err := r.openSession("a.example.com", v, now.Add(time.Hour)); err != errExpired {
+	if _, err := r.openSession("a.example.com", v, now.Add(time.Hour)); !errors.Is(err, errExpired) {
 		t.Errorf("an expired session: %v", err)
 	}
 	raw, _ := b64.DecodeString(v)

@@ -84,7 +84,7 @@ func compileBasic(in *client.BasicAuthRule) (*basicRule, error) {
 		if !ok || user == "" {
 			return nil, fmt.Errorf("basic_auth: htpasswd line %d is not user:hash", i+1)
 		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil || !(strings.HasPrefix(hash, "$2a$") || strings.HasPrefix(hash, "$2b$") || strings.HasPrefix(hash, "$2y$")) {
+		if _, err := bcrypt.Cost([]byte(hash)); err != nil || !isBcrypt(hash) {
 			return nil, fmt.Errorf("basic_auth: the hash of user %q (line %d) is not bcrypt: only bcrypt is accepted; make the file with `htpasswd -B`", user, i+1)
 		}
 		if _, dup := b.users[user]; dup {
@@ -188,4 +188,10 @@ func (b *basicRule) sum(user, pass string) [32]byte {
 	var sum [32]byte
 	m.Sum(sum[:0])
 	return sum
+}
+
+// isBcrypt says whether hash has one of bcrypt's prefixes; bcrypt.Cost
+// alone would also take other $2 variants.
+func isBcrypt(hash string) bool {
+	return strings.HasPrefix(hash, "$2a$") || strings.HasPrefix(hash, "$2b$") || strings.HasPrefix(hash, "$2y$")
 }

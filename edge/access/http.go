@@ -192,7 +192,7 @@ func (w *editingWriter) edit() {
 		return
 	}
 	w.done = true
-	h := w.ResponseWriter.Header()
+	h := w.Header()
 	for _, name := range w.p.respRemove {
 		h.Del(name)
 	}

@@ -207,7 +207,7 @@ func (ps *providers) get(issuer string, now time.Time) (*oidc.Provider, error) {
 	// it is not one that ends; the client's timeout bounds each request.
 	p, err := oidc.NewProvider(ps.ctx(), issuer)
 	if err != nil {
-		st.err, st.failed = fmt.Errorf("%w: %s: %v", ErrProviderUnreachable, issuer, err), now
+		st.err, st.failed = fmt.Errorf("%w: %s: %w", ErrProviderUnreachable, issuer, err), now
 		return nil, st.err
 	}
 	st.p, st.checked, st.err = p, now, nil

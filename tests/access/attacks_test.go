@@ -52,7 +52,7 @@ func TestAttacksAreRefused(t *testing.T) {
 
 	// What a request without a valid session gets: a GET is sent to the
 	// provider, anything else is told to log in.
-	toLogin := func(t *testing.T, res *http.Response, body string) {
+	toLogin := func(t *testing.T, res *answer, body string) {
 		t.Helper()
 		if res.StatusCode != http.StatusFound || !strings.HasPrefix(res.Header.Get("Location"), w.op.Issuer+"/") {
 			t.Fatalf("got %d %s, want 302 to the provider\n%s", res.StatusCode, res.Header.Get("Location"), body)
@@ -191,17 +191,14 @@ func TestAttacksAreRefused(t *testing.T) {
 	t.Run("basic auth guessed past the rate limit", func(t *testing.T) {
 		basic := w.origin("basic")
 		guesser := w.browserless(false)
-		try := func(pass string) (*http.Response, string) {
+		try := func(pass string) (*answer, string) {
 			req, _ := http.NewRequest(http.MethodGet, basic+"/", nil)
 			req.SetBasicAuth("partner", pass)
 			res, err := guesser.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer res.Body.Close()
-			b := new(bytes.Buffer)
-			_, _ = b.ReadFrom(res.Body)
-			return res, b.String()
+			return read(res)
 		}
 		res, body := try("right-password")
 		if res.StatusCode != 200 || !strings.Contains(body, `"user":"partner"`) || strings.Contains(body, `"authorization":"Basic`) {

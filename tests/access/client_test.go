@@ -73,7 +73,25 @@ func (w *world) login(t testing.TB, c *http.Client, target string, u oidcop.User
 	return s, callback
 }
 
-func do(t testing.TB, c *http.Client, method, target string, form url.Values, hdr ...string) (*http.Response, string) {
+// answer is what the tests look at in a response, read and closed by the
+// helper that got it.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+	Request    *http.Request
+	cookies    []*http.Cookie
+}
+
+func (a *answer) Cookies() []*http.Cookie { return a.cookies }
+
+// read reads and closes res's body.
+func read(res *http.Response) (*answer, string) {
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return &answer{StatusCode: res.StatusCode, Header: res.Header, Request: res.Request, cookies: res.Cookies()}, string(b)
+}
+
+func do(t testing.TB, c *http.Client, method, target string, form url.Values, hdr ...string) (*answer, string) {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -93,9 +111,7 @@ func do(t testing.TB, c *http.Client, method, target string, form url.Values, hd
 	if err != nil && !errors.Is(err, http.ErrUseLastResponse) {
 		t.Fatalf("%s %s: %v", method, target, err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res, string(b)
+	return read(res)
 }
 
 // sessionCookie returns the session cookie the jar holds for origin.

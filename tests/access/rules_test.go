@@ -19,7 +19,7 @@ import (
 // rawGet sends one HTTP/1.1 request on a new connection to the edge: the
 // relay takes it unless it hands it to net/http (proto "HTTP/1.0" sends
 // it straight to net/http).
-func (w *world) rawGet(t *testing.T, proto, host, path string, hdr ...string) (*http.Response, string) {
+func (w *world) rawGet(t *testing.T, proto, host, path string, hdr ...string) (*answer, string) {
 	t.Helper()
 	c, err := net.Dial("tcp", w.httpAddr)
 	if err != nil {
@@ -38,9 +38,7 @@ func (w *world) rawGet(t *testing.T, proto, host, path string, hdr ...string) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res, string(b)
+	return read(res)
 }
 
 // The rules that need no login, on both engines of the edge: ip rules,

@@ -2,6 +2,7 @@ package link
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestSignVerify(t *testing.T) {
 	if got.Host != "app.example.com" || got.Path != "/reports/" || got.Uses != 3 || !got.Expires.Equal(exp.Truncate(time.Second)) || got.ID != l.ID {
 		t.Fatalf("link read back as %+v", got)
 	}
-	if _, _, err := Verify(tok, [][]byte{other}); err != ErrInvalid {
+	if _, _, err := Verify(tok, [][]byte{other}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a token checked with another key: %v", err)
 	}
 	// Any changed byte of the payload or the MAC fails.
@@ -38,7 +39,7 @@ func TestSignVerify(t *testing.T) {
 		"." + s,
 	}
 	for _, bad := range tampered {
-		if _, _, err := Verify(bad, [][]byte{key}); err != ErrInvalid {
+		if _, _, err := Verify(bad, [][]byte{key}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("tampered token %q: %v", bad, err)
 		}
 	}
