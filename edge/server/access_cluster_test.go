@@ -46,7 +46,7 @@ func TestClusterAccessSessions(t *testing.T) {
 	}
 	host := "app." + baseDomain
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
-	get := func(n *testEdge, path, cookie string) (int, string, *http.Response) {
+	get := func(n *testEdge, path, cookie string) (int, string, []*http.Cookie) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, "http://"+n.HTTPAddr()+path, nil)
 		req.Host = host
@@ -59,7 +59,7 @@ func TestClusterAccessSessions(t *testing.T) {
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b), res
+		return res.StatusCode, string(b), res.Cookies()
 	}
 	redeem := func(n *testEdge, uses int) string {
 		t.Helper()
@@ -67,11 +67,11 @@ func TestClusterAccessSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, body, res := get(n, link.Path+"?t="+url.QueryEscape(tok), "")
+		code, body, cookies := get(n, link.Path+"?t="+url.QueryEscape(tok), "")
 		if code != http.StatusSeeOther {
 			t.Fatalf("redeeming a link on %s: %d %s", n.cfg.NodeName, code, body)
 		}
-		for _, ck := range res.Cookies() {
+		for _, ck := range cookies {
 			if ck.Name == "tuna-session" {
 				return ck.Value
 			}
