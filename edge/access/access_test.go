@@ -136,7 +136,7 @@ func TestCompileRefuses(t *testing.T) {
 		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
 			RequestHeaders: &client.HeaderEdits{Set: map[string]string{"X-A": "a\r\nb"}}}, "line break"},
 		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
-			RateLimits: &client.AccessRateLimits{PerClientIP: &client.RateLimit{Requests: 0, PeriodSeconds: 1}}}, "requests must be"},
+			RateLimits: &client.AccessRateLimits{PerClientIP: &client.RequestRate{Requests: 0, PeriodSeconds: 1}}}, "requests must be"},
 		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good}, SessionLifetimeSeconds: 31 * 86400}, "session_lifetime_seconds"},
 	} {
 		_, err := Compile(tc.p, nil)

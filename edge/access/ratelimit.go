@@ -32,7 +32,7 @@ type limiterShard struct {
 // with a full bucket).
 const maxKeysPerShard = 1 << 14
 
-func newLimiter(what string, rl *client.RateLimit) (*limiter, error) {
+func newLimiter(what string, rl *client.RequestRate) (*limiter, error) {
 	if rl == nil {
 		return nil, nil
 	}

@@ -107,13 +107,13 @@ type LinksRule struct {
 
 // AccessRateLimits are the policy's request budgets.
 type AccessRateLimits struct {
-	PerClientIP *RateLimit `json:"per_client_ip,omitempty"`
-	PerIdentity *RateLimit `json:"per_identity,omitempty"`
+	PerClientIP *RequestRate `json:"per_client_ip,omitempty"`
+	PerIdentity *RequestRate `json:"per_identity,omitempty"`
 }
 
-// RateLimit is Requests per PeriodSeconds, in a bucket that holds
+// RequestRate is Requests per PeriodSeconds, in a bucket that holds
 // Requests: a burst of Requests, then one every PeriodSeconds/Requests.
-type RateLimit struct {
+type RequestRate struct {
 	Requests      int   `json:"requests"`
 	PeriodSeconds int64 `json:"period_seconds"`
 }

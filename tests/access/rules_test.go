@@ -47,7 +47,7 @@ func (w *world) rawGet(t *testing.T, proto, host, path string, hdr ...string) (*
 func TestRulesWithoutLogin(t *testing.T) {
 	w := start(t)
 	w.putPolicy(client.AccessPolicy{Name: "rules",
-		RateLimits:      &client.AccessRateLimits{PerClientIP: &client.RateLimit{Requests: 5, PeriodSeconds: 60}},
+		RateLimits:      &client.AccessRateLimits{PerClientIP: &client.RequestRate{Requests: 5, PeriodSeconds: 60}},
 		RequestHeaders:  &client.HeaderEdits{Set: map[string]string{"X-Custom": "from-edge"}, Remove: []string{"X-Debug"}},
 		ResponseHeaders: &client.HeaderEdits{Set: map[string]string{"Strict-Transport-Security": "max-age=600"}, Remove: []string{"Server"}},
 		Rules: []client.AccessRule{

@@ -102,11 +102,11 @@ func Build(ctx context.Context, r client.Reader, p *tunav1.AccessPolicy, owner s
 	return out, nil
 }
 
-func rateLimit(in *tunav1.RateLimit) *edgeclient.RateLimit {
+func rateLimit(in *tunav1.RateLimit) *edgeclient.RequestRate {
 	if in == nil {
 		return nil
 	}
-	return &edgeclient.RateLimit{Requests: int(in.Requests), PeriodSeconds: max(int64(in.Period.Duration/time.Second), 1)}
+	return &edgeclient.RequestRate{Requests: int(in.Requests), PeriodSeconds: max(int64(in.Period.Duration/time.Second), 1)}
 }
 
 func edits(in *tunav1.HeaderEdits) *edgeclient.HeaderEdits {
