@@ -241,15 +241,15 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 		}
 		return h
 	}
-	if _, ok := e.Relay("o/n", head("/pub/a"), "127.0.0.1:1"); !ok {
+	if _, ok := e.Relay("o/n", head("/pub/a"), "127.0.0.1:1", false); !ok {
 		t.Error("a public path left the relay")
 	}
 	for _, target := range []string{"/private", "/.tuna/login", "/pub/../private"} {
-		if _, ok := e.Relay("o/n", head(target), "127.0.0.1:1"); ok {
+		if _, ok := e.Relay("o/n", head(target), "127.0.0.1:1", false); ok {
 			t.Errorf("the relay took %s", target)
 		}
 	}
-	if _, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1"); ok {
+	if _, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false); ok {
 		t.Error("the relay checked a password it had not seen checked")
 	}
 	// net/http checks it once ...
@@ -260,11 +260,11 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 		t.Fatalf("net/http's check: pass %v, headers %v", pass, r.Header)
 	}
 	// ... then the relay lets the same credentials through.
-	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1")
+	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false)
 	if !ok || !containsFold(ed.Drop, "authorization") || string(ed.Set[0].Name) != "X-Tuna-User" || string(ed.Set[0].Value) != "u" {
 		t.Fatalf("the relay after a check: %v %+v", ok, ed)
 	}
-	if _, ok := e.Relay("o/missing", head("/pub/a"), "127.0.0.1:1"); ok {
+	if _, ok := e.Relay("o/missing", head("/pub/a"), "127.0.0.1:1", false); ok {
 		t.Error("the relay took a request for a policy that is not in force")
 	}
 	w = httptest.NewRecorder()
@@ -280,4 +280,55 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Over TLS the relay reads the __Host- session cookie and issues the
+// assertion for the https origin; a plain-HTTP cookie sent over TLS, or a
+// TLS one over plain HTTP, is not a session there (net/http answers).
+func TestRelayOverTLS(t *testing.T) {
+	e := New(Config{})
+	k, _ := NewKeys(time.Now())
+	if err := e.SetKeys(k); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{OIDC: &client.OIDCRule{
+		IssuerURL: "https://idp.example.com", ClientID: "c", ClientSecret: "s"}}}}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Put(p)
+	now := time.Now()
+	v, err := e.keys.Load().sealSession("h.example.com", &Session{Method: MethodOIDC, Provider: p.rules[0].oidc.id, Issued: now,
+		Expires: now.Add(time.Hour), ID: "sid", Subject: "u1", Email: "a@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(cookie string) *h1.Head {
+		return &h1.Head{Method: []byte("GET"), Target: []byte("/"), Host: []byte("h.example.com"),
+			Fields: []h1.Field{{Name: []byte("Cookie"), Value: []byte(cookie + "=" + v)}}}
+	}
+	ed, ok := e.Relay("o/n", head("__Host-tuna-session"), "127.0.0.1:1", true)
+	if !ok {
+		t.Fatal("the relay did not take a valid session over TLS")
+	}
+	var assertion string
+	for _, f := range ed.Set {
+		if string(f.Name) == "X-Tuna-Assertion" {
+			assertion = string(f.Value)
+		}
+	}
+	parts := strings.Split(assertion, ".")
+	if len(parts) != 3 {
+		t.Fatalf("no assertion in %+v", ed.Set)
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	if !strings.Contains(string(payload), `"iss":"https://h.example.com/.tuna"`) {
+		t.Errorf("the assertion over TLS: %s", payload)
+	}
+	if _, ok := e.Relay("o/n", head("tuna-session"), "127.0.0.1:1", true); ok {
+		t.Error("the relay took the plain-HTTP cookie over TLS")
+	}
+	if _, ok := e.Relay("o/n", head("__Host-tuna-session"), "127.0.0.1:1", false); ok {
+		t.Error("the relay took the TLS cookie over plain HTTP")
+	}
 }

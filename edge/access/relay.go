@@ -66,8 +66,10 @@ func (p *Policy) relayLists() relayLists {
 // basic credentials checked right a moment ago. Everything else returns
 // false, and net/http serves the connection from this request on (Serve):
 // logins, callbacks, links, the first check of a password, refusals and
-// limits, the /.tuna/ paths, and a missing policy.
-func (e *Engine) Relay(id string, hd *h1.Head, remote string) (Edits, bool) {
+// limits, the /.tuna/ paths, and a missing policy. secure says the
+// request came over TLS: it names the session cookie and the origin the
+// assertion is issued for, as Serve's secure does.
+func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edits, bool) {
 	if e == nil {
 		return Edits{}, false
 	}
@@ -79,8 +81,12 @@ func (e *Engine) Relay(id string, hd *h1.Head, remote string) (Edits, bool) {
 	if !ok || strings.HasPrefix(path, Prefix) || !normalPath(path) {
 		return Edits{}, false
 	}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
 	req := &request{method: string(hd.Method), target: string(hd.Target), path: path, host: names.Normalize(string(hd.Host)),
-		origin: "http://" + string(hd.Host), remote: hostOnly(remote)}
+		origin: scheme + "://" + string(hd.Host), secure: secure, remote: hostOnly(remote)}
 	cookies := 0
 	for _, f := range hd.Fields {
 		switch {
