@@ -36,11 +36,11 @@ func Open(st *store.Store, ring *secrets.Keyring, e *Engine) (*Keeper, int, erro
 		if sd.KeyID == primary {
 			return false, nil
 		}
-		plain, err := ring.Open(name, sd.KeyID, sd.Nonce, sd.Ciphertext)
+		plain, err := ring.Open(name, sd.KeyID, sd.Nonce, sd.Data)
 		if err != nil {
 			return false, err
 		}
-		sd.KeyID, sd.Nonce, sd.Ciphertext, err = ring.Seal(name, plain)
+		sd.KeyID, sd.Nonce, sd.Data, err = ring.Seal(name, plain)
 		return err == nil, err
 	})
 	if err != nil {
@@ -64,11 +64,11 @@ func (k *Keeper) seal(name string, v any) (store.Sealed, error) {
 		return store.Sealed{}, err
 	}
 	id, nonce, ct, err := k.ring.Seal(name, plain)
-	return store.Sealed{KeyID: id, Nonce: nonce, Ciphertext: ct}, err
+	return store.Sealed{KeyID: id, Nonce: nonce, Data: ct}, err
 }
 
 func (k *Keeper) open(name string, sd store.Sealed, v any) error {
-	plain, err := k.ring.Open(name, sd.KeyID, sd.Nonce, sd.Ciphertext)
+	plain, err := k.ring.Open(name, sd.KeyID, sd.Nonce, sd.Data)
 	if err != nil {
 		return err
 	}

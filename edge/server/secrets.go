@@ -30,7 +30,7 @@ func (e *Edge) openSecrets() (*secrets.Manager, error) {
 		return nil, err
 	}
 	// The HTTPS listener's shared state (ticket keys, certificates' private
-	// keys) is sealed with the same keyring.
+	// keys) and the access records are sealed with the same keyring.
 	e.ring = ring
 	m, n, err := secrets.Open(e.st, ring, secrets.Options{
 		Max:     e.cfg.MaxSecrets,

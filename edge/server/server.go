@@ -52,7 +52,8 @@ type Edge struct {
 	public  *public.Handler
 	// certs serves the HTTPS listener's certificates (nil without it).
 	certs *certs.Manager
-	// ring seals the HTTPS listener's shared secrets (edge/certs).
+	// ring is the secrets keyring: it seals the HTTPS listener's shared
+	// secrets (edge/certs) and the access records too.
 	ring *secrets.Keyring
 	// tickets are the session ticket keys shared through the store.
 	tickets *certs.Tickets

@@ -13,13 +13,6 @@ import (
 // The uses of shareable links are counted here too, so every node of a
 // cluster counts against one number.
 
-// Sealed is data sealed by the secrets keyring.
-type Sealed struct {
-	KeyID      string `json:"key_id"`
-	Nonce      []byte `json:"nonce"`
-	Ciphertext []byte `json:"ciphertext"`
-}
-
 // AccessPolicy is a stored access policy: who owns it, its name and
 // digest in clear, the policy itself sealed.
 type AccessPolicy struct {
