@@ -3,9 +3,11 @@ package access
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,5 +332,44 @@ func TestRelayOverTLS(t *testing.T) {
 	}
 	if _, ok := e.Relay("o/n", head("__Host-tuna-session"), "127.0.0.1:1", false); ok {
 		t.Error("the relay took the TLS cookie over plain HTTP")
+	}
+}
+
+// A burst of clients with the right password, none checked yet, all get
+// in: they wait for the bcrypt slots rather than being refused. With
+// every slot taken for longer than the wait, the answer is 429.
+func TestBasicAuthBurstWaitsForSlots(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	b, err := compileBasic(&client.BasicAuthRule{Htpasswd: "u:" + string(hash)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGuard()
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:pw"))
+	now := time.Now()
+	const clients = 4 * bcryptSlots
+	outcomes := make(chan basicOutcome, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			out, _, _ := b.check(g, auth, fmt.Sprintf("192.0.2.%d", i), now)
+			outcomes <- out
+		})
+	}
+	wg.Wait()
+	close(outcomes)
+	for out := range outcomes {
+		if out != basicOK {
+			t.Fatalf("a client with the right password got outcome %v in a burst of %d", out, clients)
+		}
+	}
+
+	g.wait = 10 * time.Millisecond
+	for range bcryptSlots {
+		g.slots <- struct{}{}
+	}
+	other := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:other"))
+	if out, _, wait := b.check(g, other, "192.0.2.200", now); out != basicLimited || wait <= 0 {
+		t.Fatalf("every slot taken: outcome %v, wait %v; want limited with a wait", out, wait)
 	}
 }

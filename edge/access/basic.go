@@ -47,6 +47,11 @@ const (
 	failureBurst = 10
 	failureEvery = 6 * time.Second
 	bcryptSlots  = 4
+	// slotWait is how long a check waits for a bcrypt slot before the
+	// answer is 429: a burst of clients with right credentials queues
+	// behind the slots instead of being refused, and a flood of guesses
+	// still runs no more than bcryptSlots checks at once.
+	slotWait = 2 * time.Second
 )
 
 // dummyHash is checked for unknown users, so that the time an answer
@@ -58,10 +63,28 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("tuna-access dummy"), bcry
 type guard struct {
 	failures *limiter
 	slots    chan struct{}
+	wait     time.Duration // slotWait
+}
+
+// acquire takes a bcrypt slot, waiting up to slotWait for one.
+func (g *guard) acquire() bool {
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(g.wait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func newGuard() *guard {
-	return &guard{failures: newBucket(failureBurst, failureBurst*failureEvery), slots: make(chan struct{}, bcryptSlots)}
+	return &guard{failures: newBucket(failureBurst, failureBurst*failureEvery), slots: make(chan struct{}, bcryptSlots), wait: slotWait}
 }
 
 func compileBasic(in *client.BasicAuthRule) (*basicRule, error) {
@@ -128,10 +151,17 @@ func (b *basicRule) check(g *guard, authorization, addr string, now time.Time) (
 	if hit && now.Before(v.until) {
 		return basicOK, v.user, 0
 	}
-	select {
-	case g.slots <- struct{}{}:
-	default:
+	if !g.acquire() {
 		return basicLimited, "", time.Second
+	}
+	// Another request may have checked the same credentials while this
+	// one waited.
+	b.mu.Lock()
+	v, hit = b.verified[sum]
+	b.mu.Unlock()
+	if hit && now.Before(v.until) {
+		<-g.slots
+		return basicOK, v.user, 0
 	}
 	hash, known := b.users[user]
 	if !known {
