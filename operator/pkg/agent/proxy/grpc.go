@@ -64,7 +64,7 @@ const (
 // and a call whose deadline passed as UNAVAILABLE too.
 func grpcFail(w http.ResponseWriter, r *http.Request, code, msg string) {
 	status := grpcUnavailable
-	if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+	if deadlinePassed(r.Context()) {
 		status = grpcDeadlineExceeded
 	}
 	w.Header().Set("Content-Type", "application/grpc")
@@ -75,6 +75,18 @@ func grpcFail(w http.ResponseWriter, r *http.Request, code, msg string) {
 	_ = http.NewResponseController(w).Flush()
 	w.Header().Set(http.TrailerPrefix+"Grpc-Status", status)
 	w.Header().Set(http.TrailerPrefix+"Grpc-Message", grpcPercentEncode(strings.TrimSpace(msg)))
+}
+
+// deadlinePassed says whether ctx's deadline has passed, by its error or
+// by the clock: the upstream resets a stream when its own copy of the
+// deadline passes, which it started later than the agent's, and that
+// reset can be handled before the agent's timer has run.
+func deadlinePassed(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // grpcPercentEncode encodes a grpc-message: bytes outside printable
