@@ -31,20 +31,9 @@ func Open(st *store.Store, ring *secrets.Keyring, e *Engine) (*Keeper, int, erro
 	if e.cfg.Uses == nil {
 		e.cfg.Uses = k
 	}
-	primary := ring.Primary()
-	n, err := st.ResealAccess(func(name string, sd *store.Sealed) (bool, error) {
-		if sd.KeyID == primary {
-			return false, nil
-		}
-		plain, err := ring.Open(name, sd.KeyID, sd.Nonce, sd.Data)
-		if err != nil {
-			return false, err
-		}
-		sd.KeyID, sd.Nonce, sd.Data, err = ring.Seal(name, plain)
-		return err == nil, err
-	})
+	n, err := st.ResealAccess(ring.Reseal)
 	if err != nil {
-		return nil, 0, fmt.Errorf("access: re-encrypting with the secrets key %s: %w", primary, err)
+		return nil, 0, fmt.Errorf("access: re-encrypting with the secrets key %s: %w", ring.Primary(), err)
 	}
 	if err := k.ReloadKeys(); err != nil {
 		return nil, 0, err

@@ -49,9 +49,8 @@ type ACME struct {
 }
 
 const (
-	challengeHTTP  = "http-01"
-	challengeALPN  = "tls-alpn-01"
-	accountKeyName = "account"
+	challengeHTTP = "http-01"
+	challengeALPN = "tls-alpn-01"
 	// claimFor bounds how long another node waits on an order it did not
 	// place before placing its own: a node that died while ordering.
 	claimFor = 10 * time.Minute
@@ -337,13 +336,13 @@ func (a *ACME) accountKey() (crypto.Signer, error) {
 	seal := a.m.cfg.Seal
 	st := a.m.cfg.Store
 	for range 2 {
-		raw, err := st.ACMEValue(accountKeyName)
+		raw, err := st.ACMEValue(store.ACMEAccountKey)
 		if err == nil {
 			var s store.Sealed
 			if err := jsonUnmarshal(raw, &s); err != nil {
 				return nil, err
 			}
-			der, err := seal.Open("tls/acme-account", s.KeyID, s.Nonce, s.Data)
+			der, err := seal.Open(store.ACMEAccountSealName, s.KeyID, s.Nonce, s.Data)
 			if err != nil {
 				return nil, fmt.Errorf("opening the ACME account key: %w", err)
 			}
@@ -361,12 +360,12 @@ func (a *ACME) accountKey() (crypto.Signer, error) {
 			return nil, err
 		}
 		var s store.Sealed
-		if s.KeyID, s.Nonce, s.Data, err = seal.Seal("tls/acme-account", der); err != nil {
+		if s.KeyID, s.Nonce, s.Data, err = seal.Seal(store.ACMEAccountSealName, der); err != nil {
 			return nil, err
 		}
 		raw, _ = jsonMarshal(s)
 		// The first node's key wins; the loser reads it.
-		if err := st.PutACMEValue(accountKeyName, raw, true); err == nil {
+		if err := st.PutACMEValue(store.ACMEAccountKey, raw, true); err == nil {
 			return key, nil
 		} else if !errors.Is(err, store.ErrExists) {
 			return nil, err

@@ -211,7 +211,7 @@ func (m *Manager) load(host string) (*entry, error) {
 
 // open parses a stored certificate and opens its key.
 func (m *Manager) open(rec store.TLSCert) (*entry, error) {
-	keyPEM, err := m.cfg.Seal.Open(certSealName(rec.Host), rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data)
+	keyPEM, err := m.cfg.Seal.Open(store.TLSCertSealName(rec.Host), rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data)
 	if err != nil {
 		return nil, fmt.Errorf("opening the key of %s: %w", rec.Host, err)
 	}
@@ -221,8 +221,6 @@ func (m *Manager) open(rec store.TLSCert) (*entry, error) {
 	}
 	return newEntry(rec.Host, c, rec.Managed)
 }
-
-func certSealName(host string) string { return "tls/cert-key/" + host }
 
 func newEntry(name string, c tls.Certificate, managed bool) (*entry, error) {
 	if c.Leaf == nil {
@@ -277,7 +275,7 @@ func (m *Manager) record(host string, chainPEM, keyPEM []byte, managed bool) (st
 		return store.TLSCert{}, err
 	}
 	rec := store.TLSCert{Host: host, ChainPEM: chainPEM, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter, Managed: managed}
-	rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data, err = m.cfg.Seal.Seal(certSealName(host), keyPEM)
+	rec.Key.KeyID, rec.Key.Nonce, rec.Key.Data, err = m.cfg.Seal.Seal(store.TLSCertSealName(host), keyPEM)
 	return rec, err
 }
 

@@ -214,11 +214,9 @@ func (t *Tickets) newKey(from time.Time) (store.TicketKey, error) {
 		DecryptUntil: from.Add(time.Duration(t.cfg.Kept+1) * t.cfg.Rotation),
 	}
 	var err error
-	k.Secret.KeyID, k.Secret.Nonce, k.Secret.Data, err = t.cfg.Seal.Seal(ticketSealName(k.ID), secret)
+	k.Secret.KeyID, k.Secret.Nonce, k.Secret.Data, err = t.cfg.Seal.Seal(store.TicketKeySealName(k.ID), secret)
 	return k, err
 }
-
-func ticketSealName(id string) string { return "tls/ticket-key/" + id }
 
 // load opens the stored keys; one that does not open (sealed with a
 // secrets key this node lacks) is skipped and logged.
@@ -233,7 +231,7 @@ func (t *Tickets) load(stored []store.TicketKey) error {
 		} else {
 			copy(id[:], b)
 		}
-		secret, err := t.cfg.Seal.Open(ticketSealName(s.ID), s.Secret.KeyID, s.Secret.Nonce, s.Secret.Data)
+		secret, err := t.cfg.Seal.Open(store.TicketKeySealName(s.ID), s.Secret.KeyID, s.Secret.Nonce, s.Secret.Data)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("ticket key %s: %w", s.ID, err))
 			continue

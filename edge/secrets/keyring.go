@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // KeySize is the size of an encryption key: AES-256.
@@ -204,3 +206,19 @@ func (r *Keyring) Open(name, keyID string, nonce, ct []byte) ([]byte, error) {
 }
 
 func aad(name string) []byte { return []byte(aadPrefix + name) }
+
+// Reseal seals sd (sealed for name) again with the primary key unless the
+// primary key sealed it already; it reports whether it changed sd. It is
+// the rotation step of every sealed record of the store: secrets, access
+// records, and the HTTPS listener's keys.
+func (r *Keyring) Reseal(name string, sd *store.Sealed) (bool, error) {
+	if sd.KeyID == r.Primary() {
+		return false, nil
+	}
+	plain, err := r.Open(name, sd.KeyID, sd.Nonce, sd.Data)
+	if err != nil {
+		return false, err
+	}
+	sd.KeyID, sd.Nonce, sd.Data, err = r.Seal(name, plain)
+	return err == nil, err
+}

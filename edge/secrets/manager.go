@@ -80,15 +80,10 @@ func Open(st *store.Store, ring *Keyring, opt Options) (*Manager, int, error) {
 	}
 	primary := ring.Primary()
 	n, err := st.ResealSecrets(func(rec *store.SealedSecret) (bool, error) {
-		if rec.KeyID == primary {
-			return false, nil
-		}
-		plain, err := ring.Open(rec.Name, rec.KeyID, rec.Nonce, rec.Ciphertext)
-		if err != nil {
-			return false, err
-		}
-		rec.KeyID, rec.Nonce, rec.Ciphertext, err = ring.Seal(rec.Name, plain)
-		return err == nil, err
+		sd := store.Sealed{KeyID: rec.KeyID, Nonce: rec.Nonce, Data: rec.Ciphertext}
+		changed, err := ring.Reseal(rec.Name, &sd)
+		rec.KeyID, rec.Nonce, rec.Ciphertext = sd.KeyID, sd.Nonce, sd.Data
+		return changed, err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("re-encrypting secrets with the primary key %s: %w", primary, err)
@@ -115,7 +110,7 @@ func CheckKeys(st *store.Store, ring *Keyring) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("stored secrets are encrypted with key(s) %s, which are not configured (configured: %s): "+
+		return fmt.Errorf("stored records (secrets, access records or the HTTPS listener's keys) are encrypted with key(s) %s, which are not configured (configured: %s): "+
 			"add the missing key(s) to --secrets-key-file (or TUNA_EDGE_SECRETS_KEY) after the primary key and start again; "+
 			"the edge then re-encrypts them with the primary key",
 			strings.Join(missing, ", "), strings.Join(ring.IDs(), ", "))
@@ -123,19 +118,15 @@ func CheckKeys(st *store.Store, ring *Keyring) error {
 	return nil
 }
 
-// StoredKeyIDs returns the ids of the keys that sealed stored secrets.
+// StoredKeyIDs returns the ids of the keys that seal any stored record:
+// secrets, access records, and the HTTPS listener's keys
+// (store.SealedKeyIDs). A key may leave the keyring only once it is not
+// among them.
 func StoredKeyIDs(st *store.Store) ([]string, error) {
-	metas, err := st.ListSecrets("")
+	ids, err := st.SealedKeyIDs()
 	if err != nil {
-		return nil, fmt.Errorf("listing secrets: %w", err)
+		return nil, fmt.Errorf("listing sealed records: %w", err)
 	}
-	var ids []string
-	for _, m := range metas {
-		if !slices.Contains(ids, m.KeyID) {
-			ids = append(ids, m.KeyID)
-		}
-	}
-	slices.Sort(ids)
 	return ids, nil
 }
 

@@ -22,12 +22,13 @@ const secretsKeyFileName = "secrets.key"
 func SecretsKeyPath(dataDir string) string { return filepath.Join(dataDir, secretsKeyFileName) }
 
 // openSecrets loads the keyring and opens the secrets, re-encrypting
-// those sealed with an older key: prepending a new key and restarting is
-// the whole rotation.
-func (e *Edge) openSecrets() (*secrets.Manager, error) {
+// those and the HTTPS listener's keys sealed with an older key, and
+// returns how many it re-encrypted: prepending a new key and restarting
+// is the whole rotation.
+func (e *Edge) openSecrets() (*secrets.Manager, int, error) {
 	ring, err := e.loadKeyring()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// The HTTPS listener's shared state (ticket keys, certificates' private
 	// keys) and the access records are sealed with the same keyring.
@@ -38,25 +39,41 @@ func (e *Edge) openSecrets() (*secrets.Manager, error) {
 		Refused: func() { e.m.LimitRefused(metrics.LimitSecrets) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("secrets: %w", err)
+		return nil, 0, fmt.Errorf("secrets: %w", err)
 	}
+	// The HTTPS listener's keys are resealed here too; the access records
+	// when they are opened (openAccess). logKeyUse then says which keys
+	// still seal anything.
+	nTLS, err := e.st.ResealTLS(ring.Reseal)
+	if err != nil {
+		return nil, 0, fmt.Errorf("re-encrypting the HTTPS keys (certificates, session tickets, ACME account) with the primary key %s: %w",
+			ring.Primary(), err)
+	}
+	return m, n + nTLS, nil
+}
+
+// logKeyUse logs the keyring's state once every sealed record is resealed
+// (openSecrets, openAccess): the keys other than the primary that still
+// seal a record, and, when none does, that the older keys may go. That
+// line is what the rotation procedure in docs/edge.md waits for.
+func (e *Edge) logKeyUse(resealed int) error {
 	ids, err := secrets.StoredKeyIDs(e.st)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	left := 0
 	for _, id := range ids {
-		if id != ring.Primary() {
+		if id != e.ring.Primary() {
 			left++
 		}
 	}
-	e.log.Info("secrets encryption key loaded", "primary_key", ring.Primary(), "keys", strings.Join(ring.IDs(), ","),
-		"re_encrypted", n, "sealed_with_other_keys", left)
-	if older := ring.IDs()[1:]; len(older) > 0 && left == 0 {
+	e.log.Info("secrets encryption key loaded", "primary_key", e.ring.Primary(), "keys", strings.Join(e.ring.IDs(), ","),
+		"re_encrypted", resealed, "sealed_with_other_keys", left)
+	if older := e.ring.IDs()[1:]; len(older) > 0 && left == 0 {
 		e.log.Info("no secret is encrypted with a non-primary key any more: they can be removed from the key file",
 			"unused_keys", strings.Join(older, ","))
 	}
-	return m, nil
+	return nil
 }
 
 // openAccess loads the access keys and policies (access.Open), sealed by

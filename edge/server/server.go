@@ -112,11 +112,16 @@ func New(cfg Config) (*Edge, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	if e.secrets, err = e.openSecrets(); err != nil {
+	var resealed int
+	if e.secrets, resealed, err = e.openSecrets(); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	if e.access, err = e.openAccess(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := e.logKeyUse(resealed); err != nil {
 		_ = st.Close()
 		return nil, err
 	}

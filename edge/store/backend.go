@@ -64,10 +64,12 @@ const (
 // dataBuckets are the buckets a migration copies: every record but the
 // legacy meta bucket, which only ever held the host key.
 var dataBuckets = []string{bucketAPIKeys, bucketTunnelKeys, bucketDomains, bucketTCP, bucketClaims,
-	bucketSecrets, bucketSecretValues, bucketAccessPolicies, bucketAccessKeys, bucketLinkUses}
+	bucketSecrets, bucketSecretValues, bucketAccessPolicies, bucketAccessKeys, bucketLinkUses,
+	bucketTLSCerts, bucketTLSDates}
 
-// tlsBuckets hold the HTTPS listener's shared state (tls.go); they are not
-// migrated.
-var tlsBuckets = []string{bucketTicketKeys, bucketTLSCerts, bucketTLSDates, bucketACME}
+// tlsBuckets hold the rest of the HTTPS listener's shared state (tls.go),
+// which is not migrated: session ticket keys live hours, and ACME orders
+// and challenges minutes; the ACME account is registered again.
+var tlsBuckets = []string{bucketTicketKeys, bucketACME}
 
 var allBuckets = append(append([]string{bucketMeta}, dataBuckets...), tlsBuckets...)

@@ -32,6 +32,9 @@ func fill(t *testing.T, s *Store) {
 			Nonce: []byte("nonce"), Ciphertext: []byte("sealed bytes")}, nil
 	})
 	must(err)
+	// A certificate an operator wrote has no other source: it moves too.
+	must(s.PutTLSCert(TLSCert{Host: "www.example.org", ChainPEM: []byte("chain"),
+		Key: Sealed{KeyID: "k1", Nonce: []byte("n"), Data: []byte("sealed key")}, NotBefore: now, NotAfter: now.Add(time.Hour)}))
 }
 
 // dump is every record of s, by bucket and key.
@@ -57,6 +60,9 @@ func TestMigrateBoltToEtcd(t *testing.T) {
 	defer src.Close()
 	fill(t, src)
 	want := dump(t, src)
+	if _, ok := want[bucketTLSCerts+"/www.example.org"]; !ok {
+		t.Fatalf("the source's certificate is not among the migrated records: %v", want)
+	}
 
 	prefix := fmt.Sprintf("/test/migrate-%d/", prefixN.Add(1))
 	dst, err := OpenEtcd(etcdConfig(t, prefix))

@@ -12,8 +12,9 @@ import (
 // another obtained, and answers the CA's challenge for an order another
 // placed. Secret parts (ticket keys, private keys) are sealed by the
 // caller with the secrets keyring, as named secrets are: the store never
-// holds them in clear. None of it is migrated (MigrateTo): ticket keys are
-// short-lived and certificates are obtained again.
+// holds them in clear. Certificates are migrated (MigrateTo): one an
+// operator wrote has no other source, and an ACME one would cost an order
+// per host. Ticket keys and ACME orders are not: they are short-lived.
 
 // Sealed is a value sealed with the secrets keyring: the key that sealed
 // it, the nonce and the ciphertext.

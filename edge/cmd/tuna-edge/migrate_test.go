@@ -68,7 +68,8 @@ func TestMigrateToEtcd(t *testing.T) {
 	out := run(t, nil, "migrate-to-etcd", "--data-dir", dir, "--etcd-endpoints", endpoints)
 	want := map[string]string{"api_keys": "1 0", "tunnel_keys": "1 0", "domains": "1 0", "tcp_endpoints": "1 0",
 		"address_claims": "0 0", "secrets": "1 0", "secret_values": "1 0",
-		"access_policies": "1 0", "access_keys": "1 0", "access_link_uses": "0 0"}
+		"access_policies": "1 0", "access_keys": "1 0", "access_link_uses": "0 0",
+		"tls_certs": "0 0", "tls_cert_dates": "0 0"}
 	if got := report(out); !maps.Equal(got, want) {
 		t.Fatalf("migration report %v, want %v:\n%s", got, want, out)
 	}
