@@ -185,6 +185,14 @@ func (b *bench) streamsSection() error {
 	if _, err := b.wsRow("tuna (edge + agent, 1 session)", e.httpAddr, "ws."+baseDomain, directWS); err != nil {
 		return err
 	}
-	_, err = b.grpcRow("tuna (TLS h2 to the edge, h2c from the agent)", httpsAddr, "grpc."+baseDomain, f.ca, directGRPC)
-	return err
+	if _, err := b.grpcRow("tuna (TLS h2 to the edge, h2c from the agent)", httpsAddr, "grpc."+baseDomain, f.ca, directGRPC); err != nil {
+		return err
+	}
+	if b.profileDir == "" {
+		return nil
+	}
+	return b.profile("grpc", e, ga, func(d time.Duration) error {
+		_, err := runRole(b.self, "grpc-client", httpsAddr, "grpc."+baseDomain, f.ca, strconv.Itoa(int(d.Seconds())))
+		return err
+	})
 }
