@@ -147,7 +147,7 @@ func (s *Store) SealedKeyIDs() ([]string, error) {
 			return err
 		}
 		for _, p := range ps {
-			add(p.Sealed.KeyID)
+			add(p.KeyID)
 		}
 		certs, err := list[TLSCert](tx, bucketTLSCerts)
 		if err != nil {
