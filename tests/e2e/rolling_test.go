@@ -144,14 +144,19 @@ func TestRollingRestartRunsEveryRequestOnce(t *testing.T) {
 	kubeconfig := dir + "/kubeconfig"
 	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
 	// The chart's agent arguments (templates/agent/deployment.yaml), with
-	// a drain grace that fits a test.
+	// a drain grace that fits a test. The heartbeat TTL is half the
+	// chart's, not shorter: every replica here leaves gracefully (its
+	// entries go at once), so the TTL only decides when a replica whose
+	// Lease renewals are starved of CPU is taken for dead and pruned from
+	// status.agents. At 5 s, a CI machine loaded to 15x its cores pruned
+	// live replicas and the pool never looked whole within the wait.
 	agents := map[string]*harness.Process{}
 	start := func(name string) {
 		t.Helper()
 		pdir := dir + "/" + name
 		require.NoError(t, os.MkdirAll(pdir, 0o700))
 		p, err := harness.StartAgentProcess(bin, kubeconfig, pdir, "--replica="+name, "--replicas=2",
-			"--keepalive-interval=15s", "--keepalive-timeout=45s", "--drain-grace=10s", "--heartbeat-ttl=5s",
+			"--keepalive-interval=15s", "--keepalive-timeout=45s", "--drain-grace=10s", "--heartbeat-ttl=15s",
 			"--metrics-bind-address="+ports.Addr(t))
 		require.NoError(t, err)
 		agents[name] = p
