@@ -217,11 +217,12 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
-// The relay lets through only what it can decide with a MAC check: a
-// request that needs a login, a first password check or an answer of the
-// edge goes to net/http.
+// The relay lets through what it can decide at once: a public path, the
+// right password; a request that needs a login or an answer of the edge
+// goes to net/http, which counts a wrong password once.
 func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
-	e := New(Config{})
+	now := time.Now()
+	e := New(Config{Now: func() time.Time { return now }})
 	k, _ := NewKeys(time.Now())
 	if err := e.SetKeys(k); err != nil {
 		t.Fatal(err)
@@ -251,20 +252,38 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 			t.Errorf("the relay took %s", target)
 		}
 	}
-	if _, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false); ok {
-		t.Error("the relay checked a password it had not seen checked")
+	// The relay checks new credentials itself, so that a client with the
+	// right password keeps its connection on the relay ...
+	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false)
+	if !ok || !containsFold(ed.Drop, "authorization") || string(ed.Set[0].Name) != "X-Tuna-User" || string(ed.Set[0].Value) != "u" {
+		t.Fatalf("the relay with the right password: %v %+v", ok, ed)
 	}
-	// net/http checks it once ...
+	// ... and net/http takes the same verdict from the cache.
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "http://h/private", nil)
 	r.Header.Set("Authorization", basic)
 	if _, pass := e.Serve(w, r, "o/n", "127.0.0.1:1", false, nil); !pass || r.Header.Get("Authorization") != "" || r.Header.Get("X-Tuna-User") != "u" {
 		t.Fatalf("net/http's check: pass %v, headers %v", pass, r.Header)
 	}
-	// ... then the relay lets the same credentials through.
-	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false)
-	if !ok || !containsFold(ed.Drop, "authorization") || string(ed.Set[0].Name) != "X-Tuna-User" || string(ed.Set[0].Value) != "u" {
-		t.Fatalf("the relay after a check: %v %+v", ok, ed)
+	// A wrong password leaves the relay uncounted; net/http answers it
+	// and counts it once: failureBurst of them are answered 401, the
+	// next 429.
+	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:guess"))
+	for i := range failureBurst + 1 {
+		if _, ok := e.Relay("o/n", head("/private", "Authorization", wrong), "192.0.2.7:1", false); ok {
+			t.Fatal("the relay passed a wrong password")
+		}
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "http://h/private", nil)
+		r.Header.Set("Authorization", wrong)
+		_, pass := e.Serve(w, r, "o/n", "192.0.2.7:1", false, nil)
+		want := http.StatusUnauthorized
+		if i == failureBurst {
+			want = http.StatusTooManyRequests
+		}
+		if pass || w.Code != want {
+			t.Fatalf("wrong password %d: pass %v, %d; want %d", i+1, pass, w.Code, want)
+		}
 	}
 	if _, ok := e.Relay("o/missing", head("/pub/a"), "127.0.0.1:1", false); ok {
 		t.Error("the relay took a request for a policy that is not in force")
@@ -352,7 +371,7 @@ func TestBasicAuthBurstWaitsForSlots(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			out, _, _ := b.check(g, auth, fmt.Sprintf("192.0.2.%d", i), now)
+			out, _, _ := b.check(g, auth, fmt.Sprintf("192.0.2.%d", i), now, false)
 			outcomes <- out
 		})
 	}
@@ -369,7 +388,7 @@ func TestBasicAuthBurstWaitsForSlots(t *testing.T) {
 		g.slots <- struct{}{}
 	}
 	other := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:other"))
-	if out, _, wait := b.check(g, other, "192.0.2.200", now); out != basicLimited || wait <= 0 {
+	if out, _, wait := b.check(g, other, "192.0.2.200", now, false); out != basicLimited || wait <= 0 {
 		t.Fatalf("every slot taken: outcome %v, wait %v; want limited with a wait", out, wait)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/h1"
+	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
 // The assertion is a JWT (ES256) the edge adds to a request it let
@@ -16,8 +19,9 @@ import (
 // aud is its host and that exp has not passed.
 //
 // Signing costs tens of microseconds, so an assertion is made once per
-// session and host and kept until less than assertionRenew of its life is
-// left: a request with a valid session pays a map lookup, not a signature.
+// session and host and kept, with the identity fields that go with it,
+// until less than assertionRenew of its life is left: a request with a
+// valid session pays a map look-up, not a signature.
 const (
 	assertionLifetime = 5 * time.Minute
 	assertionRenew    = time.Minute
@@ -47,26 +51,43 @@ type Claims struct {
 	Expires  int64    `json:"exp"`
 }
 
+// assertions caches the identity fields per identity and host, the
+// signed assertion with them, in both forms the edge writes them.
 type assertions struct {
 	mu    sync.Mutex
-	cache map[string]cachedAssertion
+	cache map[identityKey]*identityFields
 }
 
-type cachedAssertion struct {
-	jwt   string
-	until time.Time
-	kid   string
+// identityKey names an identity on a host: a session (its random id) or a
+// basic auth user, under one policy, for one origin (the assertion's
+// issuer and audience).
+type identityKey struct {
+	origin, policy string
+	method         Method
+	id             string
 }
 
-// assertion returns the JWT for an identity on host, from the cache when
-// one with enough life left was signed with the key in use.
-func (a *assertions) assertion(r *keyring, key string, c Claims, now time.Time) (string, error) {
+// identityFields are the fields the upstream gets for an identity, the
+// assertion last: pairs for net/http, fields for the h1 relay (the same
+// bytes, made once).
+type identityFields struct {
+	pairs  [][2]string
+	fields []h1.Field
+	until  time.Time
+	kid    string
+}
+
+// identity returns the fields for k, from the cache when their assertion
+// has enough life left and was signed with the key in use; build makes
+// the fields without the assertion, and the claims to sign.
+func (a *assertions) identity(r *keyring, k identityKey, now time.Time, build func() ([][2]string, Claims)) (*identityFields, error) {
 	a.mu.Lock()
-	got, ok := a.cache[key]
+	got := a.cache[k]
 	a.mu.Unlock()
-	if ok && got.kid == r.sign.kid && now.Add(assertionRenew).Before(got.until) {
-		return got.jwt, nil
+	if got != nil && got.kid == r.sign.kid && now.Add(assertionRenew).Before(got.until) {
+		return got, nil
 	}
+	pairs, c := build()
 	c.IssuedAt = now.Unix()
 	exp := now.Add(assertionLifetime)
 	if c.Expires != 0 && time.Unix(c.Expires, 0).Before(exp) {
@@ -75,15 +96,19 @@ func (a *assertions) assertion(r *keyring, key string, c Claims, now time.Time) 
 	c.Expires = exp.Unix()
 	jwt, err := signJWT(r.sign, c)
 	if err != nil {
-		return "", err
+		return nil, err
+	}
+	out := &identityFields{pairs: append(pairs, [2]string{httprule.IdentityAssertion, jwt}), until: exp, kid: r.sign.kid}
+	for _, f := range out.pairs {
+		out.fields = append(out.fields, h1.Field{Name: identityName(f[0]), Value: []byte(f[1])})
 	}
 	a.mu.Lock()
 	if len(a.cache) >= maxAssertions {
 		clear(a.cache)
 	}
-	a.cache[key] = cachedAssertion{jwt: jwt, until: exp, kid: r.sign.kid}
+	a.cache[k] = out
 	a.mu.Unlock()
-	return jwt, nil
+	return out, nil
 }
 
 func signJWT(k *assertionKey, claims any) (string, error) {

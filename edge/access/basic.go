@@ -17,9 +17,10 @@ import (
 
 // basicRule admits the users of an htpasswd file. bcrypt is slow on
 // purpose (tens of milliseconds a check), so:
-//   - a right password is remembered for verifiedFor, under an HMAC of the
-//     credentials with a key of this process: a client sending the same
-//     credentials again pays a hash, not a bcrypt;
+//   - a password's verdict is remembered for verifiedFor, under an HMAC of
+//     the credentials with a key of this process: a client sending the same
+//     credentials again pays a hash, not a bcrypt (so the h1 relay passes
+//     them on at once, and checks new ones itself, keeping the connection);
 //   - wrong passwords are limited per client address (failures: a bucket
 //     of failureBurst, one back every failureEvery); past it the answer is
 //     429 with Retry-After and no password is checked at all, right or
@@ -34,6 +35,11 @@ type basicRule struct {
 
 	mu       sync.Mutex
 	verified map[[32]byte]verified
+	// refused are credentials checked wrong: the rule's users do not
+	// change (an edited policy compiles a new rule), so a wrong password
+	// stays wrong, and asking again costs no bcrypt. A separate bound, so
+	// that guesses do not push out the right passwords.
+	refused map[[32]byte]time.Time
 }
 
 type verified struct {
@@ -44,6 +50,7 @@ type verified struct {
 const (
 	verifiedFor  = 5 * time.Minute
 	maxVerified  = 4096
+	maxRefused   = 1024
 	failureBurst = 10
 	failureEvery = 6 * time.Second
 	bcryptSlots  = 4
@@ -88,7 +95,7 @@ func newGuard() *guard {
 }
 
 func compileBasic(in *client.BasicAuthRule) (*basicRule, error) {
-	b := &basicRule{realm: in.Realm, users: map[string][]byte{}, verified: map[[32]byte]verified{}, macKey: make([]byte, 32)}
+	b := &basicRule{realm: in.Realm, users: map[string][]byte{}, verified: map[[32]byte]verified{}, refused: map[[32]byte]time.Time{}, macKey: make([]byte, 32)}
 	if _, err := rand.Read(b.macKey); err != nil {
 		return nil, err
 	}
@@ -135,8 +142,11 @@ const (
 )
 
 // check reads Basic credentials from an Authorization value and checks
-// them, for a client at addr.
-func (b *basicRule) check(g *guard, authorization, addr string, now time.Time) (basicOutcome, string, time.Duration) {
+// them, for a client at addr. A wrong password counts against addr, unless
+// relay is set: the relay passes right credentials on and hands anything
+// else to net/http, whose check counts it then (the verdict cached, so
+// without a second bcrypt).
+func (b *basicRule) check(g *guard, authorization, addr string, now time.Time, relay bool) (basicOutcome, string, time.Duration) {
 	user, pass, ok := parseBasic(authorization)
 	if !ok {
 		return basicNone, "", 0
@@ -145,41 +155,60 @@ func (b *basicRule) check(g *guard, authorization, addr string, now time.Time) (
 		return basicLimited, "", wait
 	}
 	sum := b.sum(user, pass)
-	b.mu.Lock()
-	v, hit := b.verified[sum]
-	b.mu.Unlock()
-	if hit && now.Before(v.until) {
-		return basicOK, v.user, 0
-	}
-	if !g.acquire() {
-		return basicLimited, "", time.Second
-	}
-	// Another request may have checked the same credentials while this
-	// one waited.
-	b.mu.Lock()
-	v, hit = b.verified[sum]
-	b.mu.Unlock()
-	if hit && now.Before(v.until) {
+	out, who := b.known(sum, now)
+	if out == basicNone {
+		if !g.acquire() {
+			return basicLimited, "", time.Second
+		}
+		out, who = b.verify(user, pass, sum, now)
 		<-g.slots
-		return basicOK, v.user, 0
+	}
+	if out == basicWrong && !relay {
+		g.failures.take(addr, now)
+	}
+	return out, who, 0
+}
+
+// known is what the caches know of credentials: basicOK with the user,
+// basicWrong, or basicNone when they were not checked yet.
+func (b *basicRule) known(sum [32]byte, now time.Time) (basicOutcome, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, hit := b.verified[sum]; hit && now.Before(v.until) {
+		return basicOK, v.user
+	}
+	if until, hit := b.refused[sum]; hit && now.Before(until) {
+		return basicWrong, ""
+	}
+	return basicNone, ""
+}
+
+// verify runs bcrypt (the caller holds a slot) and remembers the verdict.
+func (b *basicRule) verify(user, pass string, sum [32]byte, now time.Time) (basicOutcome, string) {
+	// Another request may have checked the same credentials while this
+	// one waited for its slot.
+	if out, who := b.known(sum, now); out != basicNone {
+		return out, who
 	}
 	hash, known := b.users[user]
 	if !known {
 		hash = dummyHash
 	}
 	err := bcrypt.CompareHashAndPassword(hash, []byte(pass))
-	<-g.slots
-	if err != nil || !known {
-		g.failures.take(addr, now)
-		return basicWrong, "", 0
-	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || !known {
+		if len(b.refused) >= maxRefused {
+			clear(b.refused)
+		}
+		b.refused[sum] = now.Add(verifiedFor)
+		return basicWrong, ""
+	}
 	if len(b.verified) >= maxVerified {
 		clear(b.verified)
 	}
 	b.verified[sum] = verified{user: user, until: now.Add(verifiedFor)}
-	b.mu.Unlock()
-	return basicOK, user, 0
+	return basicOK, user
 }
 
 func parseBasic(h string) (user, pass string, ok bool) {
@@ -193,21 +222,6 @@ func parseBasic(h string) (user, pass string, ok bool) {
 	}
 	user, pass, ok = strings.Cut(string(raw), ":")
 	return user, pass, ok
-}
-
-// cached reports whether these credentials were checked right within
-// verifiedFor, without checking them: the relay's look, which must not
-// run bcrypt.
-func (b *basicRule) cached(authorization string, now time.Time) (string, bool) {
-	user, pass, ok := parseBasic(authorization)
-	if !ok {
-		return "", false
-	}
-	sum := b.sum(user, pass)
-	b.mu.Lock()
-	v, hit := b.verified[sum]
-	b.mu.Unlock()
-	return v.user, hit && now.Before(v.until)
 }
 
 func (b *basicRule) sum(user, pass string) [32]byte {

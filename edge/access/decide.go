@@ -72,8 +72,11 @@ func (d *decision) identity() *Session {
 }
 
 // decide runs the rules in order (docs/access.md#how-rules-decide). With
-// relay set, it does no work the relay must not do: no bcrypt, no failure
-// counting, no rate limit taken for a request it does not pass.
+// relay set, it passes what it can and defers the rest to net/http
+// without counting it: no wrong password counted, no rate limit taken for
+// a request it does not pass. It does check new basic credentials
+// (bcrypt, within the guard's slots), so that a client with the right
+// password stays on the relay.
 func (p *Policy) decide(e *Engine, r *request, kr *keyring, now time.Time, relay bool) decision {
 	if p.maintenance {
 		return decision{verdict: maintenance}
@@ -123,27 +126,19 @@ func (p *Policy) decide(e *Engine, r *request, kr *keyring, now time.Time, relay
 			}
 			refuse(decision{verdict: needLink, rule: ru})
 		case ruleBasic:
-			if relay {
-				user, ok := ru.basic.cached(r.authorization, now)
-				if ok {
-					return p.limit(decision{verdict: pass, rule: ru, user: user, cookieSeen: seen}, r, now, relay)
-				}
-				if r.authorization != "" {
-					return decision{verdict: deferred}
-				}
-				refuse(decision{verdict: challenge, rule: ru})
-				continue
-			}
-			out, user, wait := ru.basic.check(e.guard, r.authorization, r.remote, now)
-			switch out {
-			case basicOK:
+			out, user, wait := ru.basic.check(e.guard, r.authorization, r.remote, now, relay)
+			switch {
+			case out == basicOK:
 				return p.limit(decision{verdict: pass, rule: ru, user: user, cookieSeen: seen}, r, now, relay)
-			case basicLimited:
-				return decision{verdict: limited, rule: ru, wait: wait}
-			case basicWrong:
-				refuse(decision{verdict: wrongPassword, rule: ru})
-			default:
+			case out == basicNone:
 				refuse(decision{verdict: challenge, rule: ru})
+			case relay:
+				// A wrong password or a limit: net/http answers it.
+				return decision{verdict: deferred}
+			case out == basicLimited:
+				return decision{verdict: limited, rule: ru, wait: wait}
+			default:
+				refuse(decision{verdict: wrongPassword, rule: ru})
 			}
 		}
 	}

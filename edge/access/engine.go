@@ -86,7 +86,7 @@ func New(cfg Config) *Engine {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger.With("component", "access"), guard: newGuard(),
 		providers:  &providers{client: cfg.IdPClient, recheck: cfg.IdPRecheck, all: map[string]*providerState{}},
-		assertions: assertions{cache: map[string]cachedAssertion{}}}
+		assertions: assertions{cache: map[identityKey]*identityFields{}}}
 	empty := map[string]*Policy{}
 	e.table.Store(&empty)
 	return e

@@ -69,8 +69,10 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, id, remote string
 	}
 	if p.identity {
 		if id := d.identity(); id != nil {
-			for _, f := range e.identityFields(p, kr, req, id, now) {
-				h.Set(f[0], f[1])
+			if f := e.identity(p, kr, req, id, now); f != nil {
+				for _, kv := range f.pairs {
+					h.Set(kv[0], kv[1])
+				}
 			}
 		}
 	}
@@ -86,28 +88,31 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, id, remote string
 	return w, true
 }
 
-// identityFields are the fields the upstream gets for id, the assertion
-// last.
-func (e *Engine) identityFields(p *Policy, kr *keyring, req *request, id *Session, now time.Time) [][2]string {
-	out := make([][2]string, 0, 4)
-	out = append(out, [2]string{httprule.IdentityUser, id.User()})
-	if id.Email != "" {
-		out = append(out, [2]string{httprule.IdentityEmail, id.Email})
-	}
-	if len(id.Groups) > 0 {
-		out = append(out, [2]string{httprule.IdentityGroups, strings.Join(id.Groups, ",")})
-	}
-	c := Claims{Issuer: req.origin + AssertionIssuerPath, Audience: req.host, Subject: id.Subject, Email: id.Email, Name: id.Name,
-		Groups: id.Groups, Method: id.Method.String(), Policy: p.Name, Session: id.ID}
-	if !id.Expires.IsZero() {
-		c.Expires = id.Expires.Unix()
-	}
-	jwt, err := e.assertions.assertion(kr, req.origin+"\x00"+p.ID+"\x00"+id.Method.String()+"\x00"+id.ID, c, now)
+// identity returns the fields the upstream gets for id, the assertion
+// last, or nil when the assertion could not be signed.
+func (e *Engine) identity(p *Policy, kr *keyring, req *request, id *Session, now time.Time) *identityFields {
+	k := identityKey{origin: req.origin, policy: p.ID, method: id.Method, id: id.ID}
+	f, err := e.assertions.identity(kr, k, now, func() ([][2]string, Claims) {
+		out := make([][2]string, 0, 4)
+		out = append(out, [2]string{httprule.IdentityUser, id.User()})
+		if id.Email != "" {
+			out = append(out, [2]string{httprule.IdentityEmail, id.Email})
+		}
+		if len(id.Groups) > 0 {
+			out = append(out, [2]string{httprule.IdentityGroups, strings.Join(id.Groups, ",")})
+		}
+		c := Claims{Issuer: req.origin + AssertionIssuerPath, Audience: req.host, Subject: id.Subject, Email: id.Email, Name: id.Name,
+			Groups: id.Groups, Method: id.Method.String(), Policy: p.Name, Session: id.ID}
+		if !id.Expires.IsZero() {
+			c.Expires = id.Expires.Unix()
+		}
+		return out, c
+	})
 	if err != nil {
-		e.log.Error("signing an identity assertion failed", "err", err)
-		return out
+		e.log.Error("signing an identity assertion failed: the request goes on without the identity fields", "err", err)
+		return nil
 	}
-	return append(out, [2]string{httprule.IdentityAssertion, jwt})
+	return f
 }
 
 func fromHTTP(r *http.Request, remote string, secure bool) *request {

@@ -2,6 +2,7 @@ package access
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -29,10 +30,13 @@ func (ed *Edits) Apply(rt *h1.Route) {
 
 // relayLists are a policy's fixed edits in the relay's form, made once.
 type relayLists struct {
-	set              []h1.Field
-	drop, dropCookie []string
-	respSet          []h1.Field
-	respDrop         []string
+	set []h1.Field
+	// dropLists[cookie][authorization] are the fields to drop, with the
+	// Cookie field (the request carried an edge cookie) and the
+	// Authorization field (basic credentials that passed).
+	dropLists [2][2][]string
+	respSet   []h1.Field
+	respDrop  []string
 }
 
 var (
@@ -44,13 +48,16 @@ var (
 
 func (p *Policy) relayLists() relayLists {
 	var l relayLists
-	l.drop = httprule.EdgeFields()
+	drop := httprule.EdgeFields()
 	for _, f := range p.reqSet {
 		l.set = append(l.set, h1.Field{Name: []byte(f[0]), Value: []byte(f[1])})
-		l.drop = append(l.drop, strings.ToLower(f[0]))
+		drop = append(drop, strings.ToLower(f[0]))
 	}
-	l.drop = append(l.drop, p.reqRemove...)
-	l.dropCookie = append(append([]string(nil), l.drop...), "cookie")
+	drop = append(drop, p.reqRemove...)
+	for cookie, extra := range [][]string{nil, {"cookie"}} {
+		l.dropLists[cookie][0] = slices.Clip(append(slices.Clone(drop), extra...))
+		l.dropLists[cookie][1] = slices.Clip(append(slices.Clone(drop), append(extra, "authorization")...))
+	}
 	for _, f := range p.respSet {
 		l.respSet = append(l.respSet, h1.Field{Name: []byte(f[0]), Value: []byte(f[1])})
 		l.respDrop = append(l.respDrop, strings.ToLower(f[0]))
@@ -106,26 +113,38 @@ func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edit
 		return Edits{}, false
 	}
 	l := p.relay
-	ed := Edits{Drop: l.drop, ResponseSet: l.respSet, ResponseDrop: l.respDrop}
+	ed := Edits{ResponseSet: l.respSet, ResponseDrop: l.respDrop}
+	var who []h1.Field
 	if p.identity {
-		if who := d.identity(); who != nil {
-			for _, f := range e.identityFields(p, kr, req, who, now) {
-				ed.Set = append(ed.Set, h1.Field{Name: identityName(f[0]), Value: []byte(f[1])})
+		if id := d.identity(); id != nil {
+			if f := e.identity(p, kr, req, id, now); f != nil {
+				who = f.fields
 			}
 		}
 	}
-	ed.Set = append(ed.Set, l.set...)
+	// The cached identity fields and the policy's are shared: clipped,
+	// so that an append copies them rather than write into them.
+	switch {
+	case len(l.set) == 0:
+		ed.Set = who[:len(who):len(who)]
+	case len(who) == 0:
+		ed.Set = l.set[:len(l.set):len(l.set)]
+	default:
+		ed.Set = append(append(make([]h1.Field, 0, len(who)+len(l.set)+1), who...), l.set...)
+	}
+	dropCookie, dropAuth := 0, 0
 	if strings.Contains(req.cookie, "tuna-") {
 		if kept, found := stripOwnCookies(req.cookie); found {
-			ed.Drop = l.dropCookie
+			dropCookie = 1
 			if kept != "" {
 				ed.Set = append(ed.Set, h1.Field{Name: cookieName, Value: []byte(kept)})
 			}
 		}
 	}
 	if d.user != "" {
-		ed.Drop = append(append([]string(nil), ed.Drop...), "authorization")
+		dropAuth = 1
 	}
+	ed.Drop = l.dropLists[dropCookie][dropAuth]
 	return ed, true
 }
 

@@ -123,7 +123,8 @@ func appendString(b []byte, s string) []byte {
 var errBadSession = errors.New("malformed session")
 
 func decodeSession(b []byte) (*Session, error) {
-	d := decoder{b: b}
+	// One string for the whole plaintext: the fields are parts of it.
+	d := decoder{b: string(b)}
 	if v := d.byte(); v != sessionVersion {
 		return nil, errBadSession
 	}
@@ -134,8 +135,11 @@ func decodeSession(b []byte) (*Session, error) {
 		*f = d.string()
 	}
 	n := d.uvarint()
-	if n > 256 {
+	if n > 256 || n > uint64(len(d.b)) {
 		return nil, errBadSession
+	}
+	if n > 0 {
+		s.Groups = make([]string, 0, n)
 	}
 	for range n {
 		s.Groups = append(s.Groups, d.string())
@@ -147,7 +151,7 @@ func decodeSession(b []byte) (*Session, error) {
 }
 
 type decoder struct {
-	b   []byte
+	b   string
 	bad bool
 }
 
@@ -162,13 +166,20 @@ func (d *decoder) byte() byte {
 }
 
 func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
+	var v uint64
+	for i := 0; i < len(d.b) && i < binary.MaxVarintLen64; i++ {
+		c := d.b[i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break
+			}
+			d.b = d.b[i+1:]
+			return v | uint64(c)<<(7*i)
+		}
+		v |= uint64(c&0x7f) << (7 * i)
 	}
-	d.b = d.b[n:]
-	return v
+	d.bad = true
+	return 0
 }
 
 func (d *decoder) string() string {
@@ -177,7 +188,7 @@ func (d *decoder) string() string {
 		d.bad = true
 		return ""
 	}
-	s := string(d.b[:n])
+	s := d.b[:n]
 	d.b = d.b[n:]
 	return s
 }
@@ -225,8 +236,7 @@ func (r *keyring) open(purpose, host, value string) ([]byte, error) {
 }
 
 func aad(purpose, host string) []byte {
-	b := make([]byte, 0, len(purpose)+len(host))
-	return append(append(b, purpose...), host...)
+	return append([]byte(purpose), host...)
 }
 
 // sealSession makes a session cookie's value for host.

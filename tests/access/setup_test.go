@@ -130,8 +130,14 @@ type seen struct {
 // JWKS the edge publishes.
 func (w *world) publish(label, policy string) {
 	w.t.Helper()
+	w.serve(w.bind(label, policy), w.reporter(label))
+}
+
+// bind binds host (a label) with the policy named, as owner, and returns
+// the tunnel's listener of the host's requests.
+func (w *world) bind(label, policy string) net.Listener {
+	w.t.Helper()
 	t := w.t
-	host := label + "." + baseDomain
 	tk, err := w.api.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +155,20 @@ func (w *world) publish(label, policy string) {
 	if _, err := s.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: label, AccessPolicy: policy}); err != nil {
 		t.Fatalf("bind %s: %v", label, err)
 	}
+	return s.Listener()
+}
+
+// serve serves h on l until the test ends.
+func (w *world) serve(l net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(l) }()
+	w.t.Cleanup(func() { _ = srv.Close() })
+}
+
+// reporter is a backend that reports what it got (seen) and verifies the
+// assertion with the keys the edge publishes for host (a label).
+func (w *world) reporter(label string) http.Handler {
+	host := label + "." + baseDomain
 	// The backend fetches the keys the way any backend would: from the
 	// host's /.tuna/jwks.json, through the edge.
 	toEdge := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -159,7 +179,7 @@ func (w *world) publish(label, policy string) {
 	issuer := w.origin(label) + "/.tuna"
 	keys := oidc.NewRemoteKeySet(ctx, issuer+"/jwks.json")
 	verifier := oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: host, SupportedSigningAlgs: []string{oidc.ES256}})
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		out := seen{Path: r.URL.Path, User: r.Header.Get(httprule.IdentityUser), Email: r.Header.Get(httprule.IdentityEmail),
 			Groups: r.Header.Get(httprule.IdentityGroups), Assertion: r.Header.Get(httprule.IdentityAssertion),
 			Cookie: strings.Join(r.Header.Values("Cookie"), "; "), Auth: r.Header.Get("Authorization"), Custom: r.Header.Get("X-Custom")}
@@ -174,7 +194,5 @@ func (w *world) publish(label, policy string) {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("Server", "backend/1.2.3")
 		_ = json.NewEncoder(rw).Encode(out)
-	})}
-	go func() { _ = srv.Serve(s.Listener()) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	})
 }
