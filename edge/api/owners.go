@@ -169,7 +169,7 @@ func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, erro
 		return 0, nil, fmt.Errorf("sharing domain %s: %w", name, err)
 	}
 	if s.reg != nil {
-		s.reg.SetDomainPolicy(d.Name, d.AccessPolicyID())
+		s.reg.DomainPolicyChanged(d.Name)
 	}
 	s.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)
 	return http.StatusOK, s.domainOut(d), nil

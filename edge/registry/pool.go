@@ -158,16 +158,18 @@ func (p *Pool) has(sid string) bool {
 	return slices.ContainsFunc(*p.members.Load(), func(s Session) bool { return s.ID() == sid })
 }
 
-func (p *Pool) configure(list *acl.List, proxy string, access Access) {
+// configure, and setDomainPolicy, run under the registry's mutex: domain
+// is the reserved domain's policy as the registry read it there.
+func (p *Pool) configure(list *acl.List, proxy, bound, domain string) {
 	p.acl.Store(list)
 	p.proxy.Store(&proxy)
-	p.access.Store(accessIDs{bound: access.Bound, domain: access.Domain}.resolve())
+	p.access.Store(accessIDs{bound: bound, domain: domain}.resolve())
 }
 
-// Access names the access policies a bind puts in force on its address,
-// before the address serves: Bound, the bind's own, and Domain, the
-// reserved domain's.
-type Access struct{ Bound, Domain string }
+// Access names the access policy a bind puts in force on its address,
+// before the address serves: Bound, the bind's own. A reserved domain's
+// policy, which wins, the registry reads itself (UseDomainPolicies).
+type Access struct{ Bound string }
 
 // setDomainPolicy changes the domain's policy of a live address.
 func (p *Pool) setDomainPolicy(id string) {

@@ -107,6 +107,8 @@ type Registry struct {
 	// number of hosts (a copied map would cost each bind all of them).
 	routes sync.Map      // host -> *Route
 	pools  atomic.Uint64 // pool ids
+	// domainPolicy reads a reserved domain's access policy (UseDomainPolicies).
+	domainPolicy func(host string) string
 }
 
 // New returns an empty registry.
@@ -341,7 +343,7 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List, access 
 		pool = r.newPoolLocked(s.KeyID())
 		r.hosts[host] = pool
 	}
-	pool.configure(list, "", access)
+	pool.configure(list, "", access.Bound, r.domainPolicyLocked(host))
 	pool.add(s)
 	e.addrs = append(e.addrs, "http:"+host)
 	e.hosts = append(e.hosts, host)
@@ -357,14 +359,33 @@ func (r *Registry) BindHTTP(s Session, host, url string, list *acl.List, access 
 
 var errSessionGone = errors.New("session is gone")
 
-// SetDomainPolicy puts the access policy id of a reserved domain ("" for
-// none) in force on the live address host, if one serves it.
-func (r *Registry) SetDomainPolicy(host, id string) {
+// UseDomainPolicies sets where the registry reads the access policy id of
+// a reserved domain ("" for none): the store's index of hosts, which a
+// change is in before its writer calls DomainPolicyChanged. The registry
+// reads it under its lock, at each HTTP bind and at each
+// DomainPolicyChanged, so a change that lands while a bind runs is in
+// force whichever takes the lock first: the bind reads it, or the change
+// finds the pool the bind made. Call it before the first bind.
+func (r *Registry) UseDomainPolicies(f func(host string) string) {
 	r.mu.Lock()
-	pool := r.hosts[host]
-	r.mu.Unlock()
-	if pool != nil {
-		pool.setDomainPolicy(id)
+	defer r.mu.Unlock()
+	r.domainPolicy = f
+}
+
+func (r *Registry) domainPolicyLocked(host string) string {
+	if r.domainPolicy == nil {
+		return ""
+	}
+	return r.domainPolicy(host)
+}
+
+// DomainPolicyChanged puts the access policy that the reserved domain host
+// has now in force on the live address host, if one serves it.
+func (r *Registry) DomainPolicyChanged(host string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pool := r.hosts[host]; pool != nil {
+		pool.setDomainPolicy(r.domainPolicyLocked(host))
 	}
 }
 
@@ -387,7 +408,7 @@ func (r *Registry) BindTCP(sid string, port int, url string, list *acl.List, pro
 		pool = r.newPoolLocked(e.s.KeyID())
 		r.ports[port] = pool
 	}
-	pool.configure(list, proxy, access)
+	pool.configure(list, proxy, access.Bound, "")
 	pool.add(e.s)
 	e.addrs = append(e.addrs, addr)
 	e.ports = append(e.ports, port)

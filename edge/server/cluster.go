@@ -207,7 +207,7 @@ func (f *follower) apply(c store.Change) {
 				e.reg.TerminateHost(c.Name, protocol.CodeAddressNotFound, fmt.Sprintf("domain %s was deleted", c.Name))
 			})
 		} else if d := c.Next.(*store.Domain); c.Prev != nil {
-			e.reg.SetDomainPolicy(d.Name, d.AccessPolicyID())
+			e.reg.DomainPolicyChanged(d.Name)
 			f.end(func() { e.api.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership) })
 		}
 	case store.KindTCPEndpoint:

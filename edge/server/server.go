@@ -102,6 +102,7 @@ func New(cfg Config) (*Edge, error) {
 	e := &Edge{cfg: cfg, log: cfg.Logger, st: st, reg: registry.New(), m: m, hostKey: signer,
 		ports: tcpports.New(cfg.TCPListenHost, cfg.TCPPortRange[0], cfg.TCPPortRange[1], cfg.Logger)}
 	e.ports.OnFail = func(port int, err error) { e.health.fail(fmt.Sprintf("TCP endpoint port %d", port), err) }
+	e.reg.UseDomainPolicies(func(host string) string { return st.Host(host).AccessPolicy })
 	if st.Shared() {
 		if err := e.checkIdentity(); err != nil {
 			_ = st.Close()

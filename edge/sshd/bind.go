@@ -243,7 +243,6 @@ func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.
 	if rerr != nil {
 		return protocol.BindReply{}, rerr
 	}
-	access.Domain = ss.srv.st.Host(host).AccessPolicy
 	url := ss.srv.cfg.PublicURL(host)
 	_, err := ss.srv.reg.BindHTTP(ss, host, url, list, access)
 	if errors.Is(err, registry.ErrAddressTaken) {
