@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the real kube-apiserver and etcd that the tests run against (and
 # kubectl, for the demo and for tests of what `kubectl explain` shows), into a
-# git-ignored cache. It rebuilds only when the pins change (this module's
-# go.mod/go.sum or this script), and prints progress, because a cold build
-# takes about 11 minutes on two cores.
+# git-ignored cache. It rebuilds only when what the binaries are made of
+# changes (this module's go.mod/go.sum, etcd's main, the build flags), and
+# prints progress, because a cold build takes over 11 minutes on two cores.
 #
 # Usage: tests/tools/build.sh [cache-dir]    (default: <repo>/.cache/bin)
 # Prints the cache directory on its last line.
@@ -21,7 +21,21 @@ out=${1:-${TUNA_TOOLS_CACHE:-$root/.cache/bin}}
 mkdir -p "$out"
 
 k8s_version=v1.37.2
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/cmd/etcd/main.go" | sha256sum | cut -c1-16)
+# -dwarf=false: the linker strips DWARF anyway (-s -w), so the compiler
+# need not make it: about 2 % less CPU over kube-apiserver's packages.
+gcflags=all=-dwarf=false
+ldflags="-s -w"
+ldflags+=" -X k8s.io/component-base/version.gitVersion=$k8s_version"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+ldflags+=" -X k8s.io/component-base/version.gitMinor=37"
+ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+ldflags+=" -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
+ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
+buildflags=(-trimpath "-gcflags=$gcflags" -ldflags "$ldflags")
+# The stamp is what the binaries are made of: the pins, etcd's main and the
+# flags (not the rest of this script, so a change to its progress output or
+# its order of work rebuilds nothing).
+stamp=$( { cat "$here/go.mod" "$here/go.sum" "$here/cmd/etcd/main.go"; echo "${buildflags[*]}"; } | sha256sum | cut -c1-16)
 declare -A package=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [etcd]=./cmd/etcd
@@ -44,37 +58,31 @@ if (( ${#missing[@]} == 0 )); then
 fi
 
 cd "$here"
-ldflags="-s -w"
-ldflags+=" -X k8s.io/component-base/version.gitVersion=$k8s_version"
-ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
-ldflags+=" -X k8s.io/component-base/version.gitMinor=37"
-ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-ldflags+=" -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
-ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
-
-build() { # name package
-  local name=$1 pkg=$2 total n=0 last=0 start=$SECONDS
-  total=$(go list -deps "$pkg" | wc -l)
-  echo "tools: building $name ($total packages; the first build takes minutes)" >&2
-  # go build -v names each package as it compiles it: count them for progress.
-  # -dwarf=false: the linker strips DWARF anyway (-s -w), so the compiler
-  # need not make it: about 2 % less CPU over kube-apiserver's packages.
-  go build -v -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg" 2>&1 |
-    while IFS= read -r line; do
-      if [[ $line == *" "* || $line == *":"* ]]; then echo "$line" >&2; continue; fi
-      n=$((n + 1))
-      if (( SECONDS - last >= 10 )); then
-        last=$SECONDS
-        echo "tools:   $name: $n/$total packages compiled, $((SECONDS - start))s" >&2
-      fi
-    done
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "tools: building $name failed" >&2; exit 1; }
-  mv "$out/$name.tmp" "$out/$name"
-  echo "$stamp" > "$out/.stamp.$name"
-  echo "tools: $name built in $((SECONDS - start))s" >&2
-}
-
+# One `go build` for every missing tool: the packages they share (etcd's
+# client, apimachinery, client-go) compile once, both cores stay busy while
+# one binary links, and the link steps run side by side.
+pkgs=()
+for name in "${missing[@]}"; do pkgs+=("${package[$name]}"); done
+start=$SECONDS n=0 last=0
+total=$(go list -deps "${pkgs[@]}" | wc -l)
+echo "tools: building ${missing[*]} ($total packages; the first build takes minutes)" >&2
+tmp=$(mktemp -d "$out/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# go build -v names each package as it compiles it: count them for progress.
+go build -v "${buildflags[@]}" -o "$tmp/" "${pkgs[@]}" 2>&1 |
+  while IFS= read -r line; do
+    if [[ $line == *" "* || $line == *":"* ]]; then echo "$line" >&2; continue; fi
+    n=$((n + 1))
+    if (( SECONDS - last >= 10 )); then
+      last=$SECONDS
+      echo "tools:   $n/$total packages compiled, $((SECONDS - start))s" >&2
+    fi
+  done
+[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "tools: building ${missing[*]} failed" >&2; exit 1; }
+# Each binary is named after its package's last element, as the tools are.
 for name in "${missing[@]}"; do
-  build "$name" "${package[$name]}"
+  mv "$tmp/$name" "$out/$name"
+  echo "$stamp" > "$out/.stamp.$name"
 done
+echo "tools: ${missing[*]} built in $((SECONDS - start))s" >&2
 echo "$out"
