@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 )
 
@@ -117,29 +117,29 @@ func TestSafeReturnAndNormalPath(t *testing.T) {
 }
 
 func TestCompileRefuses(t *testing.T) {
-	good := client.AccessRule{Public: true}
+	good := apiwire.AccessRule{Public: true}
 	for _, tc := range []struct {
-		p    client.AccessPolicy
+		p    apiwire.AccessPolicy
 		want string
 	}{
-		{client.AccessPolicy{Owner: "o", Name: "n"}, "at least one rule"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{}}}, "exactly one of"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{Public: true, Deny: true}}}, "exactly one of"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:$apr1$x$y"}}}}, "only bcrypt"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:{SHA}abc"}}}}, "only bcrypt"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{Links: &client.LinksRule{Key: "short"}}}}, "at least 32 bytes"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{OIDC: &client.OIDCRule{IssuerURL: "http://idp.example.com", ClientID: "c"}}}}, "must be https"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{IP: &client.IPRule{AllowCIDRs: []string{"10.0.0.0/33"}}}}}, "not a CIDR"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{PathPrefixes: []string{"api"}, Public: true}}}, "must start with '/'"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
-			RequestHeaders: &client.HeaderEdits{Set: map[string]string{"X-Tuna-User": "admin"}}}, "written by the edge"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
-			ResponseHeaders: &client.HeaderEdits{Set: map[string]string{"Content-Length": "1"}}}, "framing"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
-			RequestHeaders: &client.HeaderEdits{Set: map[string]string{"X-A": "a\r\nb"}}}, "line break"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good},
-			RateLimits: &client.AccessRateLimits{PerClientIP: &client.RequestRate{Requests: 0, PeriodSeconds: 1}}}, "requests must be"},
-		{client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{good}, SessionLifetimeSeconds: 31 * 86400}, "session_lifetime_seconds"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n"}, "at least one rule"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{}}}, "exactly one of"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{Public: true, Deny: true}}}, "exactly one of"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "u:$apr1$x$y"}}}}, "only bcrypt"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "u:{SHA}abc"}}}}, "only bcrypt"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{Links: &apiwire.LinksRule{Key: "short"}}}}, "at least 32 bytes"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{OIDC: &apiwire.OIDCRule{IssuerURL: "http://idp.example.com", ClientID: "c"}}}}, "must be https"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{IP: &apiwire.IPRule{AllowCIDRs: []string{"10.0.0.0/33"}}}}}, "not a CIDR"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{PathPrefixes: []string{"api"}, Public: true}}}, "must start with '/'"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{good},
+			RequestHeaders: &apiwire.HeaderEdits{Set: map[string]string{"X-Tuna-User": "admin"}}}, "written by the edge"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{good},
+			ResponseHeaders: &apiwire.HeaderEdits{Set: map[string]string{"Content-Length": "1"}}}, "framing"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{good},
+			RequestHeaders: &apiwire.HeaderEdits{Set: map[string]string{"X-A": "a\r\nb"}}}, "line break"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{good},
+			RateLimits: &apiwire.AccessRateLimits{PerClientIP: &apiwire.RequestRate{Requests: 0, PeriodSeconds: 1}}}, "requests must be"},
+		{apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{good}, SessionLifetimeSeconds: 31 * 86400}, "session_lifetime_seconds"},
 	} {
 		_, err := Compile(tc.p, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -164,12 +164,12 @@ func TestRulesDecideInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{
-		{IP: &client.IPRule{DenyCIDRs: []string{"198.51.100.0/24"}}},
+	p, err := Compile(apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{
+		{IP: &apiwire.IPRule{DenyCIDRs: []string{"198.51.100.0/24"}}},
 		{PathPrefixes: []string{"/hooks/"}, Methods: []string{"POST"}, Public: true},
 		{PathPrefixes: []string{"/admin/"}, Deny: true},
-		{PathPrefixes: []string{"/app/"}, BasicAuth: &client.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
-		{PathPrefixes: []string{"/app/"}, Links: &client.LinksRule{Key: strings.Repeat("k", 32)}},
+		{PathPrefixes: []string{"/app/"}, BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
+		{PathPrefixes: []string{"/app/"}, Links: &apiwire.LinksRule{Key: strings.Repeat("k", 32)}},
 	}}, e)
 	if err != nil {
 		t.Fatal(err)
@@ -228,9 +228,9 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{
+	p, err := Compile(apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{
 		{PathPrefixes: []string{"/pub/"}, Public: true},
-		{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
+		{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "u:" + string(hash)}},
 	}}, e)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestRelayOverTLS(t *testing.T) {
 	if err := e.SetKeys(k); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Compile(client.AccessPolicy{Owner: "o", Name: "n", Rules: []client.AccessRule{{OIDC: &client.OIDCRule{
+	p, err := Compile(apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{OIDC: &apiwire.OIDCRule{
 		IssuerURL: "https://idp.example.com", ClientID: "c", ClientSecret: "s"}}}}, e)
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +359,7 @@ func TestRelayOverTLS(t *testing.T) {
 // every slot taken for longer than the wait, the answer is 429.
 func TestBasicAuthBurstWaitsForSlots(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	b, err := compileBasic(&client.BasicAuthRule{Htpasswd: "u:" + string(hash)})
+	b, err := compileBasic(&apiwire.BasicAuthRule{Htpasswd: "u:" + string(hash)})
 	if err != nil {
 		t.Fatal(err)
 	}

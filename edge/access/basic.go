@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // basicRule admits the users of an htpasswd file. bcrypt is slow on
@@ -94,7 +94,7 @@ func newGuard() *guard {
 	return &guard{failures: newBucket(failureBurst, failureBurst*failureEvery), slots: make(chan struct{}, bcryptSlots), wait: slotWait}
 }
 
-func compileBasic(in *client.BasicAuthRule) (*basicRule, error) {
+func compileBasic(in *apiwire.BasicAuthRule) (*basicRule, error) {
 	b := &basicRule{realm: in.Realm, users: map[string][]byte{}, verified: map[[32]byte]verified{}, refused: map[[32]byte]time.Time{}, macKey: make([]byte, 32)}
 	if _, err := rand.Read(b.macKey); err != nil {
 		return nil, err

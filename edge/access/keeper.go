@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -146,7 +146,7 @@ func (k *Keeper) Reload(id string) {
 }
 
 func (k *Keeper) compile(r store.AccessPolicy) (*Policy, error) {
-	var in client.AccessPolicy
+	var in apiwire.AccessPolicy
 	if err := k.open(store.PolicySealName(r.ID()), r.Sealed, &in); err != nil {
 		return nil, err
 	}
@@ -156,19 +156,19 @@ func (k *Keeper) compile(r store.AccessPolicy) (*Policy, error) {
 // Put checks, stores and installs a policy; may decides, given the stored
 // one (nil: none), whether the caller may write it. It returns the policy
 // as stored (secrets left out) and whether it changed.
-func (k *Keeper) Put(in client.AccessPolicy, may func(old *store.AccessPolicy) error) (client.AccessPolicy, bool, error) {
+func (k *Keeper) Put(in apiwire.AccessPolicy, may func(old *store.AccessPolicy) error) (apiwire.AccessPolicy, bool, error) {
 	in.Digest, in.UpdatedAt = "", time.Time{}
 	p, err := Compile(in, k.e)
 	if err != nil {
-		return client.AccessPolicy{}, false, err
+		return apiwire.AccessPolicy{}, false, err
 	}
 	rec := store.AccessPolicy{Owner: in.Owner, Name: in.Name, Digest: p.Digest, UpdatedAt: k.now().UTC()}
 	if rec.Sealed, err = k.seal(store.PolicySealName(rec.ID()), in); err != nil {
-		return client.AccessPolicy{}, false, err
+		return apiwire.AccessPolicy{}, false, err
 	}
 	changed, err := k.st.PutAccessPolicy(rec, may)
 	if err != nil {
-		return client.AccessPolicy{}, false, err
+		return apiwire.AccessPolicy{}, false, err
 	}
 	if changed {
 		k.e.Put(p)
@@ -178,19 +178,19 @@ func (k *Keeper) Put(in client.AccessPolicy, may func(old *store.AccessPolicy) e
 }
 
 // Get returns a stored policy without its secrets.
-func (k *Keeper) Get(owner, name string) (client.AccessPolicy, bool, error) {
+func (k *Keeper) Get(owner, name string) (apiwire.AccessPolicy, bool, error) {
 	r, err := k.st.GetAccessPolicy(owner, name)
 	if err != nil {
-		return client.AccessPolicy{}, false, err
+		return apiwire.AccessPolicy{}, false, err
 	}
 	out, err := k.decode(r)
 	return out, true, err
 }
 
-func (k *Keeper) decode(r store.AccessPolicy) (client.AccessPolicy, error) {
-	var in client.AccessPolicy
+func (k *Keeper) decode(r store.AccessPolicy) (apiwire.AccessPolicy, error) {
+	var in apiwire.AccessPolicy
 	if err := k.open(store.PolicySealName(r.ID()), r.Sealed, &in); err != nil {
-		return client.AccessPolicy{}, err
+		return apiwire.AccessPolicy{}, err
 	}
 	out := Redacted(in)
 	out.Digest, out.UpdatedAt = r.Digest, r.UpdatedAt
@@ -198,12 +198,12 @@ func (k *Keeper) decode(r store.AccessPolicy) (client.AccessPolicy, error) {
 }
 
 // List returns the stored policies that keep says to, without secrets.
-func (k *Keeper) List(keep func(owner string) bool) ([]client.AccessPolicy, error) {
+func (k *Keeper) List(keep func(owner string) bool) ([]apiwire.AccessPolicy, error) {
 	recs, err := k.st.ListAccessPolicies()
 	if err != nil {
 		return nil, err
 	}
-	out := []client.AccessPolicy{}
+	out := []apiwire.AccessPolicy{}
 	for _, r := range recs {
 		if !keep(r.Owner) {
 			continue

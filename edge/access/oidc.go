@@ -16,7 +16,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // oidcRule admits users who log in with an OpenID Connect provider, by
@@ -28,13 +28,13 @@ type oidcRule struct {
 	scopes                   []string
 	groupsClaim              string
 	emails, domains, groups  []string
-	claims                   []client.ClaimMatch
+	claims                   []apiwire.ClaimMatch
 	// id names the provider and the claims rule in the sessions it makes:
 	// a session opens only the rules with the same id.
 	id string
 }
 
-func compileOIDC(in *client.OIDCRule, _ *Engine) (*oidcRule, error) {
+func compileOIDC(in *apiwire.OIDCRule, _ *Engine) (*oidcRule, error) {
 	if err := checkIssuer(in.IssuerURL); err != nil {
 		return nil, fmt.Errorf("oidc: %w", err)
 	}

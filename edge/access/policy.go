@@ -13,7 +13,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/access/link"
 	"code.tuna.am/tuna/k8s-operator/edge/acl"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 
@@ -108,7 +108,7 @@ func invalid(format string, args ...any) error {
 // Digest is the SHA-256 of a policy's content, secrets included, as it
 // would be stored: a writer compares it to skip a write that changes
 // nothing.
-func Digest(p client.AccessPolicy) string {
+func Digest(p apiwire.AccessPolicy) string {
 	p.Digest, p.UpdatedAt = "", time.Time{}
 	b, _ := json.Marshal(p)
 	sum := sha256.Sum256(b)
@@ -116,8 +116,8 @@ func Digest(p client.AccessPolicy) string {
 }
 
 // Redacted is p without its secrets, as the API shows it.
-func Redacted(p client.AccessPolicy) client.AccessPolicy {
-	rules := make([]client.AccessRule, len(p.Rules))
+func Redacted(p apiwire.AccessPolicy) apiwire.AccessPolicy {
+	rules := make([]apiwire.AccessRule, len(p.Rules))
 	for i, r := range p.Rules {
 		if r.OIDC != nil {
 			o := *r.OIDC
@@ -130,7 +130,7 @@ func Redacted(p client.AccessPolicy) client.AccessPolicy {
 			r.BasicAuth = &b
 		}
 		if r.Links != nil {
-			r.Links = &client.LinksRule{}
+			r.Links = &apiwire.LinksRule{}
 		}
 		rules[i] = r
 	}
@@ -140,7 +140,7 @@ func Redacted(p client.AccessPolicy) client.AccessPolicy {
 
 // Compile checks a policy and builds it for the engine e (nil: check
 // only).
-func Compile(in client.AccessPolicy, e *Engine) (*Policy, error) {
+func Compile(in apiwire.AccessPolicy, e *Engine) (*Policy, error) {
 	if in.Owner == "" || in.Name == "" {
 		return nil, invalid("a policy needs an owner and a name")
 	}
@@ -205,7 +205,7 @@ func Compile(in client.AccessPolicy, e *Engine) (*Policy, error) {
 	return p, nil
 }
 
-func compileRule(r client.AccessRule, e *Engine) (*rule, error) {
+func compileRule(r apiwire.AccessRule, e *Engine) (*rule, error) {
 	out := &rule{name: r.Name}
 	kinds := 0
 	for _, set := range []bool{r.Public, r.Deny, r.IP != nil, r.OIDC != nil, r.BasicAuth != nil, r.Links != nil} {
@@ -264,7 +264,7 @@ func compileRule(r client.AccessRule, e *Engine) (*rule, error) {
 	return out, err
 }
 
-func compileEdits(what string, in *client.HeaderEdits, request bool) (set [][2]string, remove []string, err error) {
+func compileEdits(what string, in *apiwire.HeaderEdits, request bool) (set [][2]string, remove []string, err error) {
 	if in == nil {
 		return nil, nil, nil
 	}

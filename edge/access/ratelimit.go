@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // limiter is a token bucket per key (a client address, an identity),
@@ -32,7 +32,7 @@ type limiterShard struct {
 // with a full bucket).
 const maxKeysPerShard = 1 << 14
 
-func newLimiter(what string, rl *client.RequestRate) (*limiter, error) {
+func newLimiter(what string, rl *apiwire.RequestRate) (*limiter, error) {
 	if rl == nil {
 		return nil, nil
 	}

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -34,12 +34,12 @@ func policyActor(r *http.Request, p *auth.Principal) (actor, string, error) {
 		return a, "", err
 	}
 	if a.owner == "" {
-		return a, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return a, "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"name the policy's owner with ?owner= (\"<cluster-id>/<namespace>\" from the operator)")
 	}
 	name := r.PathValue("name")
 	if err := names.CheckDomain(name + ".x"); err != nil || len(name) > 253 {
-		return a, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return a, "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"%q is not a policy name: lowercase letters, digits, '-' and '.', as a Kubernetes name", name)
 	}
 	return a, name, a.mayCreateFor(a.owner)
@@ -50,19 +50,19 @@ func (s *Server) putAccessPolicy(r *http.Request, p *auth.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	var in client.AccessPolicy
+	var in apiwire.AccessPolicy
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
 	if (in.Name != "" && in.Name != name) || (in.Owner != "" && in.Owner != a.owner) {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"the body names policy %q of owner %q, the path %q of owner %q: they must agree", in.Name, in.Owner, name, a.owner)
 	}
 	in.Name, in.Owner = name, a.owner
 	out, changed, err := s.cfg.Access.Put(in, func(*store.AccessPolicy) error { return nil })
 	var ie *edgeaccess.InvalidError
 	if errors.As(err, &ie) {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidAccessPolicy, "access policy %s: %s", name, ie.Msg)
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidAccessPolicy, "access policy %s: %s", name, ie.Msg)
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("storing access policy %s/%s: %w", a.owner, name, err)
@@ -99,7 +99,7 @@ func (s *Server) listAccessPolicies(r *http.Request, p *auth.Principal) (int, an
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing access policies: %w", err)
 	}
-	return http.StatusOK, client.List[client.AccessPolicy]{Items: items}, nil
+	return http.StatusOK, apiwire.List[apiwire.AccessPolicy]{Items: items}, nil
 }
 
 func (s *Server) deleteAccessPolicy(r *http.Request, p *auth.Principal) (int, any, error) {
@@ -122,9 +122,9 @@ func (s *Server) accessKeys(*http.Request, *auth.Principal) (int, any, error) {
 	return http.StatusOK, s.accessKeysOut(), nil
 }
 
-func (s *Server) accessKeysOut() client.AccessKeys {
+func (s *Server) accessKeysOut() apiwire.AccessKeys {
 	sessions, assertions := s.cfg.Access.Engine().KeyIDs()
-	return client.AccessKeys{SessionKeys: sessions, AssertionKeys: assertions}
+	return apiwire.AccessKeys{SessionKeys: sessions, AssertionKeys: assertions}
 }
 
 func (s *Server) rotateAccessKeys(*http.Request, *auth.Principal) (int, any, error) {

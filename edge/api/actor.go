@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -50,7 +50,7 @@ func (a actor) mayActFor(owner string) error {
 	if owner == "" || a.p.OwnerPrefix == "" || store.UnderPrefix(owner, a.p.OwnerPrefix) {
 		return nil
 	}
-	return fail(http.StatusForbidden, client.CodeForbidden,
+	return fail(http.StatusForbidden, apiwire.CodeForbidden,
 		"API key %s is bound to owner prefix %q: it acts only for owners %q and %q, not for %q",
 		a.p.ID, a.p.OwnerPrefix, a.p.OwnerPrefix, a.p.OwnerPrefix+"/...", owner)
 }
@@ -58,7 +58,7 @@ func (a actor) mayActFor(owner string) error {
 // mayCreateFor checks the owner a create request names.
 func (a actor) mayCreateFor(owner string) error {
 	if owner == "" && a.p.OwnerPrefix != "" {
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"API key %s is bound to owner prefix %q: name an owner under it (owner \"%s/<namespace>\")",
 			a.p.ID, a.p.OwnerPrefix, a.p.OwnerPrefix)
 	}
@@ -75,7 +75,7 @@ func (a actor) mayManage(address string, o store.Ownership) error {
 	case o.Owner == "" && a.p.OwnerPrefix == "":
 		return nil // made by hand without an owner: anyone's, as before owners
 	case o.Owner == "":
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"%s has no owner, so no cluster holds it: API key %s, bound to owner prefix %q, may not change or release it; use a full key",
 			address, a.p.ID, a.p.OwnerPrefix)
 	case a.p.OwnerPrefix != "" && !store.UnderPrefix(o.Owner, a.p.OwnerPrefix),
@@ -108,7 +108,7 @@ func (a actor) mayTouchKey(k store.TunnelKey) error {
 
 // ownedBy is the address_owned refusal of address, held by owner.
 func ownedBy(address, owner, what string) *apiError {
-	ae := fail(http.StatusForbidden, client.CodeAddressOwned, "address %s belongs to owner %s: %s", address, owner, what)
+	ae := fail(http.StatusForbidden, apiwire.CodeAddressOwned, "address %s belongs to owner %s: %s", address, owner, what)
 	ae.owner, ae.address = owner, address
 	return ae
 }

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // wantRefused checks a refusal by its status, code and a part of its
 // message.
 func wantRefused(t *testing.T, err error, status int, code, mentions string) {
 	t.Helper()
-	var ae *client.APIError
+	var ae *apiwire.APIError
 	if !errors.As(err, &ae) || ae.Status != status || ae.Code != code || !strings.Contains(ae.Message, mentions) {
 		t.Fatalf("error = %v, want %d %s mentioning %q", err, status, code, mentions)
 	}
@@ -29,11 +29,11 @@ func TestWritesToReservationsCheckTheOwner(t *testing.T) {
 	ctx := context.Background()
 	w, admin := f.c(f.write), f.c(f.full)
 	for _, sub := range []string{"shop", "kept", "gone"} {
-		if _, err := w.CreateDomain(ctx, client.CreateDomain{Subdomain: sub, Sharing: client.Sharing{Owner: ownerA}}); err != nil {
+		if _, err := w.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: sub, Sharing: apiwire.Sharing{Owner: ownerA}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg", Sharing: client.Sharing{Owner: ownerA}}); err != nil {
+	if _, err := w.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg", Sharing: apiwire.Sharing{Owner: ownerA}}); err != nil {
 		t.Fatal(err)
 	}
 	shop := "shop." + base
@@ -45,7 +45,7 @@ func TestWritesToReservationsCheckTheOwner(t *testing.T) {
 		_, err = w.ShareTCPEndpoint(ctx, "pg", as, []string{ownerB})
 		wantOwned(t, err, ownerA)
 	}
-	wantRefused(t, w.DeleteDomain(ctx, shop, ownerB), http.StatusForbidden, client.CodeAddressOwned,
+	wantRefused(t, w.DeleteDomain(ctx, shop, ownerB), http.StatusForbidden, apiwire.CodeAddressOwned,
 		"only its owner may change or release it")
 	if d, err := w.GetDomain(ctx, shop); err != nil || len(d.SharedWith) != 0 {
 		t.Fatalf("a refused write changed the domain: %+v %v", d, err)
@@ -72,7 +72,7 @@ func TestWritesToReservationsCheckTheOwner(t *testing.T) {
 		t.Fatalf("a full key overrides the owner it names: %v", err)
 	}
 	// An unowned reservation is anyone's, as before owners existed.
-	if _, err := w.CreateDomain(ctx, client.CreateDomain{Subdomain: "open"}); err != nil {
+	if _, err := w.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "open"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.DeleteDomain(ctx, "open."+base, ""); err != nil {
@@ -85,8 +85,8 @@ func TestVerifyChecksTheOwner(t *testing.T) {
 	f := newFixture(t, "127.0.0.1:1")
 	ctx := context.Background()
 	w := f.c(f.write)
-	d, err := w.CreateDomain(ctx, client.CreateDomain{Domain: "api.example.org",
-		Sharing: client.Sharing{Owner: ownerA, SharedWith: []string{"cluster-1/friend"}}})
+	d, err := w.CreateDomain(ctx, apiwire.CreateDomain{Domain: "api.example.org",
+		Sharing: apiwire.Sharing{Owner: ownerA, SharedWith: []string{"cluster-1/friend"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestKeyBoundToAnOwnerPrefix(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	admin := f.c(f.full)
-	k, err := admin.CreateAPIKey(ctx, client.CreateAPIKey{Name: "cluster-1", Scopes: []string{client.ScopeWrite}, OwnerPrefix: "cluster-1"})
+	k, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "cluster-1", Scopes: []string{apiwire.ScopeWrite}, OwnerPrefix: "cluster-1"})
 	if err != nil || k.OwnerPrefix != "cluster-1" {
 		t.Fatalf("bound key: %+v %v", k, err)
 	}
@@ -115,13 +115,13 @@ func TestKeyBoundToAnOwnerPrefix(t *testing.T) {
 		t.Fatalf("whoami: %+v %v", who, err)
 	}
 	// Another cluster's reservations and keys, made by the administrator.
-	if _, err := admin.CreateDomain(ctx, client.CreateDomain{Subdomain: "theirs", Sharing: client.Sharing{Owner: "cluster-2/shop"}}); err != nil {
+	if _, err := admin.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "theirs", Sharing: apiwire.Sharing{Owner: "cluster-2/shop"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CreateDomain(ctx, client.CreateDomain{Subdomain: "byhand"}); err != nil {
+	if _, err := admin.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "byhand"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "their-pg", Sharing: client.Sharing{Owner: "cluster-2/shop"}}); err != nil {
+	if _, err := admin.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "their-pg", Sharing: apiwire.Sharing{Owner: "cluster-2/shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	theirKey, err := admin.CreateTunnelKey(ctx, key("http", "theirs", "cluster-2/shop"))
@@ -131,37 +131,37 @@ func TestKeyBoundToAnOwnerPrefix(t *testing.T) {
 
 	const posing = "is bound to owner prefix \"cluster-1\""
 	for _, owner := range []string{"cluster-2/shop", "cluster-10/shop", "cluster-1x"} {
-		_, err := bound.CreateDomain(ctx, client.CreateDomain{Subdomain: "mine", Sharing: client.Sharing{Owner: owner}})
-		wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, posing)
-		_, err = bound.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "mine", Sharing: client.Sharing{Owner: owner}})
-		wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, posing)
+		_, err := bound.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "mine", Sharing: apiwire.Sharing{Owner: owner}})
+		wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, posing)
+		_, err = bound.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "mine", Sharing: apiwire.Sharing{Owner: owner}})
+		wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, posing)
 		_, err = bound.CreateTunnelKey(ctx, key("http", "mine", owner))
-		wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, posing)
-		wantRefused(t, bound.DeleteDomain(ctx, "theirs."+base, owner), http.StatusForbidden, client.CodeForbidden, posing)
+		wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, posing)
+		wantRefused(t, bound.DeleteDomain(ctx, "theirs."+base, owner), http.StatusForbidden, apiwire.CodeForbidden, posing)
 	}
-	_, err = bound.CreateDomain(ctx, client.CreateDomain{Subdomain: "mine"})
-	wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, "name an owner under it")
+	_, err = bound.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "mine"})
+	wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, "name an owner under it")
 	_, err = bound.CreateTunnelKey(ctx, key("http", "", ""))
-	wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, "name an owner under it")
+	wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, "name an owner under it")
 
 	wantOwned(t, bound.DeleteDomain(ctx, "theirs."+base, ""), "cluster-2/shop")
 	_, err = bound.ShareDomain(ctx, "theirs."+base, "", []string{"cluster-1/demo"})
 	wantOwned(t, err, "cluster-2/shop")
 	wantOwned(t, bound.DeleteTCPEndpoint(ctx, "their-pg", ""), "cluster-2/shop")
-	wantRefused(t, bound.DeleteDomain(ctx, "byhand."+base, ""), http.StatusForbidden, client.CodeForbidden, "has no owner")
+	wantRefused(t, bound.DeleteDomain(ctx, "byhand."+base, ""), http.StatusForbidden, apiwire.CodeForbidden, "has no owner")
 
 	// Keys of other owners do not exist for it.
-	wantCode(t, bound.RevokeTunnelKey(ctx, theirKey.ID), client.CodeNotFound)
+	wantCode(t, bound.RevokeTunnelKey(ctx, theirKey.ID), apiwire.CodeNotFound)
 	_, err = bound.RenewTunnelKey(ctx, theirKey.ID)
-	wantCode(t, err, client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
 	_, err = bound.GetTunnelKey(ctx, theirKey.ID)
-	wantCode(t, err, client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
 	if _, err := admin.GetTunnelKey(ctx, theirKey.ID); err != nil {
 		t.Fatalf("the refused revocation revoked: %v", err)
 	}
 
 	// Its own cluster's owners: everything works.
-	if _, err := bound.CreateDomain(ctx, client.CreateDomain{Subdomain: "mine", Sharing: client.Sharing{Owner: "cluster-1/demo"}}); err != nil {
+	if _, err := bound.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "mine", Sharing: apiwire.Sharing{Owner: "cluster-1/demo"}}); err != nil {
 		t.Fatalf("reserve for its own cluster: %v", err)
 	}
 	mine, err := bound.CreateTunnelKey(ctx, key("http", "mine", "cluster-1/demo"))
@@ -214,14 +214,14 @@ func TestOwnerTransfer(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	admin, w := f.c(f.full), f.c(f.write)
-	if _, err := w.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop",
-		Sharing: client.Sharing{Owner: "old/shop", SharedWith: []string{"old/dev", "third/x"}}}); err != nil {
+	if _, err := w.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop",
+		Sharing: apiwire.Sharing{Owner: "old/shop", SharedWith: []string{"old/dev", "third/x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.CreateDomain(ctx, client.CreateDomain{Subdomain: "other", Sharing: client.Sharing{Owner: "third/x"}}); err != nil {
+	if _, err := w.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "other", Sharing: apiwire.Sharing{Owner: "third/x"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg", Sharing: client.Sharing{Owner: "old/db"}}); err != nil {
+	if _, err := w.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg", Sharing: apiwire.Sharing{Owner: "old/db"}}); err != nil {
 		t.Fatal(err)
 	}
 	oldKey, err := w.CreateTunnelKey(ctx, key("http", "cart", "old/shop")) // claims cart
@@ -230,9 +230,9 @@ func TestOwnerTransfer(t *testing.T) {
 	}
 
 	_, err = w.TransferOwners(ctx, "old", "new")
-	wantRefused(t, err, http.StatusForbidden, client.CodeForbidden, "managing API keys needs")
+	wantRefused(t, err, http.StatusForbidden, apiwire.CodeForbidden, "managing API keys needs")
 	_, err = admin.TransferOwners(ctx, "old", "old/x")
-	wantRefused(t, err, http.StatusBadRequest, client.CodeInvalidRequest, "overlap")
+	wantRefused(t, err, http.StatusBadRequest, apiwire.CodeInvalidRequest, "overlap")
 
 	res, err := admin.TransferOwners(ctx, "old", "new")
 	if err != nil {
@@ -271,7 +271,7 @@ func TestOwnerTransfer(t *testing.T) {
 	if _, err := admin.GetTunnelKey(ctx, oldKey.ID); err != nil {
 		t.Fatalf("a transfer revokes no key: %v", err)
 	}
-	newKey, err := admin.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{client.ScopeWrite}, OwnerPrefix: "new"})
+	newKey, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Scopes: []string{apiwire.ScopeWrite}, OwnerPrefix: "new"})
 	if err != nil {
 		t.Fatal(err)
 	}

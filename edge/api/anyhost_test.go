@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // By default a tunnel key names a subdomain or a reserved custom domain,
@@ -15,8 +15,8 @@ func TestKeysOutsideBaseDomainRefusedByDefault(t *testing.T) {
 	f := newFixture(t, "")
 	c := f.c(f.write)
 	for _, addr := range []string{"192.0.2.7", "shop.example.net"} {
-		_, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/a"})
-		if code := client.CodeOf(err); code != client.CodeInvalidRequest && code != client.CodeInvalidDomain {
+		_, err := c.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/a"})
+		if code := apiwire.CodeOf(err); code != apiwire.CodeInvalidRequest && code != apiwire.CodeInvalidDomain {
 			t.Fatalf("%s: %v", addr, err)
 		}
 	}
@@ -34,16 +34,16 @@ func TestAnyHostAndGatewayAddressesAreFirstClaimed(t *testing.T) {
 	ctx := context.Background()
 	c := f.c(f.full)
 	for _, addr := range []string{"192.0.2.7", "Shop.Example.net"} {
-		k, err := c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/a"})
+		k, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/a"})
 		if err != nil {
 			t.Fatalf("%s, first owner: %v", addr, err)
 		}
-		if _, err := c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: k.Address, Owner: "c/a"}); err != nil {
+		if _, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: k.Address, Owner: "c/a"}); err != nil {
 			t.Fatalf("%s, the holder again: %v", addr, err)
 		}
-		_, err = c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/b"})
-		wantCode(t, err, client.CodeAddressOwned)
+		_, err = c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: addr, Owner: "c/b"})
+		wantCode(t, err, apiwire.CodeAddressOwned)
 	}
-	_, err := c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: "192.0.2.8", Owner: "c/a"})
-	wantCode(t, err, client.CodeInvalidRequest)
+	_, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "192.0.2.8", Owner: "c/a"})
+	wantCode(t, err, apiwire.CodeInvalidRequest)
 }

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/time/rate"
 
 	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
@@ -49,9 +49,9 @@ type Config struct {
 	// Ports binds the port of each new TCP endpoint before it is recorded.
 	Ports *tcpports.Manager
 	// EdgeInfo renders GET /v1/edge (addresses are known only after listen).
-	EdgeInfo func() client.EdgeInfo
+	EdgeInfo func() apiwire.EdgeInfo
 	// Nodes renders GET /v1/nodes: the edge's live nodes.
-	Nodes    func() ([]client.Node, error)
+	Nodes    func() ([]apiwire.Node, error)
 	Verifier *dnsverify.Verifier
 	Logger   *slog.Logger
 	// Now is the clock (tests may pin it).
@@ -198,7 +198,7 @@ func (s *Server) routes() {
 
 	// Everything else gets a JSON not_found rather than the mux's text.
 	s.handle("/", public, func(r *http.Request, _ *auth.Principal) (int, any, error) {
-		return 0, nil, fail(http.StatusNotFound, client.CodeNotFound, "no API route %s %s", r.Method, r.URL.Path)
+		return 0, nil, fail(http.StatusNotFound, apiwire.CodeNotFound, "no API route %s %s", r.Method, r.URL.Path)
 	})
 }
 
@@ -253,19 +253,19 @@ func (s *Server) refusal(err error, route, reqID string) *apiError {
 	}
 	if errors.Is(err, store.ErrUnavailable) {
 		s.log.Warn("API request refused: the state store is unavailable", "route", route, "request_id", reqID, "err", err)
-		ae = fail(http.StatusServiceUnavailable, client.CodeStateUnavailable,
+		ae = fail(http.StatusServiceUnavailable, apiwire.CodeStateUnavailable,
 			"the edge cannot reach its state store (etcd lost quorum or is unreachable), so nothing can change now; "+
 				"established tunnels keep serving: retry later (request %s)", reqID)
 		ae.retryAfter = 5 * time.Second
 		return ae
 	}
 	s.log.Error("API request failed", "route", route, "request_id", reqID, "err", err)
-	return fail(http.StatusInternalServerError, client.CodeInternal, "internal error; see the edge's log for request %s", reqID)
+	return fail(http.StatusInternalServerError, apiwire.CodeInternal, "internal error; see the edge's log for request %s", reqID)
 }
 
 // wire is the refusal as the API writes it.
-func (e *apiError) wire(reqID string) client.APIError {
-	return client.APIError{Code: e.code, Message: e.msg, RequestID: reqID, Owner: e.owner, Address: e.address, Claim: e.claim}
+func (e *apiError) wire(reqID string) apiwire.APIError {
+	return apiwire.APIError{Code: e.code, Message: e.msg, RequestID: reqID, Owner: e.owner, Address: e.address, Claim: e.claim}
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request, need access, h writerHandlerFunc) (int, any, error) {
@@ -292,15 +292,15 @@ func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || strings.TrimSpace(secret) == "" {
-		return nil, fail(http.StatusUnauthorized, client.CodeUnauthorized, "missing API key: send 'Authorization: Bearer <key>'")
+		return nil, fail(http.StatusUnauthorized, apiwire.CodeUnauthorized, "missing API key: send 'Authorization: Bearer <key>'")
 	}
 	p, err := auth.Authenticate(s.st, strings.TrimSpace(secret))
 	if errors.Is(err, auth.ErrInvalidKey) {
-		return nil, fail(http.StatusUnauthorized, client.CodeUnauthorized, "invalid or revoked API key")
+		return nil, fail(http.StatusUnauthorized, apiwire.CodeUnauthorized, "invalid or revoked API key")
 	}
 	var expired *auth.ExpiredError
 	if errors.As(err, &expired) {
-		return nil, fail(http.StatusUnauthorized, client.CodeKeyExpired, "%v", expired)
+		return nil, fail(http.StatusUnauthorized, apiwire.CodeKeyExpired, "%v", expired)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticating: %w", err)
@@ -310,7 +310,7 @@ func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
 
 func authorize(p *auth.Principal, need access) error {
 	if p.Kind == keys.KindTunnel {
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"this is a tunnel key: it can only open one SSH tunnel and has no API access; call the API with an API key")
 	}
 	switch need {
@@ -320,13 +320,13 @@ func authorize(p *auth.Principal, need access) error {
 		if p.Has(keys.ScopeWrite) {
 			return nil
 		}
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, keys.ScopeWrite, keys.ScopeFull)
 	case fullAccess:
 		if p.Has(keys.ScopeFull) {
 			return nil
 		}
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"API key %s has scopes %v; managing API keys needs %q", p.ID, p.Scopes, keys.ScopeFull)
 	case secretsRead, secretsWrite:
 		scope := keys.ScopeSecretsRead
@@ -336,10 +336,10 @@ func authorize(p *auth.Principal, need access) error {
 		if p.Has(scope) {
 			return nil
 		}
-		return fail(http.StatusForbidden, client.CodeForbidden,
+		return fail(http.StatusForbidden, apiwire.CodeForbidden,
 			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, scope, keys.ScopeFull)
 	}
-	return fail(http.StatusForbidden, client.CodeForbidden, "forbidden")
+	return fail(http.StatusForbidden, apiwire.CodeForbidden, "forbidden")
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
@@ -361,23 +361,23 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return fail(http.StatusRequestEntityTooLarge, client.CodeTooLarge,
+			return fail(http.StatusRequestEntityTooLarge, apiwire.CodeTooLarge,
 				"request body is larger than %d bytes; every valid request is far smaller", mbe.Limit)
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return fail(http.StatusBadRequest, client.CodeUnknownField, "unknown field %s in request body", f)
+			return fail(http.StatusBadRequest, apiwire.CodeUnknownField, "unknown field %s in request body", f)
 		}
 		if errors.Is(err, io.EOF) {
-			return fail(http.StatusBadRequest, client.CodeInvalidRequest, "request body is empty; expected a JSON object")
+			return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "request body is empty; expected a JSON object")
 		}
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "malformed JSON request body: %v", err)
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "malformed JSON request body: %v", err)
 	}
 	if dec.More() {
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "request body has data after the JSON object")
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "request body has data after the JSON object")
 	}
 	return nil
 }
 
 func notFound(kind, name string) error {
-	return fail(http.StatusNotFound, client.CodeNotFound, "%s %q not found", kind, name)
+	return fail(http.StatusNotFound, apiwire.CodeNotFound, "%s %q not found", kind, name)
 }

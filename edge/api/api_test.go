@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
@@ -79,7 +80,7 @@ func newFixtureWith(t *testing.T, dnsAddr string, tune func(*api.Config)) *fixtu
 		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
 		BaseDomain: base, CNAMETarget: "edge." + base,
 		TCPPortFirst: r[0], TCPPortLast: r[1], PublicTCPHost: "127.0.0.1", Ports: pm,
-		EdgeInfo: func() client.EdgeInfo { return client.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
+		EdgeInfo: func() apiwire.EdgeInfo { return apiwire.EdgeInfo{BaseDomain: base, SSHHostKey: "ssh-ed25519 AAAA"} },
 		Verifier: dnsverify.New(dnsAddr),
 	}
 	if tune != nil {
@@ -89,7 +90,7 @@ func newFixtureWith(t *testing.T, dnsAddr string, tune func(*api.Config)) *fixtu
 	// TLS as the edge serves it; the clients pin the test certificate.
 	hs := httptest.NewTLSServer(srv)
 	t.Cleanup(hs.Close)
-	f := &fixture{url: hs.URL, st: st, ports: r, http: hs.Client(), fingerprint: client.Fingerprint(hs.Certificate().Raw), logs: logs}
+	f := &fixture{url: hs.URL, st: st, ports: r, http: hs.Client(), fingerprint: apiwire.Fingerprint(hs.Certificate().Raw), logs: logs}
 	mk := func(scope string) string {
 		k, err := api.CreateAPIKey(st, scope, []string{scope}, func() store.APIKey { return store.APIKey{CreatedAt: time.Now()} })
 		if err != nil {
@@ -97,8 +98,8 @@ func newFixtureWith(t *testing.T, dnsAddr string, tune func(*api.Config)) *fixtu
 		}
 		return k.Key
 	}
-	f.full, f.write, f.connect = mk(client.ScopeFull), mk(client.ScopeWrite), mk(client.ScopeConnect)
-	tk, err := f.c(f.write).CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http"})
+	f.full, f.write, f.connect = mk(apiwire.ScopeFull), mk(apiwire.ScopeWrite), mk(apiwire.ScopeConnect)
+	tk, err := f.c(f.write).CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func (f *fixture) raw(t *testing.T, key, method, path, body string) (int, map[st
 
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
-	if got := client.CodeOf(err); got != code {
+	if got := apiwire.CodeOf(err); got != code {
 		t.Fatalf("error = %v, want code %s", err, code)
 	}
 }
@@ -144,14 +145,14 @@ func TestAuthAndScopes(t *testing.T) {
 		status                  int
 		code                    string
 	}{
-		{"no key", "", "GET", "/v1/edge", 401, client.CodeUnauthorized},
-		{"bad key", "tuna_0123456789abcdef_nope", "GET", "/v1/edge", 401, client.CodeUnauthorized},
-		{"tunnel key calls API", f.tunnelKey, "GET", "/v1/edge", 403, client.CodeForbidden},
-		{"tunnel key lists domains", f.tunnelKey, "GET", "/v1/domains", 403, client.CodeForbidden},
-		{"connect key lists domains", f.connect, "GET", "/v1/domains", 403, client.CodeForbidden},
-		{"connect key issues tunnel keys", f.connect, "POST", "/v1/tunnel-keys", 403, client.CodeForbidden},
-		{"write key manages API keys", f.write, "GET", "/v1/api-keys", 403, client.CodeForbidden},
-		{"unknown route", f.full, "GET", "/v1/nothing", 404, client.CodeNotFound},
+		{"no key", "", "GET", "/v1/edge", 401, apiwire.CodeUnauthorized},
+		{"bad key", "tuna_0123456789abcdef_nope", "GET", "/v1/edge", 401, apiwire.CodeUnauthorized},
+		{"tunnel key calls API", f.tunnelKey, "GET", "/v1/edge", 403, apiwire.CodeForbidden},
+		{"tunnel key lists domains", f.tunnelKey, "GET", "/v1/domains", 403, apiwire.CodeForbidden},
+		{"connect key lists domains", f.connect, "GET", "/v1/domains", 403, apiwire.CodeForbidden},
+		{"connect key issues tunnel keys", f.connect, "POST", "/v1/tunnel-keys", 403, apiwire.CodeForbidden},
+		{"write key manages API keys", f.write, "GET", "/v1/api-keys", 403, apiwire.CodeForbidden},
+		{"unknown route", f.full, "GET", "/v1/nothing", 404, apiwire.CodeNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,11 +204,11 @@ func TestStrictJSON(t *testing.T) {
 	cases := []struct {
 		name, body, code, mention string
 	}{
-		{"unknown field", `{"subdomain":"a","colour":"red"}`, client.CodeUnknownField, "colour"},
-		{"malformed", `{"subdomain":`, client.CodeInvalidRequest, "malformed"},
-		{"empty", ``, client.CodeInvalidRequest, "empty"},
-		{"wrong type", `{"subdomain":5}`, client.CodeInvalidRequest, "malformed"},
-		{"trailing data", `{"subdomain":"a"} {}`, client.CodeInvalidRequest, "after"},
+		{"unknown field", `{"subdomain":"a","colour":"red"}`, apiwire.CodeUnknownField, "colour"},
+		{"malformed", `{"subdomain":`, apiwire.CodeInvalidRequest, "malformed"},
+		{"empty", ``, apiwire.CodeInvalidRequest, "empty"},
+		{"wrong type", `{"subdomain":5}`, apiwire.CodeInvalidRequest, "malformed"},
+		{"trailing data", `{"subdomain":"a"} {}`, apiwire.CodeInvalidRequest, "after"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,7 +224,7 @@ func TestAPIKeys(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.full)
-	k, err := c.CreateAPIKey(ctx, client.CreateAPIKey{Name: "ci", Scopes: []string{client.ScopeWrite}})
+	k, err := c.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "ci", Scopes: []string{apiwire.ScopeWrite}})
 	if err != nil || !strings.HasPrefix(k.Key, "tuna_"+k.ID+"_") || k.Name != "ci" {
 		t.Fatalf("create: %+v %v", k, err)
 	}
@@ -239,16 +240,16 @@ func TestAPIKeys(t *testing.T) {
 			t.Fatal("list leaked a secret")
 		}
 	}
-	_, err = c.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{"admin"}})
-	wantCode(t, err, client.CodeInvalidRequest)
-	_, err = c.CreateAPIKey(ctx, client.CreateAPIKey{})
-	wantCode(t, err, client.CodeInvalidRequest)
+	_, err = c.CreateAPIKey(ctx, apiwire.CreateAPIKey{Scopes: []string{"admin"}})
+	wantCode(t, err, apiwire.CodeInvalidRequest)
+	_, err = c.CreateAPIKey(ctx, apiwire.CreateAPIKey{})
+	wantCode(t, err, apiwire.CodeInvalidRequest)
 	if err := c.DeleteAPIKey(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.c(k.Key).ListDomains(ctx)
-	wantCode(t, err, client.CodeUnauthorized)
-	wantCode(t, c.DeleteAPIKey(ctx, k.ID), client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeUnauthorized)
+	wantCode(t, c.DeleteAPIKey(ctx, k.ID), apiwire.CodeNotFound)
 	// The store never holds the secret.
 	who, _ := c.WhoAmI(ctx)
 	rec, err := f.st.GetAPIKey(who.KeyID)
@@ -261,19 +262,19 @@ func TestTunnelKeys(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "app.example.com"}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Domain: "app.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	ok := []struct {
-		in   client.CreateTunnelKey
+		in   apiwire.CreateTunnelKey
 		addr string
 	}{
-		{client.CreateTunnelKey{Protocol: "http", Address: "web", Labels: map[string]string{"cluster": "a", "uid": "1"}}, "web." + base},
-		{client.CreateTunnelKey{Protocol: "http", Address: "Api." + base, Labels: map[string]string{"cluster": "a", "uid": "2"}}, "api." + base},
-		{client.CreateTunnelKey{Protocol: "http", Address: "app.example.com", Labels: map[string]string{"cluster": "b"}}, "app.example.com"},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: "pg"}, "pg"},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1])}, strconv.Itoa(f.ports[1])},
-		{client.CreateTunnelKey{Protocol: "http"}, ""},
+		{apiwire.CreateTunnelKey{Protocol: "http", Address: "web", Labels: map[string]string{"cluster": "a", "uid": "1"}}, "web." + base},
+		{apiwire.CreateTunnelKey{Protocol: "http", Address: "Api." + base, Labels: map[string]string{"cluster": "a", "uid": "2"}}, "api." + base},
+		{apiwire.CreateTunnelKey{Protocol: "http", Address: "app.example.com", Labels: map[string]string{"cluster": "b"}}, "app.example.com"},
+		{apiwire.CreateTunnelKey{Protocol: "tcp", Address: "pg"}, "pg"},
+		{apiwire.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1])}, strconv.Itoa(f.ports[1])},
+		{apiwire.CreateTunnelKey{Protocol: "http"}, ""},
 	}
 	var ids []string
 	for _, o := range ok {
@@ -284,15 +285,15 @@ func TestTunnelKeys(t *testing.T) {
 		ids = append(ids, k.ID)
 	}
 	bad := []struct {
-		in   client.CreateTunnelKey
+		in   apiwire.CreateTunnelKey
 		code string
 	}{
-		{client.CreateTunnelKey{}, client.CodeInvalidRequest},
-		{client.CreateTunnelKey{Protocol: "udp"}, client.CodeInvalidRequest},
-		{client.CreateTunnelKey{Protocol: "http", Address: "bad_label"}, client.CodeInvalidDomain},
-		{client.CreateTunnelKey{Protocol: "http", Address: "other.example.com"}, client.CodeInvalidDomain},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1] + 1)}, client.CodeInvalidRequest},
-		{client.CreateTunnelKey{Protocol: "tcp", Address: "Not Valid"}, client.CodeInvalidRequest},
+		{apiwire.CreateTunnelKey{}, apiwire.CodeInvalidRequest},
+		{apiwire.CreateTunnelKey{Protocol: "udp"}, apiwire.CodeInvalidRequest},
+		{apiwire.CreateTunnelKey{Protocol: "http", Address: "bad_label"}, apiwire.CodeInvalidDomain},
+		{apiwire.CreateTunnelKey{Protocol: "http", Address: "other.example.com"}, apiwire.CodeInvalidDomain},
+		{apiwire.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(f.ports[1] + 1)}, apiwire.CodeInvalidRequest},
+		{apiwire.CreateTunnelKey{Protocol: "tcp", Address: "Not Valid"}, apiwire.CodeInvalidRequest},
 	}
 	for _, b := range bad {
 		_, err := c.CreateTunnelKey(ctx, b.in)
@@ -318,33 +319,33 @@ func TestTunnelKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.GetTunnelKey(ctx, ids[0])
-	wantCode(t, err, client.CodeNotFound)
-	wantCode(t, c.RevokeTunnelKey(ctx, ids[0]), client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
+	wantCode(t, c.RevokeTunnelKey(ctx, ids[0]), apiwire.CodeNotFound)
 }
 
 func TestDomains(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	d, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop"})
+	d, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop"})
 	if err != nil || d.Name != "shop."+base || !d.Verified || d.Custom || len(d.DNSRecords) != 0 {
 		t.Fatalf("subdomain: %+v %v", d, err)
 	}
-	_, err = c.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop"})
-	wantCode(t, err, client.CodeNameTaken)
-	_, err = c.CreateDomain(ctx, client.CreateDomain{Domain: "shop." + base})
-	wantCode(t, err, client.CodeNameTaken)
-	for _, in := range []client.CreateDomain{
+	_, err = c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop"})
+	wantCode(t, err, apiwire.CodeNameTaken)
+	_, err = c.CreateDomain(ctx, apiwire.CreateDomain{Domain: "shop." + base})
+	wantCode(t, err, apiwire.CodeNameTaken)
+	for _, in := range []apiwire.CreateDomain{
 		{Subdomain: "Bad_Name"}, {Subdomain: "-x"}, {Domain: "nodot"}, {Domain: "a..b.com"}, {Domain: "x.y." + base}, {Domain: base},
 	} {
 		_, err := c.CreateDomain(ctx, in)
-		wantCode(t, err, client.CodeInvalidDomain)
+		wantCode(t, err, apiwire.CodeInvalidDomain)
 	}
-	for _, in := range []client.CreateDomain{{}, {Subdomain: "a", Domain: "b.com"}} {
+	for _, in := range []apiwire.CreateDomain{{}, {Subdomain: "a", Domain: "b.com"}} {
 		_, err := c.CreateDomain(ctx, in)
-		wantCode(t, err, client.CodeInvalidRequest)
+		wantCode(t, err, apiwire.CodeInvalidRequest)
 	}
-	cd, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "App.Example.com"})
+	cd, err := c.CreateDomain(ctx, apiwire.CreateDomain{Domain: "App.Example.com"})
 	if err != nil || cd.Name != "app.example.com" || !cd.Custom || cd.Verified || len(cd.DNSRecords) != 2 {
 		t.Fatalf("custom: %+v %v", cd, err)
 	}
@@ -368,10 +369,10 @@ func TestDomains(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.GetDomain(ctx, "shop."+base)
-	wantCode(t, err, client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
 	_, err = c.VerifyDomain(ctx, "shop."+base, "")
-	wantCode(t, err, client.CodeNotFound)
-	wantCode(t, c.DeleteDomain(ctx, "shop."+base, ""), client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
+	wantCode(t, c.DeleteDomain(ctx, "shop."+base, ""), apiwire.CodeNotFound)
 }
 
 func TestTCPEndpoints(t *testing.T) {
@@ -379,27 +380,27 @@ func TestTCPEndpoints(t *testing.T) {
 	ctx := context.Background()
 	c := f.c(f.write)
 	p0, p1 := f.ports[0], f.ports[1]
-	a, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
+	a, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg"})
 	if err != nil || a.Port != p0 || a.Address != net.JoinHostPort("127.0.0.1", strconv.Itoa(p0)) {
 		t.Fatalf("first: %+v %v", a, err)
 	}
-	b, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
+	b, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "redis"})
 	if err != nil || b.Port != p1 {
 		t.Fatalf("second: %+v %v", b, err)
 	}
-	_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "mq"})
-	wantCode(t, err, client.CodePortsExhausted)
-	_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
-	wantCode(t, err, client.CodeNameTaken)
+	_, err = c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "mq"})
+	wantCode(t, err, apiwire.CodePortsExhausted)
+	_, err = c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg"})
+	wantCode(t, err, apiwire.CodeNameTaken)
 	for _, alias := range []string{"", "5432", "Bad Alias"} {
-		_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: alias})
-		wantCode(t, err, client.CodeInvalidRequest)
+		_, err = c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias})
+		wantCode(t, err, apiwire.CodeInvalidRequest)
 	}
 	if err := c.DeleteTCPEndpoint(ctx, "pg", ""); err != nil {
 		t.Fatal(err)
 	}
 	// The freed lowest port is handed out again.
-	m, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "mq"})
+	m, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "mq"})
 	if err != nil || m.Port != p0 {
 		t.Fatalf("reuse: %+v %v", m, err)
 	}
@@ -412,8 +413,8 @@ func TestTCPEndpoints(t *testing.T) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	_, err = c.GetTCPEndpoint(ctx, "pg")
-	wantCode(t, err, client.CodeNotFound)
-	wantCode(t, c.DeleteTCPEndpoint(ctx, "pg", ""), client.CodeNotFound)
+	wantCode(t, err, apiwire.CodeNotFound)
+	wantCode(t, c.DeleteTCPEndpoint(ctx, "pg", ""), apiwire.CodeNotFound)
 }
 
 func TestTCPEndpointSkipsAPortAnotherProcessHolds(t *testing.T) {
@@ -425,18 +426,18 @@ func TestTCPEndpointSkipsAPortAnotherProcessHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer foreign.Close()
-	a, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
+	a, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg"})
 	if err != nil || a.Port != f.ports[1] {
 		t.Fatalf("with port %d held by another process: %+v %v, want port %d", f.ports[0], a, err, f.ports[1])
 	}
-	_, err = c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
-	wantCode(t, err, client.CodePortsExhausted)
+	_, err = c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "redis"})
+	wantCode(t, err, apiwire.CodePortsExhausted)
 	if !strings.Contains(err.Error(), "held by another process") {
 		t.Fatalf("exhaustion error does not say why: %v", err)
 	}
 	// Once the other process lets go, the port is handed out.
 	_ = foreign.Close()
-	b, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "redis"})
+	b, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "redis"})
 	if err != nil || b.Port != f.ports[0] {
 		t.Fatalf("after the foreign listener closed: %+v %v", b, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 )
 
@@ -14,7 +14,7 @@ func TestCustomDomainVerification(t *testing.T) {
 	f := newFixture(t, dns.Addr())
 	ctx := context.Background()
 	c := f.c(f.write)
-	d, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "shop.example.org"})
+	d, err := c.CreateDomain(ctx, apiwire.CreateDomain{Domain: "shop.example.org"})
 	if err != nil || d.Verified || d.VerifyError == "" {
 		t.Fatalf("create: %+v %v", d, err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
@@ -14,13 +14,13 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
-func (s *Server) domainOut(d store.Domain) client.Domain {
-	out := client.Domain{
+func (s *Server) domainOut(d store.Domain) apiwire.Domain {
+	out := apiwire.Domain{
 		Name: d.Name, Subdomain: d.Subdomain, Custom: d.Custom, Verified: d.Verified,
 		VerifyError: d.VerifyError, Sharing: sharingOut(d.Ownership), CreatedAt: d.CreatedAt, AccessPolicy: d.AccessPolicy,
 	}
 	if d.Custom {
-		out.DNSRecords = []client.DNSRecord{
+		out.DNSRecords = []apiwire.DNSRecord{
 			{Type: "CNAME", Name: d.Name, Value: s.cfg.CNAMETarget},
 			{Type: "TXT", Name: dnsverify.ChallengePrefix + d.Name, Value: d.Token},
 		}
@@ -29,35 +29,35 @@ func (s *Server) domainOut(d store.Domain) client.Domain {
 }
 
 // newDomain validates a create request and returns the record to store.
-func (s *Server) newDomain(in client.CreateDomain) (store.Domain, error) {
+func (s *Server) newDomain(in apiwire.CreateDomain) (store.Domain, error) {
 	base := s.cfg.BaseDomain
 	now := s.cfg.Now()
 	switch {
 	case (in.Subdomain == "") == (in.Domain == ""):
-		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "give exactly one of subdomain or domain")
+		return store.Domain{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "give exactly one of subdomain or domain")
 	case in.Subdomain != "":
 		if err := names.CheckLabel(in.Subdomain); err != nil {
-			return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain, "subdomain: %v", err)
+			return store.Domain{}, fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "subdomain: %v", err)
 		}
 		return store.Domain{Name: in.Subdomain + "." + base, Subdomain: in.Subdomain, Verified: true, CreatedAt: now}, nil
 	}
 	name := names.Normalize(in.Domain)
 	if err := names.CheckDomain(name); err != nil {
-		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain, "domain: %v", err)
+		return store.Domain{}, fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "domain: %v", err)
 	}
 	// A name under the base domain needs no DNS proof: it is a subdomain.
 	if l, ok := names.SubdomainOf(name, base); ok {
 		return store.Domain{Name: name, Subdomain: l, Verified: true, CreatedAt: now}, nil
 	}
 	if name == base || len(name) > len(base) && name[len(name)-len(base)-1:] == "."+base {
-		return store.Domain{}, fail(http.StatusBadRequest, client.CodeInvalidDomain,
+		return store.Domain{}, fail(http.StatusBadRequest, apiwire.CodeInvalidDomain,
 			"domain %s is the edge's base domain or nested under it: reserve a single-label subdomain instead", name)
 	}
 	return store.Domain{Name: name, Custom: true, Token: keys.RandomToken(16), CreatedAt: now}, nil
 }
 
 func (s *Server) createDomain(r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.CreateDomain
+	var in apiwire.CreateDomain
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -77,7 +77,7 @@ func (s *Server) createDomain(r *http.Request, p *auth.Principal) (int, any, err
 		s.check(r, &d)
 	}
 	if err := s.st.CreateDomain(d); errors.Is(err, store.ErrExists) {
-		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "domain %s is already reserved", d.Name)
+		return 0, nil, fail(http.StatusConflict, apiwire.CodeNameTaken, "domain %s is already reserved", d.Name)
 	} else if oerr, owned := ownedFail(err); owned {
 		return 0, nil, oerr
 	} else if err != nil {
@@ -101,7 +101,7 @@ func (s *Server) listDomains(*http.Request, *auth.Principal) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing domains: %w", err)
 	}
-	out := client.List[client.Domain]{Items: make([]client.Domain, 0, len(recs))}
+	out := apiwire.List[apiwire.Domain]{Items: make([]apiwire.Domain, 0, len(recs))}
 	for _, d := range recs {
 		out.Items = append(out.Items, s.domainOut(d))
 	}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
@@ -24,14 +24,14 @@ import (
 // createTunnelKeys issues up to client.MaxBatch keys, each checked as
 // POST /v1/tunnel-keys checks it; one refused leaves the others issued.
 func (s *Server) createTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.CreateTunnelKeys
+	var in apiwire.CreateTunnelKeys
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
 	if err := checkBatch(len(in.Items), "items"); err != nil {
 		return 0, nil, err
 	}
-	out := make([]client.TunnelKeyResult, len(in.Items))
+	out := make([]apiwire.TunnelKeyResult, len(in.Items))
 	var issues []store.Issue
 	var secrets []string
 	var at []int // the item of each issue
@@ -50,16 +50,16 @@ func (s *Server) createTunnelKeys(w http.ResponseWriter, r *http.Request, p *aut
 		}
 		k := s.tunnelKeyOut(issues[j].Key)
 		k.Key = secrets[j]
-		out[at[j]] = client.TunnelKeyResult{Status: http.StatusCreated, Key: &k}
+		out[at[j]] = apiwire.TunnelKeyResult{Status: http.StatusCreated, Key: &k}
 	}
-	return http.StatusOK, client.List[client.TunnelKeyResult]{Items: out}, nil
+	return http.StatusOK, apiwire.List[apiwire.TunnelKeyResult]{Items: out}, nil
 }
 
 // renewTunnelKeys renews up to client.MaxBatch keys, each as its own
 // renew would be: an expired key stays expired (409 key_expired), a key
 // the caller may not see is not found.
 func (s *Server) renewTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.RenewTunnelKeys
+	var in apiwire.RenewTunnelKeys
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Server) renewTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth
 		return 0, nil, err
 	}
 	recs, errs := s.st.UpdateTunnelKeys(in.IDs, s.renewal(actor{p: p}))
-	out := make([]client.TunnelKeyResult, len(in.IDs))
+	out := make([]apiwire.TunnelKeyResult, len(in.IDs))
 	for i, err := range errs {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -76,27 +76,27 @@ func (s *Server) renewTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth
 			out[i] = s.itemRefused(err, w)
 		default:
 			k := s.tunnelKeyOut(recs[i])
-			out[i] = client.TunnelKeyResult{Status: http.StatusOK, Key: &k}
+			out[i] = apiwire.TunnelKeyResult{Status: http.StatusOK, Key: &k}
 		}
 	}
-	return http.StatusOK, client.List[client.TunnelKeyResult]{Items: out}, nil
+	return http.StatusOK, apiwire.List[apiwire.TunnelKeyResult]{Items: out}, nil
 }
 
 func checkBatch(n int, field string) error {
-	if n < 1 || n > client.MaxBatch {
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
-			"%s must hold 1 to %d entries, got %d: split a larger batch", field, client.MaxBatch, n)
+	if n < 1 || n > apiwire.MaxBatch {
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
+			"%s must hold 1 to %d entries, got %d: split a larger batch", field, apiwire.MaxBatch, n)
 	}
 	return nil
 }
 
 // itemRefused is one batch item's refusal, as its own call would have
 // been answered (under the batch's request id).
-func (s *Server) itemRefused(err error, w http.ResponseWriter) client.TunnelKeyResult {
+func (s *Server) itemRefused(err error, w http.ResponseWriter) apiwire.TunnelKeyResult {
 	reqID := w.Header().Get("X-Request-Id")
 	ae := s.refusal(err, "batch item", reqID)
 	wire := ae.wire(reqID)
-	return client.TunnelKeyResult{Status: ae.status, Error: &wire}
+	return apiwire.TunnelKeyResult{Status: ae.status, Error: &wire}
 }
 
 // listTunnelKeys lists the keys the caller may see whose labels match
@@ -111,28 +111,28 @@ func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.
 	for _, l := range q["label"] {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
-			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "label filter %q must be key=value", l)
+			return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "label filter %q must be key=value", l)
 		}
 		want[k] = v
 	}
 	limit := 0
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > client.MaxPage {
-			return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "limit %q must be 1 to %d", l, client.MaxPage)
+		if err != nil || n < 1 || n > apiwire.MaxPage {
+			return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "limit %q must be 1 to %d", l, apiwire.MaxPage)
 		}
 		limit = n
 	}
 	after := q.Get("after")
 	if after != "" && limit == 0 {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "after= pages a list asked for with limit=")
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "after= pages a list asked for with limit=")
 	}
 	recs, err := s.st.ListTunnelKeys()
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
 	}
 	a := actor{p: p}
-	items := []client.TunnelKey{}
+	items := []apiwire.TunnelKey{}
 	for _, rec := range recs {
 		// Keys before the page are skipped unseen: only the first page
 		// needs all of them, for its ETag.
@@ -150,7 +150,7 @@ func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.
 			return http.StatusNotModified, nil, nil
 		}
 	}
-	out := client.List[client.TunnelKey]{Items: items}
+	out := apiwire.List[apiwire.TunnelKey]{Items: items}
 	if limit > 0 && len(items) > limit {
 		out.Items, out.Next = items[:limit], items[limit-1].ID
 	}
@@ -159,7 +159,7 @@ func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.
 
 // keyListETag is a strong validator of a list of keys: a hash of what it
 // says.
-func keyListETag(items []client.TunnelKey) (string, error) {
+func keyListETag(items []apiwire.TunnelKey) (string, error) {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	for _, k := range items {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // A batch issues each key as its own call would: a refused item (an
@@ -19,19 +19,19 @@ func TestBatchIssueAndRenew(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	admin := f.c(f.full)
-	k, err := admin.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{client.ScopeWrite}, OwnerPrefix: "cluster-1"})
+	k, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Scopes: []string{apiwire.ScopeWrite}, OwnerPrefix: "cluster-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bound := f.c(k.Key)
-	if _, err := admin.CreateDomain(ctx, client.CreateDomain{Subdomain: "theirs", Sharing: client.Sharing{Owner: "cluster-2/shop"}}); err != nil {
+	if _, err := admin.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "theirs", Sharing: apiwire.Sharing{Owner: "cluster-2/shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	theirKey, err := admin.CreateTunnelKey(ctx, key("http", "theirs", "cluster-2/shop"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := []client.CreateTunnelKey{
+	items := []apiwire.CreateTunnelKey{
 		key("http", "mine-0", "cluster-1/demo"),
 		key("http", "theirs", "cluster-1/demo"),
 		key("http", "mine-1", "cluster-2/shop"),
@@ -50,8 +50,8 @@ func TestBatchIssueAndRenew(t *testing.T) {
 		}
 	}
 	wantOwned(t, res[1].Err(), "cluster-2/shop")
-	wantRefused(t, res[2].Err(), http.StatusForbidden, client.CodeForbidden, "is bound to owner prefix")
-	wantRefused(t, res[3].Err(), http.StatusBadRequest, client.CodeInvalidRequest, "protocol")
+	wantRefused(t, res[2].Err(), http.StatusForbidden, apiwire.CodeForbidden, "is bound to owner prefix")
+	wantRefused(t, res[3].Err(), http.StatusBadRequest, apiwire.CodeInvalidRequest, "protocol")
 	if rid := res[1].Error.RequestID; !strings.HasPrefix(rid, "req_") {
 		t.Errorf("an item's refusal has request id %q", rid)
 	}
@@ -71,18 +71,18 @@ func TestBatchIssueAndRenew(t *testing.T) {
 		}
 	}
 	for _, i := range []int{1, 2} {
-		wantRefused(t, renewed[i].Err(), http.StatusNotFound, client.CodeNotFound, ids[i])
+		wantRefused(t, renewed[i].Err(), http.StatusNotFound, apiwire.CodeNotFound, ids[i])
 	}
 
-	for _, n := range []int{0, client.MaxBatch + 1} {
-		batch := make([]client.CreateTunnelKey, n)
+	for _, n := range []int{0, apiwire.MaxBatch + 1} {
+		batch := make([]apiwire.CreateTunnelKey, n)
 		for i := range batch {
 			batch[i] = key("http", fmt.Sprintf("many-%d", i), "cluster-1/demo")
 		}
 		_, err := bound.CreateTunnelKeys(ctx, batch)
-		wantRefused(t, err, http.StatusBadRequest, client.CodeInvalidRequest, "split a larger batch")
+		wantRefused(t, err, http.StatusBadRequest, apiwire.CodeInvalidRequest, "split a larger batch")
 		_, err = bound.RenewTunnelKeys(ctx, make([]string, n))
-		wantRefused(t, err, http.StatusBadRequest, client.CodeInvalidRequest, "split a larger batch")
+		wantRefused(t, err, http.StatusBadRequest, apiwire.CodeInvalidRequest, "split a larger batch")
 	}
 }
 
@@ -95,7 +95,7 @@ func TestKeyListPagesAndETag(t *testing.T) {
 	c := f.c(f.write)
 	labels := map[string]string{"cluster": "a"}
 	for i := range 7 {
-		if _, err := c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("p%d", i), Labels: labels}); err != nil {
+		if _, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("p%d", i), Labels: labels}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestKeyListPagesAndETag(t *testing.T) {
 	}
 	var paged []string
 	var etag string
-	req := client.KeyPageRequest{Labels: labels, Limit: 3}
+	req := apiwire.KeyPageRequest{Labels: labels, Limit: 3}
 	for page := 0; ; page++ {
 		p, err := c.ListTunnelKeysPage(ctx, req)
 		if err != nil || len(p.Items) > 3 || p.NotModified {
@@ -136,21 +136,21 @@ func TestKeyListPagesAndETag(t *testing.T) {
 		t.Fatalf("%d keys paged, ETag %q", len(paged), etag)
 	}
 
-	same, err := c.ListTunnelKeysPage(ctx, client.KeyPageRequest{Labels: labels, Limit: 3, IfNoneMatch: etag})
+	same, err := c.ListTunnelKeysPage(ctx, apiwire.KeyPageRequest{Labels: labels, Limit: 3, IfNoneMatch: etag})
 	if err != nil || !same.NotModified || len(same.Items) != 0 || same.ETag != etag {
 		t.Fatalf("the same list with If-None-Match: %+v %v", same, err)
 	}
 	if err := c.RevokeTunnelKey(ctx, all[6].ID); err != nil {
 		t.Fatal(err)
 	}
-	changed, err := c.ListTunnelKeysPage(ctx, client.KeyPageRequest{Labels: labels, Limit: 3, IfNoneMatch: etag})
+	changed, err := c.ListTunnelKeysPage(ctx, apiwire.KeyPageRequest{Labels: labels, Limit: 3, IfNoneMatch: etag})
 	if err != nil || changed.NotModified || changed.ETag == etag || len(changed.Items) != 3 {
 		t.Fatalf("after a revocation, If-None-Match of the old list: %+v %v", changed, err)
 	}
 
 	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "after=tk_1"} {
 		status, out, _ := f.raw(t, f.write, http.MethodGet, "/v1/tunnel-keys?"+q, "")
-		if status != http.StatusBadRequest || out["code"] != client.CodeInvalidRequest {
+		if status != http.StatusBadRequest || out["code"] != apiwire.CodeInvalidRequest {
 			t.Errorf("GET /v1/tunnel-keys?%s: %d %v", q, status, out)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -40,47 +40,47 @@ func (s *Server) listNodes(*http.Request, *auth.Principal) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	return http.StatusOK, client.List[client.Node]{Items: nodes}, nil
+	return http.StatusOK, apiwire.List[apiwire.Node]{Items: nodes}, nil
 }
 
 func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
-	return http.StatusOK, client.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix,
+	return http.StatusOK, apiwire.WhoAmI{KeyID: p.ID, Name: p.Name, Scopes: p.Scopes, SecretPrefix: p.SecretPrefix,
 		OwnerPrefix: p.OwnerPrefix}, nil
 }
 
 // CreateAPIKey makes an API key and returns its secret; the API handler and
 // the edge's bootstrap share it. rec supplies the record's other fields
 // (creation time, secret prefix, owner prefix).
-func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (client.APIKey, error) {
+func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (apiwire.APIKey, error) {
 	if len(scopes) == 0 {
-		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"scopes is required: one or more of %s", keys.ScopeList())
 	}
 	for _, sc := range scopes {
 		if !keys.ValidScope(sc) {
-			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 				"unknown scope %q: use %s", sc, keys.ScopeList())
 		}
 	}
 	if len(name) > maxAPIKeyName {
-		return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "name is longer than %d characters", maxAPIKeyName)
+		return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "name is longer than %d characters", maxAPIKeyName)
 	}
 	r := rec()
 	if r.SecretPrefix != "" {
 		if err := secrets.CheckPrefix(r.SecretPrefix); err != nil {
-			return client.APIKey{}, fail(http.StatusBadRequest, client.CodeInvalidRequest, "secret_prefix: %v", err)
+			return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "secret_prefix: %v", err)
 		}
 	}
 	if err := checkOwnerPrefix(r.OwnerPrefix, scopes); err != nil {
-		return client.APIKey{}, err
+		return apiwire.APIKey{}, err
 	}
 	k, err := keys.New(keys.KindAPI)
 	if err != nil {
-		return client.APIKey{}, err
+		return apiwire.APIKey{}, err
 	}
 	r.ID, r.Name, r.Scopes, r.Hash = k.ID, name, slices.Compact(slices.Sorted(slices.Values(scopes))), k.Hash()
 	if err := st.CreateAPIKey(r); err != nil {
-		return client.APIKey{}, fmt.Errorf("storing API key: %w", err)
+		return apiwire.APIKey{}, fmt.Errorf("storing API key: %w", err)
 	}
 	out := apiKeyOut(r)
 	out.Key = k.String()
@@ -95,26 +95,26 @@ func checkOwnerPrefix(prefix string, scopes []string) error {
 	case prefix == "":
 		return nil
 	case slices.Contains(scopes, keys.ScopeFull):
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"owner_prefix binds a tunnels:write key; a full key manages the whole edge and cannot be bound: give scopes [%q]", keys.ScopeWrite)
 	case !slices.Contains(scopes, keys.ScopeWrite):
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"owner_prefix binds what a key reserves and issues, which needs scope %q", keys.ScopeWrite)
 	case strings.HasSuffix(prefix, "/"):
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"owner_prefix %q: give the cluster id without the trailing /; the key then acts for owners %q and %q",
 			prefix, strings.TrimSuffix(prefix, "/"), prefix+"...")
 	}
 	return checkOwner("owner_prefix", prefix)
 }
 
-func apiKeyOut(r store.APIKey) client.APIKey {
-	return client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix, OwnerPrefix: r.OwnerPrefix,
+func apiKeyOut(r store.APIKey) apiwire.APIKey {
+	return apiwire.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix, OwnerPrefix: r.OwnerPrefix,
 		CreatedAt: r.CreatedAt}
 }
 
 func (s *Server) createAPIKey(r *http.Request, _ *auth.Principal) (int, any, error) {
-	var in client.CreateAPIKey
+	var in apiwire.CreateAPIKey
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -132,7 +132,7 @@ func (s *Server) listAPIKeys(*http.Request, *auth.Principal) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing API keys: %w", err)
 	}
-	out := client.List[client.APIKey]{Items: make([]client.APIKey, 0, len(recs))}
+	out := apiwire.List[apiwire.APIKey]{Items: make([]apiwire.APIKey, 0, len(recs))}
 	for _, r := range recs {
 		out.Items = append(out.Items, apiKeyOut(r))
 	}
@@ -161,32 +161,32 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 	if proto == protocol.ProtocolTCP {
 		if port, err := strconv.Atoi(addr); err == nil {
 			if port < s.cfg.TCPPortFirst || port > s.cfg.TCPPortLast {
-				return "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+				return "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 					"port %d is outside the edge's TCP range %d-%d", port, s.cfg.TCPPortFirst, s.cfg.TCPPortLast)
 			}
 			return addr, nil
 		}
 		if err := names.CheckAlias(addr); err != nil {
-			return "", fail(http.StatusBadRequest, client.CodeInvalidRequest, "address: %v", err)
+			return "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "address: %v", err)
 		}
 		return addr, nil
 	}
 	if ip, err := netip.ParseAddr(addr); err == nil {
 		if !slices.Contains(s.cfg.GatewayAddresses, ip) {
-			return "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			return "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 				"address %s is not one of the edge's Gateway addresses (tuna-edge serve --gateway-addresses; GET /v1/edge lists them)", addr)
 		}
 		return ip.String(), nil
 	}
 	if !strings.Contains(addr, ".") {
 		if err := names.CheckLabel(addr); err != nil {
-			return "", fail(http.StatusBadRequest, client.CodeInvalidDomain, "address: %v", err)
+			return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "address: %v", err)
 		}
 		return addr + "." + s.cfg.BaseDomain, nil
 	}
 	host := names.Normalize(addr)
 	if err := names.CheckDomain(host); err != nil {
-		return "", fail(http.StatusBadRequest, client.CodeInvalidDomain, "address: %v", err)
+		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "address: %v", err)
 	}
 	if _, ok := names.SubdomainOf(host, s.cfg.BaseDomain); ok {
 		return host, nil
@@ -196,7 +196,7 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 		return host, nil // claimable: see claimable
 	}
 	if err != nil || !d.Custom {
-		return "", fail(http.StatusBadRequest, client.CodeInvalidDomain,
+		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain,
 			"address %s is neither a subdomain of %s nor a reserved custom domain: reserve it with POST /v1/domains first",
 			host, s.cfg.BaseDomain)
 	}
@@ -225,19 +225,19 @@ func (s *Server) Claimable(addr string) bool {
 
 func checkLabels(labels map[string]string) error {
 	if len(labels) > maxLabels {
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest, "at most %d labels", maxLabels)
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "at most %d labels", maxLabels)
 	}
 	for k, v := range labels {
 		if k == "" || len(k) > maxLabelKeyLen || len(v) > maxLabelValLen || strings.Contains(k, "=") {
-			return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+			return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 				"label %q: keys must be 1-%d characters without '=', values at most %d", k, maxLabelKeyLen, maxLabelValLen)
 		}
 	}
 	return nil
 }
 
-func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
-	out := client.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, Owner: r.Owner, CreatedAt: r.CreatedAt}
+func (s *Server) tunnelKeyOut(r store.TunnelKey) apiwire.TunnelKey {
+	out := apiwire.TunnelKey{ID: r.ID, Protocol: r.Protocol, Address: r.Address, Labels: r.Labels, Owner: r.Owner, CreatedAt: r.CreatedAt}
 	if !r.ExpiresAt.IsZero() {
 		at := r.ExpiresAt
 		out.ExpiresAt, out.TTLSeconds = &at, int64(r.TTL/time.Second)
@@ -247,7 +247,7 @@ func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
 		out.MaxSessions = s.cfg.DefaultPoolSize
 	}
 	for _, in := range s.reg.ByKey(r.ID) {
-		out.Sessions = append(out.Sessions, client.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt, Draining: in.Draining})
+		out.Sessions = append(out.Sessions, apiwire.Session{ID: in.ID, URL: in.URL, RemoteAddr: in.RemoteAddr, ConnectedAt: in.ConnectedAt, Draining: in.Draining})
 	}
 	if len(out.Sessions) > 0 {
 		out.Session = &out.Sessions[0]
@@ -256,7 +256,7 @@ func (s *Server) tunnelKeyOut(r store.TunnelKey) client.TunnelKey {
 }
 
 func (s *Server) createTunnelKey(r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.CreateTunnelKey
+	var in apiwire.CreateTunnelKey
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -274,12 +274,12 @@ func (s *Server) createTunnelKey(r *http.Request, p *auth.Principal) (int, any, 
 
 // newTunnelKey checks a request for a tunnel key and makes the key: its
 // record, whether it may claim its address, and its secret.
-func (s *Server) newTunnelKey(p *auth.Principal, in client.CreateTunnelKey) (store.Issue, string, error) {
+func (s *Server) newTunnelKey(p *auth.Principal, in apiwire.CreateTunnelKey) (store.Issue, string, error) {
 	if err := (actor{p: p}).mayCreateFor(in.Owner); err != nil {
 		return store.Issue{}, "", err
 	}
 	if in.Protocol != protocol.ProtocolHTTP && in.Protocol != protocol.ProtocolTCP {
-		return store.Issue{}, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return store.Issue{}, "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"protocol is required: %q or %q", protocol.ProtocolHTTP, protocol.ProtocolTCP)
 	}
 	addr, err := s.tunnelAddress(in.Protocol, in.Address)
@@ -295,7 +295,7 @@ func (s *Server) newTunnelKey(p *auth.Principal, in client.CreateTunnelKey) (sto
 		}
 	}
 	if in.MaxSessions < 0 || in.MaxSessions > MaxPoolSize {
-		return store.Issue{}, "", fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return store.Issue{}, "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"max_sessions must be 0 (the edge's default) to %d, got %d", MaxPoolSize, in.MaxSessions)
 	}
 	k, err := keys.New(keys.KindTunnel)
@@ -330,7 +330,7 @@ func (s *Server) renewal(a actor) func(k *store.TunnelKey) error {
 			return err
 		}
 		if k.Expired(now) {
-			return fail(http.StatusConflict, client.CodeKeyExpired,
+			return fail(http.StatusConflict, apiwire.CodeKeyExpired,
 				"tunnel key %s expired at %s: an expired key cannot be renewed; issue a new one", k.ID, k.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		if ttl > 0 {

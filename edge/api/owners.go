@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
@@ -25,21 +25,21 @@ const (
 
 func checkOwner(field, o string) error {
 	if o == "" || len(o) > maxOwnerLen || strings.ContainsFunc(o, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsGraphic(r) || r == ' ' }) {
-		return fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"%s %q: an owner is 1-%d printable ASCII characters without spaces, e.g. \"<cluster-id>/<namespace>\"", field, o, maxOwnerLen)
 	}
 	return nil
 }
 
 // checkSharing validates the owner and shared_with of a create request.
-func checkSharing(in client.Sharing) (store.Ownership, error) {
+func checkSharing(in apiwire.Sharing) (store.Ownership, error) {
 	if in.Owner != "" {
 		if err := checkOwner("owner", in.Owner); err != nil {
 			return store.Ownership{}, err
 		}
 	}
 	if len(in.SharedWith) > 0 && in.Owner == "" {
-		return store.Ownership{}, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return store.Ownership{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"shared_with needs an owner: a reservation without one may be used by anyone already")
 	}
 	shared, err := checkSharedWith(in.SharedWith)
@@ -48,7 +48,7 @@ func checkSharing(in client.Sharing) (store.Ownership, error) {
 
 func checkSharedWith(list []string) ([]string, error) {
 	if len(list) > maxSharedWith {
-		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "shared_with lists at most %d owners", maxSharedWith)
+		return nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "shared_with lists at most %d owners", maxSharedWith)
 	}
 	for _, o := range list {
 		if err := checkOwner("shared_with entry", o); err != nil {
@@ -61,8 +61,8 @@ func checkSharedWith(list []string) ([]string, error) {
 	return slices.Compact(slices.Sorted(slices.Values(list))), nil
 }
 
-func sharingOut(o store.Ownership) client.Sharing {
-	return client.Sharing{Owner: o.Owner, SharedWith: o.SharedWith}
+func sharingOut(o store.Ownership) apiwire.Sharing {
+	return apiwire.Sharing{Owner: o.Owner, SharedWith: o.SharedWith}
 }
 
 // ownedFail turns a store refusal into the API's address_owned answer; ok
@@ -88,24 +88,24 @@ func decodeSharing(r *http.Request) ([]string, error) {
 		return nil, err
 	}
 	if in.AccessPolicy != nil {
-		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"access_policy applies to domains; a TCP endpoint's access policy is named by the tunnels that bind it")
 	}
 	if in.SharedWith == nil {
-		return nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "shared_with is required: the full list of owners allowed to use the address ([] for none)")
+		return nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "shared_with is required: the full list of owners allowed to use the address ([] for none)")
 	}
 	return *in.SharedWith, nil
 }
 
 // decodeDomainPatch reads a domain's PATCH body: shared_with, an access
 // policy, or both, each checked.
-func decodeDomainPatch(r *http.Request) (client.UpdateSharing, error) {
-	var in client.UpdateSharing
+func decodeDomainPatch(r *http.Request) (apiwire.UpdateSharing, error) {
+	var in apiwire.UpdateSharing
 	if err := decode(r, &in); err != nil {
 		return in, err
 	}
 	if in.SharedWith == nil && in.AccessPolicy == nil {
-		return in, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return in, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"give shared_with (the full list of owners allowed to use the address, [] for none), access_policy, or both")
 	}
 	if in.SharedWith != nil {
@@ -117,7 +117,7 @@ func decodeDomainPatch(r *http.Request) (client.UpdateSharing, error) {
 	}
 	if p := in.AccessPolicy; p != nil && *p != "" {
 		if err := names.CheckDomain(*p + ".x"); err != nil || len(*p) > 253 {
-			return in, fail(http.StatusBadRequest, client.CodeInvalidRequest, "access_policy %q is not the name of a policy", *p)
+			return in, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "access_policy %q is not the name of a policy", *p)
 		}
 	}
 	return in, nil
@@ -126,7 +126,7 @@ func decodeDomainPatch(r *http.Request) (client.UpdateSharing, error) {
 // setShared is the common step of both PATCH handlers.
 func setShared(o *store.Ownership, shared []string) error {
 	if o.Owner == "" && len(shared) > 0 {
-		return fail(http.StatusConflict, client.CodeInvalidRequest,
+		return fail(http.StatusConflict, apiwire.CodeInvalidRequest,
 			"this reservation has no owner, so anyone may use it already; sharing needs an owned reservation")
 	}
 	o.SharedWith = shared
@@ -149,7 +149,7 @@ func (s *Server) shareDomain(r *http.Request, p *auth.Principal) (int, any, erro
 		}
 		if p := in.AccessPolicy; p != nil {
 			if d.Owner == "" && *p != "" {
-				return fail(http.StatusConflict, client.CodeInvalidRequest,
+				return fail(http.StatusConflict, apiwire.CodeInvalidRequest,
 					"this reservation has no owner, so no owner's access policy can guard it; reserve the domain with an owner")
 			}
 			d.AccessPolicy = *p

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 const (
@@ -18,26 +18,26 @@ const (
 // wantOwned checks an address_owned refusal that names the owner.
 func wantOwned(t *testing.T, err error, owner string) {
 	t.Helper()
-	got, ok := client.OwnerOf(err)
-	var ae *client.APIError
+	got, ok := apiwire.OwnerOf(err)
+	var ae *apiwire.APIError
 	if !ok || got != owner || !strings.Contains(err.Error(), owner) || !errors.As(err, &ae) || ae.Status != 403 {
 		t.Fatalf("error = %v, want 403 address_owned naming %s", err, owner)
 	}
 }
 
-func key(proto, addr, owner string) client.CreateTunnelKey {
-	return client.CreateTunnelKey{Protocol: proto, Address: addr, Owner: owner}
+func key(proto, addr, owner string) apiwire.CreateTunnelKey {
+	return apiwire.CreateTunnelKey{Protocol: proto, Address: addr, Owner: owner}
 }
 
 func TestOwnedDomainRefusesOtherOwners(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	d, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop", Sharing: client.Sharing{Owner: ownerA}})
+	d, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop", Sharing: apiwire.Sharing{Owner: ownerA}})
 	if err != nil || d.Owner != ownerA {
 		t.Fatalf("reserve: %+v %v", d, err)
 	}
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "open"}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "open"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateTunnelKey(ctx, key("http", "shop", ownerA)); err != nil {
@@ -66,7 +66,7 @@ func TestSharedDomain(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop", Sharing: client.Sharing{Owner: ownerA}}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop", Sharing: apiwire.Sharing{Owner: ownerA}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.CreateTunnelKey(ctx, key("http", "shop", ownerB))
@@ -81,7 +81,7 @@ func TestSharedDomain(t *testing.T) {
 	if _, err := c.CreateTunnelKey(ctx, key("http", "shop", ownerB)); err != nil {
 		t.Fatalf("shared key: %v", err)
 	}
-	if _, err := c.CreateTunnelKey(ctx, key("http", "shop", "cluster-1/third")); client.CodeOf(err) != client.CodeAddressOwned {
+	if _, err := c.CreateTunnelKey(ctx, key("http", "shop", "cluster-1/third")); apiwire.CodeOf(err) != apiwire.CodeAddressOwned {
 		t.Fatalf("a third owner: %v", err)
 	}
 	if _, err := c.ShareDomain(ctx, "shop."+base, ownerA, nil); err != nil {
@@ -95,10 +95,10 @@ func TestSharingValidation(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "open"}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "open"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "mine", Sharing: client.Sharing{Owner: ownerA}}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "mine", Sharing: apiwire.Sharing{Owner: ownerA}}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -142,7 +142,7 @@ func TestBareSubdomainClaim(t *testing.T) {
 	_, err = c.CreateTunnelKey(ctx, key("http", "cart", ""))
 	wantOwned(t, err, ownerA)
 	// Reserving the claimed name for another owner would take it too.
-	_, err = c.CreateDomain(ctx, client.CreateDomain{Subdomain: "cart", Sharing: client.Sharing{Owner: ownerB}})
+	_, err = c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "cart", Sharing: apiwire.Sharing{Owner: ownerB}})
 	wantOwned(t, err, ownerA)
 
 	if err := c.RevokeTunnelKey(ctx, k1.ID); err != nil {
@@ -164,7 +164,7 @@ func TestBareSubdomainClaim(t *testing.T) {
 		t.Fatalf("claims: %+v %v", claims, err)
 	}
 	// The claimant may reserve its own address.
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "cart", Sharing: client.Sharing{Owner: ownerB}}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "cart", Sharing: apiwire.Sharing{Owner: ownerB}}); err != nil {
 		t.Fatalf("claimant reserves: %v", err)
 	}
 	if err := c.RevokeTunnelKey(ctx, kb.ID); err != nil {
@@ -178,7 +178,7 @@ func TestOwnedTCPEndpoint(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
 	c := f.c(f.write)
-	ep, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg", Sharing: client.Sharing{Owner: ownerA}})
+	ep, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg", Sharing: apiwire.Sharing{Owner: ownerA}})
 	if err != nil || ep.Owner != ownerA {
 		t.Fatalf("reserve: %+v %v", ep, err)
 	}

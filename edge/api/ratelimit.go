@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // Default per-key rate: a reconciling operator makes a few calls per object
@@ -59,7 +59,7 @@ func (l *limiters) allow(keyID string, now time.Time) error {
 	r.CancelAt(now)
 	return &apiError{
 		status:     http.StatusTooManyRequests,
-		code:       client.CodeRateLimited,
+		code:       apiwire.CodeRateLimited,
 		msg:        "too many requests with API key " + keyID + ": the limit is " + formatRate(l.limit, l.burst) + "; retry after the Retry-After seconds",
 		retryAfter: wait,
 	}
@@ -68,13 +68,13 @@ func (l *limiters) allow(keyID string, now time.Time) error {
 // advertise tells the caller its budget, on every authenticated answer,
 // so a client can pace itself rather than learn the limit from 429s.
 func (l *limiters) advertise(h http.Header) {
-	h.Set(client.HeaderRateLimit, strconv.FormatFloat(float64(l.limit), 'f', -1, 64))
-	h.Set(client.HeaderRateBurst, strconv.Itoa(l.burst))
+	h.Set(apiwire.HeaderRateLimit, strconv.FormatFloat(float64(l.limit), 'f', -1, 64))
+	h.Set(apiwire.HeaderRateBurst, strconv.Itoa(l.burst))
 }
 
 // budget is the per-key budget as GET /v1/edge reports it.
-func (l *limiters) budget() *client.RateLimit {
-	return &client.RateLimit{PerSecond: float64(l.limit), Burst: l.burst}
+func (l *limiters) budget() *apiwire.RateLimit {
+	return &apiwire.RateLimit{PerSecond: float64(l.limit), Burst: l.burst}
 }
 
 func (l *limiters) forget(keyID string) {

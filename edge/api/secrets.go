@@ -3,16 +3,16 @@ package api
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -24,19 +24,19 @@ const MaxSecretsWait = 60 * time.Second
 // answer: its write deadline is the wait plus this.
 const pollSlack = 15 * time.Second
 
-func secretInfo(m store.SecretMeta) client.SecretInfo {
+func secretInfo(m store.SecretMeta) apiwire.SecretInfo {
 	keys := m.Keys
 	if keys == nil {
 		keys = []string{}
 	}
-	return client.SecretInfo{Name: m.Name, Version: m.Version, Keys: keys, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+	return apiwire.SecretInfo{Name: m.Name, Version: m.Version, Keys: keys, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 }
 
 // secretName validates the name in the path.
 func secretName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
 	if err := secrets.CheckName(name); err != nil {
-		return "", fail(http.StatusBadRequest, client.CodeInvalidRequest, "%v", err)
+		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "%v", err)
 	}
 	return name, nil
 }
@@ -45,7 +45,7 @@ func secretName(r *http.Request) (string, error) {
 // answer depends on the name alone, so it reveals nothing about which
 // secrets exist.
 func outsidePrefix(p *auth.Principal, name string) error {
-	return fail(http.StatusForbidden, client.CodeForbidden,
+	return fail(http.StatusForbidden, apiwire.CodeForbidden,
 		"API key %s may only use secrets whose names start with %q; %q does not", p.ID, p.SecretPrefix, name)
 }
 
@@ -57,19 +57,19 @@ func (s *Server) putSecret(r *http.Request, p *auth.Principal) (int, any, error)
 	if !p.MaySeeSecret(name) {
 		return 0, nil, outsidePrefix(p, name)
 	}
-	var in client.PutSecret
+	var in apiwire.PutSecret
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
 	if err := secrets.CheckData(in.Data); err != nil {
 		var tl *secrets.TooLargeError
 		if errors.As(err, &tl) {
-			return 0, nil, fail(http.StatusRequestEntityTooLarge, client.CodeTooLarge, "%v", err)
+			return 0, nil, fail(http.StatusRequestEntityTooLarge, apiwire.CodeTooLarge, "%v", err)
 		}
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "%v", err)
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "%v", err)
 	}
 	if in.ExpectedVersion != nil && *in.ExpectedVersion < 0 {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"expected_version %d: use 0 (must not exist) or the version the secret must be at", *in.ExpectedVersion)
 	}
 	meta, created, err := s.cfg.Secrets.Put(name, in.Data, in.ExpectedVersion)
@@ -77,9 +77,9 @@ func (s *Server) putSecret(r *http.Request, p *auth.Principal) (int, any, error)
 	var le *secrets.LimitError
 	switch {
 	case errors.As(err, &vc):
-		return 0, nil, fail(http.StatusConflict, client.CodeVersionConflict, "%v", vc)
+		return 0, nil, fail(http.StatusConflict, apiwire.CodeVersionConflict, "%v", vc)
 	case errors.As(err, &le):
-		return 0, nil, fail(http.StatusConflict, client.CodeLimitExceeded, "%v", le)
+		return 0, nil, fail(http.StatusConflict, apiwire.CodeLimitExceeded, "%v", le)
 	case err != nil:
 		return 0, nil, fmt.Errorf("storing secret: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *Server) getSecret(r *http.Request, p *auth.Principal) (int, any, error)
 	} else if err != nil {
 		return 0, nil, fmt.Errorf("reading secret: %w", err)
 	}
-	return http.StatusOK, client.Secret{SecretInfo: secretInfo(meta), Data: data}, nil
+	return http.StatusOK, apiwire.Secret{SecretInfo: secretInfo(meta), Data: data}, nil
 }
 
 func (s *Server) deleteSecret(r *http.Request, p *auth.Principal) (int, any, error) {
@@ -158,7 +158,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		// Taken before listing, so a write between the list and the wait
 		// still wakes this request.
 		changed := s.cfg.Secrets.Changed()
-		out := client.SecretList{Items: []client.SecretInfo{}}
+		out := apiwire.SecretList{Items: []apiwire.SecretInfo{}}
 		if ok {
 			metas, err := s.cfg.Secrets.List(prefix)
 			if err != nil {
@@ -198,12 +198,12 @@ func parseWait(v string) (time.Duration, error) {
 	if err != nil {
 		n, nerr := strconv.Atoi(v)
 		if nerr != nil {
-			return 0, fail(http.StatusBadRequest, client.CodeInvalidRequest, "wait %q: want a duration such as 30s (at most %s)", v, MaxSecretsWait)
+			return 0, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "wait %q: want a duration such as 30s (at most %s)", v, MaxSecretsWait)
 		}
 		d = time.Duration(n) * time.Second
 	}
 	if d < 0 {
-		return 0, fail(http.StatusBadRequest, client.CodeInvalidRequest, "wait %q must not be negative", v)
+		return 0, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "wait %q must not be negative", v)
 	}
 	return min(d, MaxSecretsWait), nil
 }
@@ -223,7 +223,7 @@ func visiblePrefix(keyPrefix, query string) (string, bool) {
 // listETag hashes the names and versions of a list, and creation times:
 // a secret deleted and created again restarts at version 1, and must not
 // look unchanged to a client that saw the old one.
-func listETag(items []client.SecretInfo) string {
+func listETag(items []apiwire.SecretInfo) string {
 	h := sha256.New()
 	for _, it := range items {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\n", it.Name, it.Version, it.CreatedAt.UnixNano())

@@ -7,23 +7,23 @@ import (
 	"net/http"
 	"strconv"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
-func (s *Server) tcpOut(e store.TCPEndpoint) client.TCPEndpoint {
-	return client.TCPEndpoint{
+func (s *Server) tcpOut(e store.TCPEndpoint) apiwire.TCPEndpoint {
+	return apiwire.TCPEndpoint{
 		Alias: e.Alias, Port: e.Port, Sharing: sharingOut(e.Ownership), CreatedAt: e.CreatedAt,
 		Address: net.JoinHostPort(s.cfg.PublicTCPHost, strconv.Itoa(e.Port)),
 	}
 }
 
 func (s *Server) createTCPEndpoint(r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.CreateTCPEndpoint
+	var in apiwire.CreateTCPEndpoint
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -31,7 +31,7 @@ func (s *Server) createTCPEndpoint(r *http.Request, p *auth.Principal) (int, any
 		return 0, nil, err
 	}
 	if err := names.CheckAlias(in.Alias); err != nil {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest, "%v", err)
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "%v", err)
 	}
 	own, err := checkSharing(in.Sharing)
 	if err != nil {
@@ -56,9 +56,9 @@ func (s *Server) createTCPEndpoint(r *http.Request, p *auth.Principal) (int, any
 	}
 	switch {
 	case errors.Is(err, store.ErrExists):
-		return 0, nil, fail(http.StatusConflict, client.CodeNameTaken, "TCP endpoint %q already exists", in.Alias)
+		return 0, nil, fail(http.StatusConflict, apiwire.CodeNameTaken, "TCP endpoint %q already exists", in.Alias)
 	case errors.Is(err, tcpports.ErrExhausted):
-		return 0, nil, fail(http.StatusConflict, client.CodePortsExhausted,
+		return 0, nil, fail(http.StatusConflict, apiwire.CodePortsExhausted,
 			"every port of the edge's TCP range %d-%d is reserved or held by another process on the edge host; delete an endpoint, free the ports or widen the range",
 			s.cfg.TCPPortFirst, s.cfg.TCPPortLast)
 	case err != nil:
@@ -72,7 +72,7 @@ func (s *Server) listTCPEndpoints(*http.Request, *auth.Principal) (int, any, err
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing TCP endpoints: %w", err)
 	}
-	out := client.List[client.TCPEndpoint]{Items: make([]client.TCPEndpoint, 0, len(recs))}
+	out := apiwire.List[apiwire.TCPEndpoint]{Items: make([]apiwire.TCPEndpoint, 0, len(recs))}
 	for _, e := range recs {
 		out.Items = append(out.Items, s.tcpOut(e))
 	}

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -17,7 +17,7 @@ import (
 // (which has another cluster id unless it was set to the old one). It is
 // logged as an audit line with the key that asked and what moved.
 func (s *Server) transferOwners(r *http.Request, p *auth.Principal) (int, any, error) {
-	var in client.OwnerTransfer
+	var in apiwire.OwnerTransfer
 	if err := decode(r, &in); err != nil {
 		return 0, nil, err
 	}
@@ -28,11 +28,11 @@ func (s *Server) transferOwners(r *http.Request, p *auth.Principal) (int, any, e
 		return 0, nil, err
 	}
 	if store.UnderPrefix(in.To, in.From) || store.UnderPrefix(in.From, in.To) {
-		return 0, nil, fail(http.StatusBadRequest, client.CodeInvalidRequest,
+		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"from %q and to %q overlap: give two different owner prefixes, e.g. the lost cluster's id and the new cluster's", in.From, in.To)
 	}
 	t, err := s.st.TransferOwners(in.From, in.To)
-	out := client.OwnerTransferResult{From: in.From, To: in.To, Domains: []string{}, TCPEndpoints: []string{}, Claims: []string{}}
+	out := apiwire.OwnerTransferResult{From: in.From, To: in.To, Domains: []string{}, TCPEndpoints: []string{}, Claims: []string{}}
 	for _, d := range t.Domains {
 		out.Domains = append(out.Domains, d.Name)
 		s.EndUnshared(protocol.ProtocolHTTP, []string{d.Name}, d.Ownership)

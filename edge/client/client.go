@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // Client calls the control API with one API key.
@@ -76,32 +78,32 @@ func (c *Client) applyTrust(t Trust) error {
 }
 
 // Edge returns the edge's public facts, including the SSH host key to pin.
-func (c *Client) Edge(ctx context.Context) (*EdgeInfo, error) {
-	var out EdgeInfo
+func (c *Client) Edge(ctx context.Context) (*apiwire.EdgeInfo, error) {
+	var out apiwire.EdgeInfo
 	return &out, c.do(ctx, http.MethodGet, "/v1/edge", nil, &out)
 }
 
 // Nodes lists the edge's live nodes (one for a single edge).
-func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
-	var out List[Node]
+func (c *Client) Nodes(ctx context.Context) ([]apiwire.Node, error) {
+	var out apiwire.List[apiwire.Node]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/nodes", nil, &out)
 }
 
 // WhoAmI describes the calling key.
-func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
-	var out WhoAmI
+func (c *Client) WhoAmI(ctx context.Context) (*apiwire.WhoAmI, error) {
+	var out apiwire.WhoAmI
 	return &out, c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
 }
 
 // CreateAPIKey creates an API key; the response carries the secret once.
-func (c *Client) CreateAPIKey(ctx context.Context, in CreateAPIKey) (*APIKey, error) {
-	var out APIKey
+func (c *Client) CreateAPIKey(ctx context.Context, in apiwire.CreateAPIKey) (*apiwire.APIKey, error) {
+	var out apiwire.APIKey
 	return &out, c.do(ctx, http.MethodPost, "/v1/api-keys", in, &out)
 }
 
 // ListAPIKeys lists API keys (never their secrets).
-func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
-	var out List[APIKey]
+func (c *Client) ListAPIKeys(ctx context.Context) ([]apiwire.APIKey, error) {
+	var out apiwire.List[apiwire.APIKey]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/api-keys", nil, &out)
 }
 
@@ -111,20 +113,20 @@ func (c *Client) DeleteAPIKey(ctx context.Context, id string) error {
 }
 
 // CreateTunnelKey issues a tunnel key; the response carries the secret once.
-func (c *Client) CreateTunnelKey(ctx context.Context, in CreateTunnelKey) (*TunnelKey, error) {
-	var out TunnelKey
+func (c *Client) CreateTunnelKey(ctx context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error) {
+	var out apiwire.TunnelKey
 	return &out, c.do(ctx, http.MethodPost, "/v1/tunnel-keys", in, &out)
 }
 
 // ListTunnelKeys lists tunnel keys whose labels include every given label.
-func (c *Client) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]TunnelKey, error) {
-	var out List[TunnelKey]
+func (c *Client) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
+	var out apiwire.List[apiwire.TunnelKey]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/tunnel-keys"+labelQuery(labels), nil, &out)
 }
 
 // ListTunnelKeysPage reads one page of the tunnel keys, in id order; see
 // KeyPageRequest.
-func (c *Client) ListTunnelKeysPage(ctx context.Context, in KeyPageRequest) (*KeyPage, error) {
+func (c *Client) ListTunnelKeysPage(ctx context.Context, in apiwire.KeyPageRequest) (*apiwire.KeyPage, error) {
 	q := url.Values{}
 	for _, k := range slices.Sorted(maps.Keys(in.Labels)) {
 		q.Add("label", k+"="+in.Labels[k])
@@ -137,33 +139,33 @@ func (c *Client) ListTunnelKeysPage(ctx context.Context, in KeyPageRequest) (*Ke
 	if in.IfNoneMatch != "" {
 		hdr = http.Header{"If-None-Match": {in.IfNoneMatch}}
 	}
-	var out List[TunnelKey]
+	var out apiwire.List[apiwire.TunnelKey]
 	ans, err := c.doWith(ctx, http.MethodGet, "/v1/tunnel-keys?"+q.Encode(), hdr, 0, nil, &out)
 	if err != nil {
 		return nil, err
 	}
-	return &KeyPage{Items: out.Items, Next: out.Next, ETag: ans.header.Get("ETag"),
+	return &apiwire.KeyPage{Items: out.Items, Next: out.Next, ETag: ans.header.Get("ETag"),
 		NotModified: ans.status == http.StatusNotModified}, nil
 }
 
-// CreateTunnelKeys issues up to MaxBatch tunnel keys in one call; the
+// CreateTunnelKeys issues up to apiwire.MaxBatch tunnel keys in one call; the
 // results are in the order of in, each with its key (and secret) or its
-// refusal (TunnelKeyResult.Err).
-func (c *Client) CreateTunnelKeys(ctx context.Context, in []CreateTunnelKey) ([]TunnelKeyResult, error) {
-	var out List[TunnelKeyResult]
-	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/batch", CreateTunnelKeys{Items: in}, &out)
+// refusal (apiwire.TunnelKeyResult.Err).
+func (c *Client) CreateTunnelKeys(ctx context.Context, in []apiwire.CreateTunnelKey) ([]apiwire.TunnelKeyResult, error) {
+	var out apiwire.List[apiwire.TunnelKeyResult]
+	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/batch", apiwire.CreateTunnelKeys{Items: in}, &out)
 }
 
-// RenewTunnelKeys renews up to MaxBatch tunnel keys in one call; the
+// RenewTunnelKeys renews up to apiwire.MaxBatch tunnel keys in one call; the
 // results are in the order of ids.
-func (c *Client) RenewTunnelKeys(ctx context.Context, ids []string) ([]TunnelKeyResult, error) {
-	var out List[TunnelKeyResult]
-	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/renew", RenewTunnelKeys{IDs: ids}, &out)
+func (c *Client) RenewTunnelKeys(ctx context.Context, ids []string) ([]apiwire.TunnelKeyResult, error) {
+	var out apiwire.List[apiwire.TunnelKeyResult]
+	return out.Items, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/renew", apiwire.RenewTunnelKeys{IDs: ids}, &out)
 }
 
 // GetTunnelKey returns one tunnel key.
-func (c *Client) GetTunnelKey(ctx context.Context, id string) (*TunnelKey, error) {
-	var out TunnelKey
+func (c *Client) GetTunnelKey(ctx context.Context, id string) (*apiwire.TunnelKey, error) {
+	var out apiwire.TunnelKey
 	return &out, c.do(ctx, http.MethodGet, "/v1/tunnel-keys/"+url.PathEscape(id), nil, &out)
 }
 
@@ -173,34 +175,34 @@ func (c *Client) RevokeTunnelKey(ctx context.Context, id string) error {
 }
 
 // CreateDomain reserves a subdomain or a custom domain.
-func (c *Client) CreateDomain(ctx context.Context, in CreateDomain) (*Domain, error) {
-	var out Domain
+func (c *Client) CreateDomain(ctx context.Context, in apiwire.CreateDomain) (*apiwire.Domain, error) {
+	var out apiwire.Domain
 	return &out, c.do(ctx, http.MethodPost, "/v1/domains", in, &out)
 }
 
 // ListDomains lists reserved domains.
-func (c *Client) ListDomains(ctx context.Context) ([]Domain, error) {
-	var out List[Domain]
+func (c *Client) ListDomains(ctx context.Context) ([]apiwire.Domain, error) {
+	var out apiwire.List[apiwire.Domain]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/domains", nil, &out)
 }
 
 // GetDomain returns a reserved domain by full host name.
-func (c *Client) GetDomain(ctx context.Context, name string) (*Domain, error) {
-	var out Domain
+func (c *Client) GetDomain(ctx context.Context, name string) (*apiwire.Domain, error) {
+	var out apiwire.Domain
 	return &out, c.do(ctx, http.MethodGet, "/v1/domains/"+url.PathEscape(name), nil, &out)
 }
 
 // RenewTunnelKey extends a tunnel key's expiry by the edge's TTL. An
 // already expired key is refused with code key_expired.
-func (c *Client) RenewTunnelKey(ctx context.Context, id string) (*TunnelKey, error) {
-	var out TunnelKey
+func (c *Client) RenewTunnelKey(ctx context.Context, id string) (*apiwire.TunnelKey, error) {
+	var out apiwire.TunnelKey
 	return &out, c.do(ctx, http.MethodPost, "/v1/tunnel-keys/"+url.PathEscape(id)+"/renew", nil, &out)
 }
 
 // VerifyDomain re-runs the DNS check of a custom domain, acting for owner
 // (see DeleteDomain).
-func (c *Client) VerifyDomain(ctx context.Context, name, owner string) (*Domain, error) {
-	var out Domain
+func (c *Client) VerifyDomain(ctx context.Context, name, owner string) (*apiwire.Domain, error) {
+	var out apiwire.Domain
 	return &out, c.do(ctx, http.MethodPost, "/v1/domains/"+url.PathEscape(name)+"/verify"+ownerQuery(owner), nil, &out)
 }
 
@@ -215,26 +217,26 @@ func (c *Client) DeleteDomain(ctx context.Context, name, owner string) error {
 
 // TransferOwners hands every reservation and claim of the owners under
 // from to the same owners under to; it needs a full key.
-func (c *Client) TransferOwners(ctx context.Context, from, to string) (*OwnerTransferResult, error) {
-	var out OwnerTransferResult
-	return &out, c.do(ctx, http.MethodPost, "/v1/owner-transfers", OwnerTransfer{From: from, To: to}, &out)
+func (c *Client) TransferOwners(ctx context.Context, from, to string) (*apiwire.OwnerTransferResult, error) {
+	var out apiwire.OwnerTransferResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/owner-transfers", apiwire.OwnerTransfer{From: from, To: to}, &out)
 }
 
 // CreateTCPEndpoint reserves a port for an alias.
-func (c *Client) CreateTCPEndpoint(ctx context.Context, in CreateTCPEndpoint) (*TCPEndpoint, error) {
-	var out TCPEndpoint
+func (c *Client) CreateTCPEndpoint(ctx context.Context, in apiwire.CreateTCPEndpoint) (*apiwire.TCPEndpoint, error) {
+	var out apiwire.TCPEndpoint
 	return &out, c.do(ctx, http.MethodPost, "/v1/tcp-endpoints", in, &out)
 }
 
 // ListTCPEndpoints lists reserved TCP endpoints.
-func (c *Client) ListTCPEndpoints(ctx context.Context) ([]TCPEndpoint, error) {
-	var out List[TCPEndpoint]
+func (c *Client) ListTCPEndpoints(ctx context.Context) ([]apiwire.TCPEndpoint, error) {
+	var out apiwire.List[apiwire.TCPEndpoint]
 	return out.Items, c.do(ctx, http.MethodGet, "/v1/tcp-endpoints", nil, &out)
 }
 
 // GetTCPEndpoint returns a reserved TCP endpoint by alias.
-func (c *Client) GetTCPEndpoint(ctx context.Context, alias string) (*TCPEndpoint, error) {
-	var out TCPEndpoint
+func (c *Client) GetTCPEndpoint(ctx context.Context, alias string) (*apiwire.TCPEndpoint, error) {
+	var out apiwire.TCPEndpoint
 	return &out, c.do(ctx, http.MethodGet, "/v1/tcp-endpoints/"+url.PathEscape(alias), nil, &out)
 }
 
@@ -246,23 +248,23 @@ func (c *Client) DeleteTCPEndpoint(ctx context.Context, alias, owner string) err
 
 // ShareDomain replaces the list of other owners allowed to use a domain,
 // acting for owner (see DeleteDomain).
-func (c *Client) ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*Domain, error) {
-	var out Domain
+func (c *Client) ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*apiwire.Domain, error) {
+	var out apiwire.Domain
 	if sharedWith == nil {
 		sharedWith = []string{} // null would read as "field missing"
 	}
-	body := UpdateSharing{SharedWith: &sharedWith}
+	body := apiwire.UpdateSharing{SharedWith: &sharedWith}
 	return &out, c.do(ctx, http.MethodPatch, "/v1/domains/"+url.PathEscape(name)+ownerQuery(owner), body, &out)
 }
 
 // ShareTCPEndpoint replaces the list of other owners allowed to use a TCP
 // endpoint, acting for owner (see DeleteDomain).
-func (c *Client) ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*TCPEndpoint, error) {
-	var out TCPEndpoint
+func (c *Client) ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*apiwire.TCPEndpoint, error) {
+	var out apiwire.TCPEndpoint
 	if sharedWith == nil {
 		sharedWith = []string{} // null would read as "field missing"
 	}
-	body := UpdateSharing{SharedWith: &sharedWith}
+	body := apiwire.UpdateSharing{SharedWith: &sharedWith}
 	return &out, c.do(ctx, http.MethodPatch, "/v1/tcp-endpoints/"+url.PathEscape(alias)+ownerQuery(owner), body, &out)
 }
 
@@ -358,9 +360,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 		return ans, nil
 	}
 	if resp.StatusCode >= 300 {
-		ae := &APIError{Status: resp.StatusCode}
+		ae := &apiwire.APIError{Status: resp.StatusCode}
 		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-			ae.Code = CodeInternal
+			ae.Code = apiwire.CodeInternal
 			ae.Message = strings.TrimSpace(string(data))
 		}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {

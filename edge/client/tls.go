@@ -1,20 +1,15 @@
 package client
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-)
 
-// FingerprintPrefix starts every certificate fingerprint: "sha256:" and 64
-// lower-case hex digits, as `tuna-edge api-fingerprint` prints it.
-const FingerprintPrefix = "sha256:"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+)
 
 // Trust says how a client verifies the control API's TLS certificate. The
 // edge serves a self-signed certificate by default, so a client pins it by
@@ -33,24 +28,6 @@ type Trust struct {
 // IsZero reports whether neither a pin nor a CA bundle is set.
 func (t Trust) IsZero() bool { return t.Fingerprint == "" && len(t.CABundle) == 0 }
 
-// Fingerprint returns the "sha256:HEX" fingerprint of a DER certificate.
-func Fingerprint(der []byte) string {
-	sum := sha256.Sum256(der)
-	return FingerprintPrefix + hex.EncodeToString(sum[:])
-}
-
-// ParseFingerprint normalises a pinned fingerprint. It takes "sha256:" and
-// 64 hex digits in either case, with or without colons between the bytes
-// (as openssl x509 -fingerprint -sha256 prints them).
-func ParseFingerprint(s string) (string, error) {
-	hexPart, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(s)), FingerprintPrefix)
-	raw, err := hex.DecodeString(strings.ReplaceAll(hexPart, ":", ""))
-	if !ok || err != nil || len(raw) != sha256.Size {
-		return "", fmt.Errorf("invalid certificate fingerprint %q: want %s and 64 hex digits, as `tuna-edge api-fingerprint` prints it", s, FingerprintPrefix)
-	}
-	return FingerprintPrefix + hex.EncodeToString(raw), nil
-}
-
 // TLSConfig is the client TLS configuration for t; it fails on a malformed
 // fingerprint or a bundle without certificates.
 func (t Trust) TLSConfig() (*tls.Config, error) {
@@ -65,7 +42,7 @@ func (t Trust) TLSConfig() (*tls.Config, error) {
 	if t.Fingerprint == "" {
 		return cfg, nil
 	}
-	want, err := ParseFingerprint(t.Fingerprint)
+	want, err := apiwire.ParseFingerprint(t.Fingerprint)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +55,7 @@ func (t Trust) TLSConfig() (*tls.Config, error) {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("the edge API sent no certificate")
 		}
-		got := Fingerprint(cs.PeerCertificates[0].Raw)
+		got := apiwire.Fingerprint(cs.PeerCertificates[0].Raw)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return fmt.Errorf("edge API certificate fingerprint is %s, but %s is pinned: "+
 				"run `tuna-edge api-fingerprint` on the edge and pin what it prints, or find what intercepts the connection", got, want)

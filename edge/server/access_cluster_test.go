@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access/link"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -31,14 +31,14 @@ func TestClusterAccessSessions(t *testing.T) {
 	key := bytes.Repeat([]byte("L"), 32)
 	const owner = "c1/team-a"
 	htpasswd := "partner:$2y$04$0zOJr2Ffx7M8bUwxnfNWce6ZHHwU3mnyQ/HTMGHqhYZ/2zrGnJrxm\n"
-	if _, err := n0.client(n0.writeKey).PutAccessPolicy(ctx, client.AccessPolicy{Name: "share", Owner: owner, Rules: []client.AccessRule{
-		{PathPrefixes: []string{"/partners/"}, BasicAuth: &client.BasicAuthRule{Htpasswd: htpasswd}},
-		{PathPrefixes: []string{"/staff/"}, OIDC: &client.OIDCRule{IssuerURL: "https://idp.example.com", ClientID: "edge", ClientSecret: "oidc-client-secret-value"}},
-		{Links: &client.LinksRule{Key: string(key)}},
+	if _, err := n0.client(n0.writeKey).PutAccessPolicy(ctx, apiwire.AccessPolicy{Name: "share", Owner: owner, Rules: []apiwire.AccessRule{
+		{PathPrefixes: []string{"/partners/"}, BasicAuth: &apiwire.BasicAuthRule{Htpasswd: htpasswd}},
+		{PathPrefixes: []string{"/staff/"}, OIDC: &apiwire.OIDCRule{IssuerURL: "https://idp.example.com", ClientID: "edge", ClientSecret: "oidc-client-secret-value"}},
+		{Links: &apiwire.LinksRule{Key: string(key)}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	tk := n0.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app", Owner: owner})
+	tk := n0.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app", Owner: owner})
 	for _, n := range c.nodes {
 		s := n.mustDial(t, tk.Key)
 		bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "app", AccessPolicy: "share"})

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -85,7 +85,7 @@ func TestACMEAcrossClusterNodes(t *testing.T) {
 
 	api := a.client(a.writeKey)
 	for _, sub := range []string{"via-http", "via-alpn", "both"} {
-		if _, err := api.CreateDomain(context.Background(), client.CreateDomain{Subdomain: sub}); err != nil {
+		if _, err := api.CreateDomain(context.Background(), apiwire.CreateDomain{Subdomain: sub}); err != nil {
 			t.Fatal(err)
 		}
 		host := sub + "." + baseDomain

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -94,15 +94,15 @@ func TestACMEOnlyForServedNames(t *testing.T) {
 	ctx := context.Background()
 	api := e.client(e.writeKey)
 
-	if _, err := api.CreateDomain(ctx, client.CreateDomain{Subdomain: "reserved"}); err != nil {
+	if _, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "reserved"}); err != nil {
 		t.Fatal(err)
 	}
-	custom, err := api.CreateDomain(ctx, client.CreateDomain{Domain: "www.example.org"})
+	custom, err := api.CreateDomain(ctx, apiwire.CreateDomain{Domain: "www.example.org"})
 	if err != nil || custom.Verified {
 		t.Fatalf("custom domain: %+v, %v (want unverified)", custom, err)
 	}
-	keyed := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "keyed"})
-	anyKey := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	keyed := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "keyed"})
+	anyKey := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	live := e.mustDial(t, anyKey.Key)
 	bind(t, live, protocol.BindRequest{Protocol: "http", Subdomain: "live"})
 

@@ -19,7 +19,7 @@ import (
 	"slices"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // apiCertFile holds the control API's generated certificate and its ECDSA
@@ -51,7 +51,7 @@ func loadAPITLS(cfg *Config, now time.Time, log *slog.Logger) (*apiTLS, error) {
 		if err != nil {
 			return nil, fmt.Errorf("edge: loading API certificate: %w", err)
 		}
-		return &apiTLS{cert: cert, fingerprint: client.Fingerprint(cert.Certificate[0]), source: "file"}, nil
+		return &apiTLS{cert: cert, fingerprint: apiwire.Fingerprint(cert.Certificate[0]), source: "file"}, nil
 	}
 	hosts := apiCertHosts(cfg)
 	path := APICertPath(cfg.DataDir)
@@ -62,9 +62,9 @@ func loadAPITLS(cfg *Config, now time.Time, log *slog.Logger) (*apiTLS, error) {
 		return nil, err
 	case now.After(cert.Leaf.NotAfter):
 		log.Warn("the generated API certificate has expired; making a new one: update every client's pinned fingerprint",
-			"file", path, "old_fingerprint", client.Fingerprint(cert.Certificate[0]))
+			"file", path, "old_fingerprint", apiwire.Fingerprint(cert.Certificate[0]))
 	default:
-		return &apiTLS{cert: *cert, fingerprint: client.Fingerprint(cert.Certificate[0]), source: "reused",
+		return &apiTLS{cert: *cert, fingerprint: apiwire.Fingerprint(cert.Certificate[0]), source: "reused",
 			missing: uncovered(cert.Leaf, hosts)}, nil
 	}
 	pemData, err := newAPICert(hosts, now)
@@ -78,7 +78,7 @@ func loadAPITLS(cfg *Config, now time.Time, log *slog.Logger) (*apiTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiTLS{cert: *fresh, fingerprint: client.Fingerprint(fresh.Certificate[0]), source: "generated"}, nil
+	return &apiTLS{cert: *fresh, fingerprint: apiwire.Fingerprint(fresh.Certificate[0]), source: "generated"}, nil
 }
 
 // apiCertHosts are the names a generated certificate covers: loopback, the

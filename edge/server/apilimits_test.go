@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -100,7 +101,7 @@ func TestAPIOversizedBody(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("status %d, body not JSON: %v", resp.StatusCode, err)
 	}
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || out["code"] != client.CodeTooLarge ||
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || out["code"] != apiwire.CodeTooLarge ||
 		!strings.Contains(out["error"], "bytes") || !strings.HasPrefix(out["request_id"], "req_") {
 		t.Fatalf("oversized body: %d %v", resp.StatusCode, out)
 	}
@@ -116,7 +117,7 @@ func TestAPIRateLimitPerKey(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.APIRateLimit, c.APIRateBurst = 0.5, 5 })
 	ctx := context.Background()
 	c := e.client(e.writeKey)
-	var limited *client.APIError
+	var limited *apiwire.APIError
 	for i := range 20 {
 		_, err := c.WhoAmI(ctx)
 		if err == nil {
@@ -133,7 +134,7 @@ func TestAPIRateLimitPerKey(t *testing.T) {
 	if limited == nil {
 		t.Fatal("20 calls at once were never limited (rate 0.5/s, burst 5)")
 	}
-	if limited.Status != http.StatusTooManyRequests || limited.Code != client.CodeRateLimited ||
+	if limited.Status != http.StatusTooManyRequests || limited.Code != apiwire.CodeRateLimited ||
 		limited.RetryAfter < time.Second || !limited.Retryable() || limited.RequestID == "" {
 		t.Fatalf("limited answer: %+v", limited)
 	}
@@ -157,13 +158,13 @@ func TestAPIRateLimitPerKey(t *testing.T) {
 	// At 0.5/s the next token is at most 2 s away; whole seconds, rounded up.
 	ra := resp.Header.Get("Retry-After")
 	if resp.StatusCode != http.StatusTooManyRequests || (ra != "1" && ra != "2") ||
-		out["code"] != client.CodeRateLimited || out["request_id"] == "" {
+		out["code"] != apiwire.CodeRateLimited || out["request_id"] == "" {
 		t.Fatalf("raw 429: %d Retry-After %q %v", resp.StatusCode, ra, out)
 	}
 	// The budget is told on every authenticated answer, the refusal too,
 	// so a client paces itself without a 429 to learn it from.
-	if l, b := resp.Header.Get(client.HeaderRateLimit), resp.Header.Get(client.HeaderRateBurst); l != "0.5" || b != "5" {
-		t.Errorf("advertised budget on a 429: %s=%q %s=%q, want 0.5 and 5", client.HeaderRateLimit, l, client.HeaderRateBurst, b)
+	if l, b := resp.Header.Get(apiwire.HeaderRateLimit), resp.Header.Get(apiwire.HeaderRateBurst); l != "0.5" || b != "5" {
+		t.Errorf("advertised budget on a 429: %s=%q %s=%q, want 0.5 and 5", apiwire.HeaderRateLimit, l, apiwire.HeaderRateBurst, b)
 	}
 	info, err := e.client(e.fullKey).Edge(ctx)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -46,7 +47,7 @@ func TestAPIServesTLSByDefault(t *testing.T) {
 		t.Fatalf("APIURL = %s, want https", e.APIURL())
 	}
 	fp := e.APIFingerprint()
-	if _, err := client.ParseFingerprint(fp); err != nil {
+	if _, err := apiwire.ParseFingerprint(fp); err != nil {
 		t.Fatalf("APIFingerprint %q: %v", fp, err)
 	}
 	if !strings.Contains(logs.String(), "fingerprint="+fp) {
@@ -55,7 +56,7 @@ func TestAPIServesTLSByDefault(t *testing.T) {
 
 	plainURL := "http://" + strings.TrimPrefix(e.APIURL(), "https://")
 	_, err := client.New(plainURL, e.writeKey).WhoAmI(context.Background())
-	var ae *client.APIError
+	var ae *apiwire.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, "HTTPS") {
 		t.Fatalf("plain HTTP to the TLS port: %v, want the server's 400 about HTTPS", err)
 	}
@@ -82,7 +83,7 @@ func TestAPIInsecureHTTPIsExplicit(t *testing.T) {
 		t.Errorf("a certificate was generated for a plain-HTTP API: %v", err)
 	}
 	// A client that pins cannot be pointed at plain HTTP by mistake.
-	_, err := client.New(e.APIURL(), e.writeKey, client.WithTrust(client.Trust{Fingerprint: client.Fingerprint([]byte("x"))})).WhoAmI(context.Background())
+	_, err := client.New(e.APIURL(), e.writeKey, client.WithTrust(client.Trust{Fingerprint: apiwire.Fingerprint([]byte("x"))})).WhoAmI(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "https://") {
 		t.Fatalf("pinning client on an http:// URL: %v, want a refusal naming https://", err)
 	}
@@ -98,14 +99,14 @@ func TestAPIInsecureHTTPIsExplicit(t *testing.T) {
 func TestAPIPinning(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
-	wrong := client.Fingerprint([]byte("another certificate"))
+	wrong := apiwire.Fingerprint([]byte("another certificate"))
 	_, err := client.New(e.APIURL(), e.writeKey, client.WithTrust(client.Trust{Fingerprint: wrong})).WhoAmI(ctx)
 	if err == nil || !strings.Contains(err.Error(), e.APIFingerprint()) || !strings.Contains(err.Error(), wrong) {
 		t.Fatalf("wrong pin: %v, want an error naming %s and %s", err, e.APIFingerprint(), wrong)
 	}
 
 	// The pin as openssl prints it (upper case, colons) is the same pin.
-	hexPart := strings.TrimPrefix(e.APIFingerprint(), client.FingerprintPrefix)
+	hexPart := strings.TrimPrefix(e.APIFingerprint(), apiwire.FingerprintPrefix)
 	var openssl []string
 	for i := 0; i < len(hexPart); i += 2 {
 		openssl = append(openssl, strings.ToUpper(hexPart[i:i+2]))
@@ -133,7 +134,7 @@ func TestAPIPinning(t *testing.T) {
 	if _, err := (client.Trust{CABundle: []byte("not PEM")}).TLSConfig(); err == nil {
 		t.Fatal("a CA bundle without certificates was accepted")
 	}
-	if _, err := client.ParseFingerprint("sha256:abcd"); err == nil {
+	if _, err := apiwire.ParseFingerprint("sha256:abcd"); err == nil {
 		t.Fatal("a short fingerprint was accepted")
 	}
 }
@@ -176,7 +177,7 @@ func TestAPICertificateSurvivesRestart(t *testing.T) {
 		t.Errorf("start log does not say the certificate was reused:\n%s", logs.String())
 	}
 	cert, err := server.ReadAPICertificate(dir, "")
-	if err != nil || client.Fingerprint(cert.Raw) != fp {
+	if err != nil || apiwire.Fingerprint(cert.Raw) != fp {
 		t.Fatalf("ReadAPICertificate: %v %v, want fingerprint %s", cert, err, fp)
 	}
 	if _, err := server.ReadAPICertificate(t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "start the edge once") {
@@ -193,8 +194,8 @@ func TestAPIConfiguredCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.APIFingerprint() != client.Fingerprint(cert.Raw) {
-		t.Fatalf("APIFingerprint %s is not the configured certificate's %s", e.APIFingerprint(), client.Fingerprint(cert.Raw))
+	if e.APIFingerprint() != apiwire.Fingerprint(cert.Raw) {
+		t.Fatalf("APIFingerprint %s is not the configured certificate's %s", e.APIFingerprint(), apiwire.Fingerprint(cert.Raw))
 	}
 	if _, err := e.client(e.writeKey).WhoAmI(context.Background()); err != nil {
 		t.Fatal(err)

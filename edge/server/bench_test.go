@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -33,7 +33,7 @@ func storeKeys(b *testing.B, e *testEdge, n int) {
 	g.SetLimit(8)
 	for i := range n {
 		g.Go(func() error {
-			_, err := api.CreateTunnelKey(context.Background(), client.CreateTunnelKey{
+			_, err := api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{
 				Protocol: "http", Address: fmt.Sprintf("k%d", i),
 			})
 			return err
@@ -117,7 +117,7 @@ func BenchmarkUnknownHost(b *testing.B) {
 func BenchmarkRoutedUnderFlood(b *testing.B) {
 	e := startEdge(b, b.TempDir())
 	storeKeys(b, e, 1999)
-	tk := e.tunnelKey(b, client.CreateTunnelKey{Protocol: "http", Address: "routed"})
+	tk := e.tunnelKey(b, apiwire.CreateTunnelKey{Protocol: "http", Address: "routed"})
 	s := e.mustDial(b, tk.Key)
 	bind(b, s, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(b, s, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -26,7 +26,7 @@ func TestHTTP2RequestBodyStallIsCutOff(t *testing.T) {
 		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
 		c.PublicBodyTimeout = 200 * time.Millisecond
 	})
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "stall"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "stall"})
 	s := e.mustDial(t, tk.Key)
 	reply := bind(t, s, protocol.BindRequest{Protocol: "http"})
 	type read struct {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -99,18 +99,18 @@ func (e *Edge) nodeRecord() store.Node {
 
 // Nodes lists the edge's live nodes for GET /v1/nodes: this one alone for
 // a single edge, else every node whose lease is alive.
-func (e *Edge) Nodes() ([]client.Node, error) {
+func (e *Edge) Nodes() ([]apiwire.Node, error) {
 	if !e.st.Shared() {
 		e.mu.Lock()
 		n := e.nodeRecord()
 		e.mu.Unlock()
-		return []client.Node{nodeOut(n, true)}, nil
+		return []apiwire.Node{nodeOut(n, true)}, nil
 	}
 	ns, err := e.st.Nodes()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]client.Node, 0, len(ns))
+	out := make([]apiwire.Node, 0, len(ns))
 	for _, n := range ns {
 		out = append(out, nodeOut(n, n.Name == e.cfg.NodeName))
 	}
@@ -136,8 +136,8 @@ func (e *Edge) pushNodes() {
 	e.ssh.SetNodes(out)
 }
 
-func nodeOut(n store.Node, self bool) client.Node {
-	return client.Node{Name: n.Name, APIURL: n.APIURL, SSHAddr: n.SSHAddr, HTTPURL: n.HTTPURL, HTTPSURL: n.HTTPSURL,
+func nodeOut(n store.Node, self bool) apiwire.Node {
+	return apiwire.Node{Name: n.Name, APIURL: n.APIURL, SSHAddr: n.SSHAddr, HTTPURL: n.HTTPURL, HTTPSURL: n.HTTPSURL,
 		Draining: n.Draining, StartedAt: n.StartedAt, Self: self}
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/stats"
@@ -24,7 +24,7 @@ func BenchmarkClusterRevocation(b *testing.B) {
 	var local, remote []time.Duration
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		tk := a.tunnelKey(b, client.CreateTunnelKey{Protocol: "http", Address: "rev." + baseDomain})
+		tk := a.tunnelKey(b, apiwire.CreateTunnelKey{Protocol: "http", Address: "rev." + baseDomain})
 		ended := make(chan time.Time, len(c.nodes))
 		for _, n := range c.nodes {
 			s, err := n.dial(b, tk.Key)

@@ -26,7 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -134,7 +134,7 @@ func clusterKeys(t testing.TB) string {
 
 // rawPost sends a JSON body to a node's API and returns the status and the
 // decoded answer.
-func rawPost(t *testing.T, e *testEdge, hc *http.Client, path, body string) (int, client.APIError) {
+func rawPost(t *testing.T, e *testEdge, hc *http.Client, path, body string) (int, apiwire.APIError) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, e.APIURL()+path, strings.NewReader(body))
 	if err != nil {
@@ -147,7 +147,7 @@ func rawPost(t *testing.T, e *testEdge, hc *http.Client, path, body string) (int
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out client.APIError
+	var out apiwire.APIError
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode >= 300 {
 		if err := json.Unmarshal(b, &out); err != nil {
@@ -165,7 +165,7 @@ func TestClusterSameSubdomainAtOnce(t *testing.T) {
 		body := `{"subdomain":"race` + strconv.Itoa(round) + `"}`
 		type res struct {
 			status int
-			err    client.APIError
+			err    apiwire.APIError
 		}
 		out := make([]res, 2)
 		var start, wg sync.WaitGroup
@@ -186,7 +186,7 @@ func TestClusterSameSubdomainAtOnce(t *testing.T) {
 				created++
 			case http.StatusConflict:
 				conflict++
-				if r.err.Code != client.CodeNameTaken || r.err.RequestID == "" || !strings.Contains(r.err.Message, "already reserved") {
+				if r.err.Code != apiwire.CodeNameTaken || r.err.RequestID == "" || !strings.Contains(r.err.Message, "already reserved") {
 					t.Fatalf("round %d: conflict answer %+v, want name_taken with a request id", round, r.err)
 				}
 			default:
@@ -202,7 +202,7 @@ func TestClusterSameSubdomainAtOnce(t *testing.T) {
 func TestClusterRevocationEndsSessionsOnEveryNode(t *testing.T) {
 	c := startCluster(t, 3)
 	a := c.nodes[0]
-	tk := a.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
+	tk := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
 	// The same host key everywhere: one pin reaches every node.
 	pin := a.info(t).SSHHostKey
 	for _, n := range c.nodes[1:] {
@@ -241,11 +241,11 @@ func TestClusterRevocationEndsSessionsOnEveryNode(t *testing.T) {
 func TestClusterTCPEndpointHasOnePortOnEveryNode(t *testing.T) {
 	c := startCluster(t, 3)
 	a := c.nodes[0]
-	ep, err := a.client(a.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
+	ep, err := a.client(a.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "db"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := a.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "db"})
 	for _, n := range c.nodes {
 		s := n.mustDial(t, tk.Key)
 		r := bind(t, s, protocol.BindRequest{Protocol: "tcp", Alias: "db"})
@@ -336,14 +336,14 @@ func TestClusterListsItsNodes(t *testing.T) {
 func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	c := startCluster(t, 2)
 	a, b := c.nodes[0], c.nodes[1]
-	tk := a.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
+	tk := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
 	s := b.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "app"})
 	serveHTTP(t, s, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
 
 	// One member away: nothing visible changes.
 	c.etcd.Stop(2)
-	if _, err := a.client(a.writeKey).CreateDomain(context.Background(), client.CreateDomain{Subdomain: "one-down"}); err != nil {
+	if _, err := a.client(a.writeKey).CreateDomain(context.Background(), apiwire.CreateDomain{Subdomain: "one-down"}); err != nil {
 		t.Fatalf("write with one member down: %v", err)
 	}
 
@@ -351,7 +351,7 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	c.etcd.Stop(1)
 	hc := a.apiHTTP(t)
 	status, apiErr := rawPost(t, a, hc, "/v1/domains", `{"subdomain":"two-down"}`)
-	if status != http.StatusServiceUnavailable || apiErr.Code != client.CodeStateUnavailable || apiErr.RequestID == "" ||
+	if status != http.StatusServiceUnavailable || apiErr.Code != apiwire.CodeStateUnavailable || apiErr.RequestID == "" ||
 		!strings.Contains(apiErr.Message, "established tunnels keep serving") {
 		t.Fatalf("write without quorum: %d %+v, want 503 state_unavailable", status, apiErr)
 	}
@@ -473,10 +473,10 @@ func TestClusterStateHoldsNoKeyMaterial(t *testing.T) {
 	c := startCluster(t, 1)
 	n := c.nodes[0]
 	const value = "correct-horse-battery-staple"
-	if _, err := n.client(n.fullKey).PutSecret(context.Background(), "team/db", client.PutSecret{Data: map[string][]byte{"password": []byte(value)}}); err != nil {
+	if _, err := n.client(n.fullKey).PutSecret(context.Background(), "team/db", apiwire.PutSecret{Data: map[string][]byte{"password": []byte(value)}}); err != nil {
 		t.Fatal(err)
 	}
-	tk := n.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
+	tk := n.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
 
 	ec, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

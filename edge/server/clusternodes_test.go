@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
@@ -48,7 +48,7 @@ func nextNodes(t *testing.T, s *tunnelclient.Session) protocol.NodeList {
 func TestClusterTellsSessionsItsNodes(t *testing.T) {
 	c := startCluster(t, 2)
 	a := c.nodes[0]
-	tk := a.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
+	tk := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app." + baseDomain})
 	if _, err := a.client(tk.Key).Nodes(t.Context()); err == nil {
 		t.Fatal("a tunnel key listed the nodes through the control API")
 	}
@@ -105,7 +105,7 @@ func TestClusterTellsSessionsItsNodes(t *testing.T) {
 
 	// A single edge lists no nodes: its agents keep the one session.
 	one := startEdge(t, t.TempDir())
-	otk := one.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "solo." + baseDomain})
+	otk := one.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "solo." + baseDomain})
 	if r := bind(t, one.mustDial(t, otk.Key), protocol.BindRequest{Protocol: "http", Subdomain: "solo"}); r.Nodes != nil {
 		t.Fatalf("a single edge listed nodes: %+v", *r.Nodes)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -15,11 +15,11 @@ import (
 func TestDeletingDomainEndsItsSession(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
-	d, err := e.client(e.writeKey).CreateDomain(ctx, client.CreateDomain{Subdomain: "shop"})
+	d, err := e.client(e.writeKey).CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "shop"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "shop"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, s, http.HandlerFunc(hello))

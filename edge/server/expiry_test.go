@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -16,7 +16,7 @@ import (
 
 func TestTunnelKeyExpires(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.TunnelKeyTTL = time.Second })
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	if tk.ExpiresAt == nil || !tk.ExpiresAt.Equal(tk.CreatedAt.Add(time.Second)) || tk.TTLSeconds != 1 {
 		t.Fatalf("new key: expires_at %v ttl_seconds %d, want created_at+1s and 1", tk.ExpiresAt, tk.TTLSeconds)
 	}
@@ -37,7 +37,7 @@ func TestTunnelKeyExpires(t *testing.T) {
 		t.Fatalf("login with the expired key: %v, want an AuthError starting with key_expired", err)
 	}
 	_, err = e.client(e.writeKey).RenewTunnelKey(context.Background(), tk.ID)
-	if apiCode(err) != client.CodeKeyExpired {
+	if apiCode(err) != apiwire.CodeKeyExpired {
 		t.Fatalf("renewing an expired key: %v, want code key_expired", err)
 	}
 	if code, _, _ := e.get(t, "brief."+baseDomain, "/", nil); code != http.StatusNotFound {
@@ -48,7 +48,7 @@ func TestTunnelKeyExpires(t *testing.T) {
 func TestTunnelKeyRenewalKeepsSession(t *testing.T) {
 	const ttl = 3 * time.Second
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.TunnelKeyTTL = ttl })
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "kept"})
 	c := e.client(e.writeKey)
@@ -74,14 +74,14 @@ func TestTunnelKeyRenewalKeepsSession(t *testing.T) {
 	if err != nil || got.Session == nil || !got.ExpiresAt.After(*tk.ExpiresAt) {
 		t.Fatalf("key after renewals: %+v %v; want a later expiry and a live session", got, err)
 	}
-	if _, err := c.RenewTunnelKey(context.Background(), "nope"); apiCode(err) != client.CodeNotFound {
+	if _, err := c.RenewTunnelKey(context.Background(), "nope"); apiCode(err) != apiwire.CodeNotFound {
 		t.Fatalf("renewing a missing key: %v", err)
 	}
 }
 
 func TestTunnelKeyExpiryOff(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.TunnelKeyTTL = -1 })
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	if tk.ExpiresAt != nil {
 		t.Fatalf("with expiry off a key has expires_at %v", tk.ExpiresAt)
 	}
@@ -92,7 +92,7 @@ func TestTunnelKeyExpiryOff(t *testing.T) {
 func TestKeysWithoutExpiryGetOneAtStart(t *testing.T) {
 	dir := t.TempDir()
 	e1 := startEdge(t, dir, func(c *server.Config) { c.TunnelKeyTTL = -1 })
-	tk := e1.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e1.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -38,7 +38,7 @@ func TestGatewayAddressAndAnyHost(t *testing.T) {
 	}
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "%s %s", r.Host, r.URL.Path) })
 
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: a.String(), Owner: "c/a"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: a.String(), Owner: "c/a"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, s, echo)
@@ -59,12 +59,12 @@ func TestGatewayAddressAndAnyHost(t *testing.T) {
 	}
 
 	// A key without that address binds no Gateway address.
-	other := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Owner: "c/b"})
+	other := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Owner: "c/b"})
 	if _, err := e.mustDial(t, other.Key).Bind(context.Background(), protocol.BindRequest{Protocol: "http", Domain: b.String()}); err == nil {
 		t.Fatal("a key issued for no address bound a Gateway address")
 	}
 
-	hk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "shop.example.net", Owner: "c/a"})
+	hk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "shop.example.net", Owner: "c/a"})
 	hs := e.mustDial(t, hk.Key)
 	bind(t, hs, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, hs, echo)

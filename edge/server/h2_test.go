@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -26,7 +26,7 @@ func TestHTTP2StreamsKeepTheirChannels(t *testing.T) {
 		c.HTTPSListen = "127.0.0.1:0"
 		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
 	})
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "streams"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "streams"})
 	s := e.mustDial(t, tk.Key)
 	reply := bind(t, s, protocol.BindRequest{Protocol: "http"})
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -54,10 +55,10 @@ func startEdge(t testing.TB, dir string, mutate ...func(*server.Config)) *testEd
 	}
 	te := &testEdge{Edge: e, cfg: cfg}
 	t.Cleanup(func() { _ = e.Close() })
-	if te.writeKey, err = e.CreateAPIKey("operator", []string{client.ScopeWrite}); err != nil {
+	if te.writeKey, err = e.CreateAPIKey("operator", []string{apiwire.ScopeWrite}); err != nil {
 		t.Fatal(err)
 	}
-	if te.fullKey, err = e.CreateAPIKey("admin", []string{client.ScopeFull}); err != nil {
+	if te.fullKey, err = e.CreateAPIKey("admin", []string{apiwire.ScopeFull}); err != nil {
 		t.Fatal(err)
 	}
 	return te
@@ -79,7 +80,7 @@ func (e *testEdge) apiHTTP(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-func (e *testEdge) info(t testing.TB) *client.EdgeInfo {
+func (e *testEdge) info(t testing.TB) *apiwire.EdgeInfo {
 	t.Helper()
 	info, err := e.client(e.writeKey).Edge(context.Background())
 	if err != nil {
@@ -108,7 +109,7 @@ func (e *testEdge) mustDial(t testing.TB, key string) *tunnelclient.Session {
 	return s
 }
 
-func (e *testEdge) tunnelKey(t testing.TB, in client.CreateTunnelKey) *client.TunnelKey {
+func (e *testEdge) tunnelKey(t testing.TB, in apiwire.CreateTunnelKey) *apiwire.TunnelKey {
 	t.Helper()
 	k, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), in)
 	if err != nil {
@@ -177,7 +178,7 @@ func waitDone(t testing.TB, s *tunnelclient.Session) error {
 	}
 }
 
-func apiCode(err error) string { return client.CodeOf(err) }
+func apiCode(err error) string { return apiwire.CodeOf(err) }
 
 func asTerminated(err error) *tunnelclient.TerminatedError {
 	var te *tunnelclient.TerminatedError

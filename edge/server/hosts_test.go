@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // TestUnroutedHostAnswers: a host without a live tunnel answers 502 while a
@@ -25,14 +25,14 @@ func TestUnroutedHostAnswers(t *testing.T) {
 			"app." + baseDomain: http.StatusNotFound, "res." + baseDomain: http.StatusNotFound,
 		}},
 		{"key for app", func() error {
-			k, err := api.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: "app"})
+			k, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "app"})
 			if err == nil {
 				keyID = k.ID
 			}
 			return err
 		}, map[string]int{"app." + baseDomain: http.StatusBadGateway, "other." + baseDomain: http.StatusNotFound}},
 		{"reserved subdomain", func() error {
-			_, err := api.CreateDomain(ctx, client.CreateDomain{Subdomain: "res"})
+			_, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "res"})
 			return err
 		}, map[string]int{"res." + baseDomain: http.StatusBadGateway, "RES." + baseDomain: http.StatusBadGateway}},
 		{"key revoked", func() error { return api.RevokeTunnelKey(ctx, keyID) },

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -26,7 +26,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 func TestHTTPTunnelRevocation(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "app", Labels: map[string]string{"cluster": "c1"}})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "app", Labels: map[string]string{"cluster": "c1"}})
 	if tk.Address != "app."+baseDomain || !strings.HasPrefix(tk.Key, "tunt_") {
 		t.Fatalf("tunnel key = %+v", tk)
 	}

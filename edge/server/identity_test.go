@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -32,7 +32,7 @@ func TestClientIdentityFieldsAreDroppedOnEveryPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startEdge(t, t.TempDir(), func(c *server.Config) { c.NoHTTPRelay = tc.noRelay })
-			tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "who"})
+			tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "who"})
 			s := e.mustDial(t, tk.Key)
 			bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "who"})
 			serveHTTP(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -87,7 +87,7 @@ func TestHandshakeLimit(t *testing.T) {
 	for _, c := range idle {
 		_ = c.Close()
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	waitFor(t, "a login to get through", func() bool {
 		s, err := e.dial(t, tk.Key)
 		if err == nil {
@@ -99,7 +99,7 @@ func TestHandshakeLimit(t *testing.T) {
 
 func TestSessionsPerKeyLimit(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.MaxSessionsPerKey = 2 })
-	key, err := e.CreateAPIKey("agent", []string{client.ScopeConnect})
+	key, err := e.CreateAPIKey("agent", []string{apiwire.ScopeConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestSessionsPerKeyLimit(t *testing.T) {
 
 func TestBindsPerSessionLimit(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.MaxBindsPerSession = 2 })
-	key, err := e.CreateAPIKey("agent", []string{client.ScopeConnect})
+	key, err := e.CreateAPIKey("agent", []string{apiwire.ScopeConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestBindsPerSessionLimit(t *testing.T) {
 // inFlight counts the requests the agent holds.
 func blockingTunnel(t *testing.T, e *testEdge, sub string) (inFlight func() int, release func()) {
 	t.Helper()
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: sub})
 	var mu sync.Mutex

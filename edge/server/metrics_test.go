@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
 func TestMetrics(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "m"})
 	_, _ = s.Bind(t.Context(), protocol.BindRequest{Protocol: "tcp", Alias: "x"}) // refused: forbidden

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -34,10 +34,10 @@ func wantBindOwned(t *testing.T, s *tunnelclient.Session, req protocol.BindReque
 	}
 }
 
-func wantKeyOwned(t *testing.T, e *testEdge, in client.CreateTunnelKey, owner string) {
+func wantKeyOwned(t *testing.T, e *testEdge, in apiwire.CreateTunnelKey, owner string) {
 	t.Helper()
 	_, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), in)
-	if got, ok := client.OwnerOf(err); !ok || got != owner {
+	if got, ok := apiwire.OwnerOf(err); !ok || got != owner {
 		t.Fatalf("key %+v = %v, want address_owned by %s", in, err, owner)
 	}
 }
@@ -48,20 +48,20 @@ func wantKeyOwned(t *testing.T, e *testEdge, in client.CreateTunnelKey, owner st
 func TestClaimHoldsWhileSessionIsDown(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	host := "shop." + baseDomain
-	ka := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: ownerA})
+	ka := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: ownerA})
 	sa := e.mustDial(t, ka.Key)
 	bind(t, sa, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, sa, says("owner"))
 
 	// The attacker's key for any address, then a bind of the claimed one.
-	kb := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Owner: ownerB})
-	connectKey, err := e.CreateAPIKey("user", []string{client.ScopeConnect})
+	kb := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Owner: ownerB})
+	connectKey, err := e.CreateAPIKey("user", []string{apiwire.ScopeConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
 	attack := func(phase string) {
 		t.Helper()
-		wantKeyOwned(t, e, client.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: ownerB}, ownerA)
+		wantKeyOwned(t, e, apiwire.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: ownerB}, ownerA)
 		for _, k := range []string{kb.Key, connectKey} {
 			s := e.mustDial(t, k)
 			wantBindOwned(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "shop"}, ownerA)
@@ -97,8 +97,8 @@ func TestClaimReleasedWithOwnersLastKey(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
 	c := e.client(e.writeKey)
-	ka := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "cart", Owner: ownerA})
-	kb := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Owner: ownerB})
+	ka := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "cart", Owner: ownerA})
+	kb := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Owner: ownerB})
 	sb := e.mustDial(t, kb.Key)
 	wantBindOwned(t, sb, protocol.BindRequest{Protocol: "http", Subdomain: "cart"}, ownerA)
 	if err := c.RevokeTunnelKey(ctx, ka.ID); err != nil {
@@ -114,7 +114,7 @@ func TestClaimReleasedWithOwnersLastKey(t *testing.T) {
 func TestClaimsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	e1 := startEdge(t, dir)
-	e1.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerA})
+	e1.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerA})
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -122,28 +122,28 @@ func TestClaimsSurviveRestart(t *testing.T) {
 		c.APIListen, c.SSHListen, c.HTTPListen = e1.cfg.APIListen, e1.cfg.SSHListen, e1.cfg.HTTPListen
 		c.TCPPortRange = e1.cfg.TCPPortRange
 	})
-	wantKeyOwned(t, e2, client.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerB}, ownerA)
-	kb := e2.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Owner: ownerB})
+	wantKeyOwned(t, e2, apiwire.CreateTunnelKey{Protocol: "http", Address: "kept", Owner: ownerB}, ownerA)
+	kb := e2.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Owner: ownerB})
 	wantBindOwned(t, e2.mustDial(t, kb.Key), protocol.BindRequest{Protocol: "http", Subdomain: "kept"}, ownerA)
 }
 
 func TestOwnedTCPEndpointBind(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
-	ep, err := e.client(e.writeKey).CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg", Sharing: client.Sharing{Owner: ownerA}})
+	ep, err := e.client(e.writeKey).CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg", Sharing: apiwire.Sharing{Owner: ownerA}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKeyOwned(t, e, client.CreateTunnelKey{Protocol: "tcp", Address: "pg", Owner: ownerB}, ownerA)
-	wantKeyOwned(t, e, client.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(ep.Port), Owner: ownerB}, ownerA)
-	kb := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Owner: ownerB})
-	connectKey, _ := e.CreateAPIKey("c", []string{client.ScopeConnect})
+	wantKeyOwned(t, e, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "pg", Owner: ownerB}, ownerA)
+	wantKeyOwned(t, e, apiwire.CreateTunnelKey{Protocol: "tcp", Address: strconv.Itoa(ep.Port), Owner: ownerB}, ownerA)
+	kb := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Owner: ownerB})
+	connectKey, _ := e.CreateAPIKey("c", []string{apiwire.ScopeConnect})
 	for _, k := range []string{kb.Key, connectKey} {
 		s := e.mustDial(t, k)
 		wantBindOwned(t, s, protocol.BindRequest{Protocol: "tcp", Alias: "pg"}, ownerA)
 		wantBindOwned(t, s, protocol.BindRequest{Protocol: "tcp", Alias: strconv.Itoa(ep.Port)}, ownerA)
 	}
-	ka := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "pg", Owner: ownerA})
+	ka := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "pg", Owner: ownerA})
 	bind(t, e.mustDial(t, ka.Key), protocol.BindRequest{Protocol: "tcp"})
 }
 
@@ -153,10 +153,10 @@ func TestUnsharingEndsLiveSession(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
 	c := e.client(e.writeKey)
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "team", Sharing: client.Sharing{Owner: ownerA, SharedWith: []string{ownerB}}}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "team", Sharing: apiwire.Sharing{Owner: ownerA, SharedWith: []string{ownerB}}}); err != nil {
 		t.Fatal(err)
 	}
-	kb := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "team", Owner: ownerB})
+	kb := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "team", Owner: ownerB})
 	sb := e.mustDial(t, kb.Key)
 	bind(t, sb, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, sb, says("shared"))

@@ -21,10 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
-
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
@@ -151,7 +150,7 @@ func TestACMEWithPebble(t *testing.T) {
 		c.ACMECAFile = caFile
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	if _, err := e.client(e.writeKey).CreateDomain(context.Background(), client.CreateDomain{Subdomain: "shop"}); err != nil {
+	if _, err := e.client(e.writeKey).CreateDomain(context.Background(), apiwire.CreateDomain{Subdomain: "shop"}); err != nil {
 		t.Fatal(err)
 	}
 

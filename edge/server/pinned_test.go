@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -22,7 +22,7 @@ func TestPinnedChannelsNeverCrossHosts(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	channels := map[string]*atomic.Int64{}
 	for _, name := range []string{"alpha", "beta"} {
-		tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: name})
+		tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: name})
 		s := e.mustDial(t, tk.Key)
 		bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: name})
 		n := &atomic.Int64{}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -57,7 +57,7 @@ func (e *testEdge) served(t testing.TB, host string, n int) map[string]int {
 
 func TestTunnelKeyPoolSpreadsAndSurvivesAMember(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "pooled", MaxSessions: 2})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "pooled", MaxSessions: 2})
 	if tk.MaxSessions != 2 {
 		t.Fatalf("issued key's max_sessions = %d, want 2", tk.MaxSessions)
 	}
@@ -101,7 +101,7 @@ func TestTunnelKeyPoolSpreadsAndSurvivesAMember(t *testing.T) {
 
 func TestDrainingSessionGetsNoNewConnections(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "drain"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "drain"})
 	a, b := e.mustDial(t, tk.Key), e.mustDial(t, tk.Key)
 	bind(t, a, protocol.BindRequest{Protocol: "http"})
 	bind(t, b, protocol.BindRequest{Protocol: "http"})
@@ -129,7 +129,7 @@ func TestDrainingSessionGetsNoNewConnections(t *testing.T) {
 
 func TestPoolKeepsOneAddressPerKey(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"}) // any address
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"}) // any address
 	a, b := e.mustDial(t, tk.Key), e.mustDial(t, tk.Key)
 	first := bind(t, a, protocol.BindRequest{Protocol: "http", Subdomain: "chosen"})
 	// A replica that names no address joins the key's pool...
@@ -144,7 +144,7 @@ func TestPoolKeepsOneAddressPerKey(t *testing.T) {
 		t.Fatalf("bind of another address: %v; want forbidden naming the key's address", err)
 	}
 	// Sessions of another key cannot join the pool.
-	other := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	other := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	d := e.mustDial(t, other.Key)
 	_, err = d.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: "chosen"})
 	if !errors.As(err, &be) || be.Code != protocol.CodeAddressTaken {
@@ -154,7 +154,7 @@ func TestPoolKeepsOneAddressPerKey(t *testing.T) {
 
 func TestDefaultPoolBound(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.MaxSessionsPerTunnelKey = 3 })
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "bounded"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "bounded"})
 	for range 3 {
 		e.mustDial(t, tk.Key)
 	}
@@ -162,8 +162,8 @@ func TestDefaultPoolBound(t *testing.T) {
 	if _, err := e.dial(t, tk.Key); !errors.As(err, &ae) || ae.Code != protocol.CodeLimitExceeded {
 		t.Fatalf("fourth session with the edge's pool of 3: %v", err)
 	}
-	_, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", MaxSessions: 65})
-	if apiCode(err) != client.CodeInvalidRequest {
+	_, err := e.client(e.writeKey).CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", MaxSessions: 65})
+	if apiCode(err) != apiwire.CodeInvalidRequest {
 		t.Fatalf("key with max_sessions 65: %v; want invalid_request", err)
 	}
 	for _, n := range []int{-1, 65} {
@@ -176,11 +176,11 @@ func TestDefaultPoolBound(t *testing.T) {
 
 func TestTCPPoolSpreadsAndSurvivesAMember(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "pooldb"})
+	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "pooldb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "pooldb"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "pooldb"})
 	a, b := e.mustDial(t, tk.Key), e.mustDial(t, tk.Key)
 	for name, s := range map[string]*tunnelclient.Session{"a": a, "b": b} {
 		bind(t, s, protocol.BindRequest{Protocol: "tcp"})

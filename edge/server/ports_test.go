@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -104,7 +104,7 @@ func TestReservedPortStaysWithTheEdgeBetweenSessions(t *testing.T) {
 		_ = ln.Close()
 		t.Fatalf("another process could take port %d between sessions", ep.Port)
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "db"})
 	s2 := e.mustDial(t, tk.Key)
 	bind(t, s2, protocol.BindRequest{Protocol: "tcp"})
 	serveEcho(s2)
@@ -132,7 +132,7 @@ func TestDeletingTCPEndpointEndsItsSessionAndClosesItsPort(t *testing.T) {
 func TestReservedPortTakenWhileTheEdgeWasDown(t *testing.T) {
 	dir := t.TempDir()
 	e1 := startEdge(t, dir)
-	ep, err := e1.client(e1.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"})
+	ep, err := e1.client(e1.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "db"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestReservedPortTakenWhileTheEdgeWasDown(t *testing.T) {
 	foreign := listenForeign(t, ep.Port)
 
 	e2 := startEdge(t, dir, func(c *server.Config) { c.TCPPortRange = r })
-	tk := e2.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	tk := e2.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "db"})
 	s := e2.mustDial(t, tk.Key)
 	_, err = s.Bind(context.Background(), protocol.BindRequest{Protocol: "tcp"})
 	var be *tunnelclient.BindError

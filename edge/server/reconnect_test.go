@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -21,7 +21,7 @@ func TestRedialRightAfterCloseIsNeverRefused(t *testing.T) {
 	// Each dial reads the edge's info from the API: 100 of them in a row
 	// are over the default per-key rate, which this test is not about.
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.APIRateLimit, c.APIRateBurst = 1000, 1000 })
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "again"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "again"})
 	for i := range 100 {
 		s, err := e.dial(t, tk.Key)
 		if err != nil {
@@ -112,7 +112,7 @@ func (r *relay) addr() string { return r.ln.Addr().String() }
 // probes the old one, finds it silent, ends it and takes its place.
 func TestKeyOfAVanishedAgentIsReclaimed(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "lost", MaxSessions: 1})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "lost", MaxSessions: 1})
 	info := e.info(t)
 	r := startRelay(t, info.SSHAddr)
 	old, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/rawhttp"
@@ -24,7 +24,7 @@ func TestRelayWritesTheHeadAsSent(t *testing.T) {
 	for _, noRelay := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoHTTPRelay=%v", noRelay), func(t *testing.T) {
 			e := startEdge(t, t.TempDir(), func(c *server.Config) { c.NoHTTPRelay = noRelay })
-			tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "raw"})
+			tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "raw"})
 			s := e.mustDial(t, tk.Key)
 			bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "raw"})
 			heads := make(chan string, 1)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -21,14 +21,14 @@ func TestStateSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	e1 := startEdge(t, dir)
 	c1 := e1.client(e1.writeKey)
-	if _, err := c1.CreateDomain(ctx, client.CreateDomain{Subdomain: "kept"}); err != nil {
+	if _, err := c1.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "kept"}); err != nil {
 		t.Fatal(err)
 	}
-	ep, err := c1.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "pg"})
+	ep, err := c1.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "pg"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := e1.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "kept", Labels: map[string]string{"uid": "u1"}})
+	tk := e1.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "kept", Labels: map[string]string{"uid": "u1"}})
 	info1 := e1.info(t)
 	s1 := e1.mustDial(t, tk.Key)
 	url1 := bind(t, s1, protocol.BindRequest{Protocol: "http"}).URL
@@ -81,11 +81,11 @@ func TestCustomDomainTunnel(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.DNSResolver = dns.Addr() })
 	ctx := context.Background()
 	c := e.client(e.writeKey)
-	d, err := c.CreateDomain(ctx, client.CreateDomain{Domain: "www.example.org"})
+	d, err := c.CreateDomain(ctx, apiwire.CreateDomain{Domain: "www.example.org"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "www.example.org"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "www.example.org"})
 	s := e.mustDial(t, tk.Key)
 	for _, req := range []protocol.BindRequest{{Protocol: "http", Domain: "www.example.org"}, {Protocol: "http"}} {
 		if _, err := s.Bind(ctx, req); err == nil || !strings.Contains(err.Error(), "not verified") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -19,7 +20,7 @@ func noRateLimit(c *server.Config) { c.APIRateLimit, c.APIRateBurst = 1000, 1000
 
 func (e *testEdge) apiKey(t *testing.T, prefix string, scopes ...string) *client.Client {
 	t.Helper()
-	k, err := e.client(e.fullKey).CreateAPIKey(context.Background(), client.CreateAPIKey{Name: "k", Scopes: scopes, SecretPrefix: prefix})
+	k, err := e.client(e.fullKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "k", Scopes: scopes, SecretPrefix: prefix})
 	if err != nil {
 		t.Fatalf("creating API key %v %q: %v", scopes, prefix, err)
 	}
@@ -41,7 +42,7 @@ func data(kv ...string) map[string][]byte {
 // message.
 func wantAPIError(t *testing.T, what string, err error, status int, code string) (message string) {
 	t.Helper()
-	var ae *client.APIError
+	var ae *apiwire.APIError
 	if !errors.As(err, &ae) || ae.Status != status || ae.Code != code {
 		t.Fatalf("%s: %v, want %d %s", what, err, status, code)
 	}
@@ -54,7 +55,7 @@ func TestSecretsCRUD(t *testing.T) {
 	full := e.client(e.fullKey)
 
 	zero := int64(0)
-	info, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "s3cret", "user", "app"), ExpectedVersion: &zero})
+	info, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("password", "s3cret", "user", "app"), ExpectedVersion: &zero})
 	if err != nil || info.Version != 1 || strings.Join(info.Keys, ",") != "password,user" || info.CreatedAt.IsZero() {
 		t.Fatalf("create: %+v %v", info, err)
 	}
@@ -62,19 +63,19 @@ func TestSecretsCRUD(t *testing.T) {
 	if err != nil || string(got.Data["password"]) != "s3cret" || got.Version != 1 || got.Name != "team-a/db" {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	same, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "s3cret", "user", "app")})
+	same, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("password", "s3cret", "user", "app")})
 	if err != nil || same.Version != 1 || !same.UpdatedAt.Equal(info.UpdatedAt) {
 		t.Fatalf("identical put changed the secret: %+v %v", same, err)
 	}
-	_, err = full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "new"), ExpectedVersion: &zero})
-	if msg := wantAPIError(t, "expected_version 0 on an existing secret", err, 409, client.CodeVersionConflict); !strings.Contains(msg, "version 1") {
+	_, err = full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("password", "new"), ExpectedVersion: &zero})
+	if msg := wantAPIError(t, "expected_version 0 on an existing secret", err, 409, apiwire.CodeVersionConflict); !strings.Contains(msg, "version 1") {
 		t.Fatalf("conflict message: %s", msg)
 	}
 	one := int64(1)
-	if v2, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("password", "new"), ExpectedVersion: &one}); err != nil || v2.Version != 2 {
+	if v2, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("password", "new"), ExpectedVersion: &one}); err != nil || v2.Version != 2 {
 		t.Fatalf("conditional update: %+v %v", v2, err)
 	}
-	if _, err := full.PutSecret(ctx, "team-b/api", client.PutSecret{Data: data("token", "t")}); err != nil {
+	if _, err := full.PutSecret(ctx, "team-b/api", apiwire.PutSecret{Data: data("token", "t")}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := full.ListSecrets(ctx, "")
@@ -87,24 +88,24 @@ func TestSecretsCRUD(t *testing.T) {
 	if err := full.DeleteSecret(ctx, "team-b/api"); err != nil {
 		t.Fatal(err)
 	}
-	wantAPIError(t, "delete twice", full.DeleteSecret(ctx, "team-b/api"), 404, client.CodeNotFound)
+	wantAPIError(t, "delete twice", full.DeleteSecret(ctx, "team-b/api"), 404, apiwire.CodeNotFound)
 	_, err = full.GetSecret(ctx, "team-b/api")
-	wantAPIError(t, "get deleted", err, 404, client.CodeNotFound)
+	wantAPIError(t, "get deleted", err, 404, apiwire.CodeNotFound)
 
 	// Validation.
 	for _, c := range []struct {
 		what, name string
-		in         client.PutSecret
+		in         apiwire.PutSecret
 		status     int
 		code       string
 	}{
-		{"upper-case name", "Team/db", client.PutSecret{Data: data("k", "v")}, 400, client.CodeInvalidRequest},
-		{"name ending in '-'", "db-", client.PutSecret{Data: data("k", "v")}, 400, client.CodeInvalidRequest},
-		{"long name", strings.Repeat("a", 254), client.PutSecret{Data: data("k", "v")}, 400, client.CodeInvalidRequest},
-		{"no data", "db", client.PutSecret{}, 400, client.CodeInvalidRequest},
-		{"bad key", "db", client.PutSecret{Data: data("a/b", "v")}, 400, client.CodeInvalidRequest},
-		{"negative expected_version", "db", client.PutSecret{Data: data("k", "v"), ExpectedVersion: new(int64(-1))}, 400, client.CodeInvalidRequest},
-		{"oversize", "db", client.PutSecret{Data: map[string][]byte{"a": make([]byte, 200<<10), "b": make([]byte, 100<<10)}}, 413, client.CodeTooLarge},
+		{"upper-case name", "Team/db", apiwire.PutSecret{Data: data("k", "v")}, 400, apiwire.CodeInvalidRequest},
+		{"name ending in '-'", "db-", apiwire.PutSecret{Data: data("k", "v")}, 400, apiwire.CodeInvalidRequest},
+		{"long name", strings.Repeat("a", 254), apiwire.PutSecret{Data: data("k", "v")}, 400, apiwire.CodeInvalidRequest},
+		{"no data", "db", apiwire.PutSecret{}, 400, apiwire.CodeInvalidRequest},
+		{"bad key", "db", apiwire.PutSecret{Data: data("a/b", "v")}, 400, apiwire.CodeInvalidRequest},
+		{"negative expected_version", "db", apiwire.PutSecret{Data: data("k", "v"), ExpectedVersion: new(int64(-1))}, 400, apiwire.CodeInvalidRequest},
+		{"oversize", "db", apiwire.PutSecret{Data: map[string][]byte{"a": make([]byte, 200<<10), "b": make([]byte, 100<<10)}}, 413, apiwire.CodeTooLarge},
 	} {
 		_, err := full.PutSecret(ctx, c.name, c.in)
 		msg := wantAPIError(t, c.what, err, c.status, c.code)
@@ -117,7 +118,7 @@ func TestSecretsCRUD(t *testing.T) {
 	for i := range big {
 		big[i] = byte(i)
 	}
-	if _, err := full.PutSecret(ctx, "big", client.PutSecret{Data: map[string][]byte{"blob": big}}); err != nil {
+	if _, err := full.PutSecret(ctx, "big", apiwire.PutSecret{Data: map[string][]byte{"blob": big}}); err != nil {
 		t.Fatalf("a secret at the size limit: %v", err)
 	}
 	if s, err := full.GetSecret(ctx, "big"); err != nil || !bytes.Equal(s.Data["blob"], big) {
@@ -143,11 +144,11 @@ func TestSecretsScopes(t *testing.T) {
 	ctx := context.Background()
 	full := e.client(e.fullKey)
 	for _, n := range []string{"team-a/db", "team-b/db"} {
-		if _, err := full.PutSecret(ctx, n, client.PutSecret{Data: data("k", "value of "+n)}); err != nil {
+		if _, err := full.PutSecret(ctx, n, apiwire.PutSecret{Data: data("k", "value of "+n)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 
 	for _, c := range []struct {
 		what string
@@ -156,38 +157,38 @@ func TestSecretsScopes(t *testing.T) {
 	}{
 		{"tunnel key", e.client(tk.Key), "tunnel key"},
 		{"tunnels:write key", e.client(e.writeKey), "secrets:"},
-		{"tunnels:connect key", e.apiKey(t, "", client.ScopeConnect), "secrets:"},
+		{"tunnels:connect key", e.apiKey(t, "", apiwire.ScopeConnect), "secrets:"},
 	} {
 		_, err := c.c.ListSecrets(ctx, "")
-		if msg := wantAPIError(t, c.what+" lists", err, 403, client.CodeForbidden); !strings.Contains(msg, c.want) {
+		if msg := wantAPIError(t, c.what+" lists", err, 403, apiwire.CodeForbidden); !strings.Contains(msg, c.want) {
 			t.Errorf("%s: message %q does not name %q", c.what, msg, c.want)
 		}
 		_, err = c.c.GetSecret(ctx, "team-a/db")
-		wantAPIError(t, c.what+" gets", err, 403, client.CodeForbidden)
-		_, err = c.c.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("k", "x")})
-		wantAPIError(t, c.what+" puts", err, 403, client.CodeForbidden)
-		wantAPIError(t, c.what+" deletes", c.c.DeleteSecret(ctx, "team-a/db"), 403, client.CodeForbidden)
+		wantAPIError(t, c.what+" gets", err, 403, apiwire.CodeForbidden)
+		_, err = c.c.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("k", "x")})
+		wantAPIError(t, c.what+" puts", err, 403, apiwire.CodeForbidden)
+		wantAPIError(t, c.what+" deletes", c.c.DeleteSecret(ctx, "team-a/db"), 403, apiwire.CodeForbidden)
 	}
 
 	// secrets:write alone writes but never reads values or lists.
-	wo := e.apiKey(t, "", client.ScopeSecretsWrite)
-	if _, err := wo.PutSecret(ctx, "team-c/db", client.PutSecret{Data: data("k", "v")}); err != nil {
+	wo := e.apiKey(t, "", apiwire.ScopeSecretsWrite)
+	if _, err := wo.PutSecret(ctx, "team-c/db", apiwire.PutSecret{Data: data("k", "v")}); err != nil {
 		t.Fatalf("secrets:write puts: %v", err)
 	}
 	_, err := wo.GetSecret(ctx, "team-c/db")
-	if msg := wantAPIError(t, "secrets:write gets", err, 403, client.CodeForbidden); !strings.Contains(msg, client.ScopeSecretsRead) {
+	if msg := wantAPIError(t, "secrets:write gets", err, 403, apiwire.CodeForbidden); !strings.Contains(msg, apiwire.ScopeSecretsRead) {
 		t.Errorf("message does not name secrets:read: %s", msg)
 	}
 	// secrets:read alone reads but never writes.
-	ro := e.apiKey(t, "", client.ScopeSecretsRead)
+	ro := e.apiKey(t, "", apiwire.ScopeSecretsRead)
 	if s, err := ro.GetSecret(ctx, "team-c/db"); err != nil || string(s.Data["k"]) != "v" {
 		t.Fatalf("secrets:read gets: %+v %v", s, err)
 	}
-	_, err = ro.PutSecret(ctx, "team-c/db", client.PutSecret{Data: data("k", "x")})
-	wantAPIError(t, "secrets:read puts", err, 403, client.CodeForbidden)
+	_, err = ro.PutSecret(ctx, "team-c/db", apiwire.PutSecret{Data: data("k", "x")})
+	wantAPIError(t, "secrets:read puts", err, 403, apiwire.CodeForbidden)
 
 	// A key confined to team-a/ neither sees nor touches the rest.
-	a := e.apiKey(t, "team-a/", client.ScopeSecretsRead, client.ScopeSecretsWrite)
+	a := e.apiKey(t, "team-a/", apiwire.ScopeSecretsRead, apiwire.ScopeSecretsWrite)
 	if who, err := a.WhoAmI(ctx); err != nil || who.SecretPrefix != "team-a/" {
 		t.Fatalf("whoami: %+v %v", who, err)
 	}
@@ -195,10 +196,10 @@ func TestSecretsScopes(t *testing.T) {
 		t.Fatalf("own secret: %+v %v", s, err)
 	}
 	_, err = a.GetSecret(ctx, "team-b/db") // exists, reads as absent
-	wantAPIError(t, "get outside the prefix", err, 404, client.CodeNotFound)
-	_, err = a.PutSecret(ctx, "team-b/db", client.PutSecret{Data: data("k", "stolen")})
-	wantAPIError(t, "put outside the prefix", err, 403, client.CodeForbidden)
-	wantAPIError(t, "delete outside the prefix", a.DeleteSecret(ctx, "team-b/db"), 403, client.CodeForbidden)
+	wantAPIError(t, "get outside the prefix", err, 404, apiwire.CodeNotFound)
+	_, err = a.PutSecret(ctx, "team-b/db", apiwire.PutSecret{Data: data("k", "stolen")})
+	wantAPIError(t, "put outside the prefix", err, 403, apiwire.CodeForbidden)
+	wantAPIError(t, "delete outside the prefix", a.DeleteSecret(ctx, "team-b/db"), 403, apiwire.CodeForbidden)
 	for _, q := range []string{"", "team-", "team-a/", "team-b/"} {
 		l, err := a.ListSecrets(ctx, q)
 		if err != nil {
@@ -216,10 +217,10 @@ func TestSecretsScopes(t *testing.T) {
 	if s, err := full.GetSecret(ctx, "team-b/db"); err != nil || string(s.Data["k"]) != "value of team-b/db" {
 		t.Fatalf("team-b/db changed: %+v %v", s, err)
 	}
-	_, err = full.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{client.ScopeSecretsRead}, SecretPrefix: "Team/"})
-	wantAPIError(t, "bad secret_prefix", err, 400, client.CodeInvalidRequest)
-	_, err = full.CreateAPIKey(ctx, client.CreateAPIKey{Scopes: []string{"secrets:admin"}})
-	if msg := wantAPIError(t, "unknown scope", err, 400, client.CodeInvalidRequest); !strings.Contains(msg, client.ScopeSecretsWrite) {
+	_, err = full.CreateAPIKey(ctx, apiwire.CreateAPIKey{Scopes: []string{apiwire.ScopeSecretsRead}, SecretPrefix: "Team/"})
+	wantAPIError(t, "bad secret_prefix", err, 400, apiwire.CodeInvalidRequest)
+	_, err = full.CreateAPIKey(ctx, apiwire.CreateAPIKey{Scopes: []string{"secrets:admin"}})
+	if msg := wantAPIError(t, "unknown scope", err, 400, apiwire.CodeInvalidRequest); !strings.Contains(msg, apiwire.ScopeSecretsWrite) {
 		t.Errorf("unknown scope message does not list the secrets scopes: %s", msg)
 	}
 }
@@ -229,16 +230,16 @@ func TestSecretsLimit(t *testing.T) {
 	ctx := context.Background()
 	full := e.client(e.fullKey)
 	for _, n := range []string{"a", "b"} {
-		if _, err := full.PutSecret(ctx, n, client.PutSecret{Data: data("k", "v")}); err != nil {
+		if _, err := full.PutSecret(ctx, n, apiwire.PutSecret{Data: data("k", "v")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := full.PutSecret(ctx, "c", client.PutSecret{Data: data("k", "v")})
-	if msg := wantAPIError(t, "third secret", err, 409, client.CodeLimitExceeded); !strings.Contains(msg, "--max-secrets") || !strings.Contains(msg, "2") {
+	_, err := full.PutSecret(ctx, "c", apiwire.PutSecret{Data: data("k", "v")})
+	if msg := wantAPIError(t, "third secret", err, 409, apiwire.CodeLimitExceeded); !strings.Contains(msg, "--max-secrets") || !strings.Contains(msg, "2") {
 		t.Fatalf("limit message: %s", msg)
 	}
 	// Changing an existing secret is not a new one.
-	if _, err := full.PutSecret(ctx, "a", client.PutSecret{Data: data("k", "w")}); err != nil {
+	if _, err := full.PutSecret(ctx, "a", apiwire.PutSecret{Data: data("k", "w")}); err != nil {
 		t.Fatalf("update at the limit: %v", err)
 	}
 	text := scrapeMetrics(t, e)
@@ -281,7 +282,7 @@ func waitWatching(t *testing.T, e *testEdge) {
 }
 
 type watchResult struct {
-	list *client.SecretList
+	list *apiwire.SecretList
 	err  error
 }
 
@@ -302,8 +303,8 @@ func TestSecretsLongPoll(t *testing.T) {
 	})
 	ctx := context.Background()
 	full := e.client(e.fullKey)
-	a := e.apiKey(t, "team-a/", client.ScopeSecretsRead)
-	if _, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("k", "1")}); err != nil {
+	a := e.apiKey(t, "team-a/", apiwire.ScopeSecretsRead)
+	if _, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("k", "1")}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := a.ListSecrets(ctx, "")
@@ -322,7 +323,7 @@ func TestSecretsLongPoll(t *testing.T) {
 	// keeps waiting: still 304 at the end.
 	res := watch(a, "", first.ETag, 2*time.Second)
 	waitWatching(t, e)
-	if _, err := full.PutSecret(ctx, "team-b/db", client.PutSecret{Data: data("k", "1")}); err != nil {
+	if _, err := full.PutSecret(ctx, "team-b/db", apiwire.PutSecret{Data: data("k", "1")}); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-res; r.err != nil || r.list != nil {
@@ -331,7 +332,7 @@ func TestSecretsLongPoll(t *testing.T) {
 
 	// A visible change answers at once with the new list.
 	res = watch(a, "", first.ETag, 50*time.Second)
-	if _, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("k", "2")}); err != nil {
+	if _, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("k", "2")}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -350,7 +351,7 @@ func TestSecretsLongPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone, _ := a.ListSecrets(ctx, "")
-	if _, err := full.PutSecret(ctx, "team-a/db", client.PutSecret{Data: data("k", "3")}); err != nil {
+	if _, err := full.PutSecret(ctx, "team-a/db", apiwire.PutSecret{Data: data("k", "3")}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := a.ListSecrets(ctx, "")

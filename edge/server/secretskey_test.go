@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -22,7 +22,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	e := startEdge(t, dir)
 	value := "correct-horse-battery-staple-" + base64.RawURLEncoding.EncodeToString(randomBytes(t, 12))
 	if _, err := e.client(e.fullKey).PutSecret(context.Background(), "team-a/db",
-		client.PutSecret{Data: map[string][]byte{"password": []byte(value)}}); err != nil {
+		apiwire.PutSecret{Data: map[string][]byte{"password": []byte(value)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -88,7 +88,7 @@ func TestSecretsKeyRotation(t *testing.T) {
 	oldKey := newSecretsKey(t)
 	e1 := startEdge(t, dir, func(c *server.Config) { c.SecretsKeys = []string{oldKey} })
 	for _, n := range []string{"a", "b/c"} {
-		if _, err := e1.client(e1.fullKey).PutSecret(ctx, n, client.PutSecret{Data: map[string][]byte{"k": []byte("v-" + n)}}); err != nil {
+		if _, err := e1.client(e1.fullKey).PutSecret(ctx, n, apiwire.PutSecret{Data: map[string][]byte{"k": []byte("v-" + n)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -18,7 +19,7 @@ func TestSecretsLongPollHTTP1(t *testing.T) {
 		c.APITimeouts.Read, c.APITimeouts.Write = time.Second, time.Second
 	})
 	ctx := context.Background()
-	if _, err := e.client(e.fullKey).PutSecret(ctx, "a", client.PutSecret{Data: data("k", "v")}); err != nil {
+	if _, err := e.client(e.fullKey).PutSecret(ctx, "a", apiwire.PutSecret{Data: data("k", "v")}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := e.client(e.fullKey).ListSecrets(ctx, "")

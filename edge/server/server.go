@@ -21,8 +21,8 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/certs"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
@@ -451,7 +451,7 @@ func (e *Edge) CreateBoundAPIKey(name string, scopes []string, ownerPrefix strin
 }
 
 // Info is what GET /v1/edge returns.
-func (e *Edge) Info() client.EdgeInfo {
+func (e *Edge) Info() apiwire.EdgeInfo {
 	e.mu.Lock()
 	sshAddr, httpAddr, httpsAddr := e.sshAddr, e.httpAddr, e.httpsAddr
 	e.mu.Unlock()
@@ -459,8 +459,8 @@ func (e *Edge) Info() client.EdgeInfo {
 }
 
 // infoOf is Info for the listeners' addresses.
-func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) client.EdgeInfo {
-	info := client.EdgeInfo{
+func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) apiwire.EdgeInfo {
+	info := apiwire.EdgeInfo{
 		BaseDomain: e.cfg.BaseDomain,
 		SSHAddr:    e.cfg.SSHAdvertiseAddr,
 		SSHHostKey: e.HostKey(),

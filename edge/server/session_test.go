@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -19,7 +19,7 @@ import (
 
 func TestConnectRefusals(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	connectKey, err := e.CreateAPIKey("user", []string{client.ScopeConnect})
+	connectKey, err := e.CreateAPIKey("user", []string{apiwire.ScopeConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestConnectRefusals(t *testing.T) {
 
 func TestTunnelKeyPoolOfOne(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", MaxSessions: 1})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", MaxSessions: 1})
 	first := e.mustDial(t, tk.Key)
 	_, err := e.dial(t, tk.Key)
 	if err == nil || !strings.Contains(err.Error(), "already has 1 live sessions") {
@@ -74,9 +74,9 @@ func TestTunnelKeyPoolOfOne(t *testing.T) {
 
 func TestBindRefusals(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	httpKey := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "fixed"})
+	httpKey := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "fixed"})
 	s := e.mustDial(t, httpKey.Key)
-	other := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	other := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s2 := e.mustDial(t, other.Key)
 	bind(t, s2, protocol.BindRequest{Protocol: "http", Subdomain: "busy"})
 
@@ -103,7 +103,7 @@ func TestBindRefusals(t *testing.T) {
 		})
 	}
 	t.Run("address taken", func(t *testing.T) {
-		connectKey, _ := e.CreateAPIKey("c", []string{client.ScopeConnect})
+		connectKey, _ := e.CreateAPIKey("c", []string{apiwire.ScopeConnect})
 		s3 := e.mustDial(t, connectKey)
 		_, err := s3.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: "busy"})
 		var be *tunnelclient.BindError
@@ -126,10 +126,10 @@ func TestBindRefusals(t *testing.T) {
 func TestUnknownAndDisconnectedHosts(t *testing.T) {
 	e := startEdge(t, t.TempDir())
 	ctx := context.Background()
-	if _, err := e.client(e.writeKey).CreateDomain(ctx, client.CreateDomain{Subdomain: "reserved"}); err != nil {
+	if _, err := e.client(e.writeKey).CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "reserved"}); err != nil {
 		t.Fatal(err)
 	}
-	e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "keyed"})
+	e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "keyed"})
 
 	code, body, _ := e.get(t, "nobody."+baseDomain, "/", nil)
 	if code != http.StatusNotFound || !strings.Contains(body, "nobody."+baseDomain) {
@@ -145,7 +145,7 @@ func TestUnknownAndDisconnectedHosts(t *testing.T) {
 
 func TestShutdownTerminatesSessions(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "bye"})
 	if err := e.Close(); err != nil {
@@ -159,7 +159,7 @@ func TestShutdownTerminatesSessions(t *testing.T) {
 
 func TestCIDRDenyHTTP(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "private",
 		AllowCIDRs: []string{"127.0.0.0/8"}, DenyCIDRs: []string{"127.0.0.1/32"}})
@@ -182,7 +182,7 @@ func TestEdgeDropsSilentAgent(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) {
 		c.KeepaliveInterval, c.KeepaliveTimeout = 50*time.Millisecond, 200*time.Millisecond
 	})
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	info := e.info(t)
 	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(info.SSHHostKey))
 	if err != nil {
@@ -216,7 +216,7 @@ func TestEdgeRefusesChannelsAnAgentOpens(t *testing.T) {
 	e := startEdge(t, t.TempDir(), func(c *server.Config) {
 		c.KeepaliveInterval, c.KeepaliveTimeout = 50*time.Millisecond, 200*time.Millisecond
 	})
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http"})
 	info := e.info(t)
 	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(info.SSHHostKey))
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
@@ -17,7 +17,7 @@ import (
 // the code that tells the agent to reconnect at once.
 func TestEdgeShutdownFinishesRequestsInFlight(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "inflight"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "inflight"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http"})
 	started, release := make(chan struct{}), make(chan struct{})

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -31,12 +31,12 @@ func tcpForwards(t *testing.T, e *testEdge, transport string) float64 {
 }
 
 // dbKey reserves the TCP endpoint db and issues a tunnel key for it.
-func dbKey(t *testing.T, e *testEdge) *client.TunnelKey {
+func dbKey(t *testing.T, e *testEdge) *apiwire.TunnelKey {
 	t.Helper()
-	if _, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "db"}); err != nil {
+	if _, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "db"}); err != nil {
 		t.Fatal(err)
 	}
-	return e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: "db"})
+	return e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: "db"})
 }
 
 // echoTunnel serves every connection of s as an echo, reporting each

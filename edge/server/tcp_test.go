@@ -14,19 +14,19 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
 
 // tcpTunnel reserves alias, connects a tcp tunnel key and binds it.
-func tcpTunnel(t *testing.T, e *testEdge, alias string, req protocol.BindRequest) (*tunnelclient.Session, protocol.BindReply, *client.TCPEndpoint) {
+func tcpTunnel(t *testing.T, e *testEdge, alias string, req protocol.BindRequest) (*tunnelclient.Session, protocol.BindReply, *apiwire.TCPEndpoint) {
 	t.Helper()
-	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: alias})
+	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: alias})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "tcp", Address: alias})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "tcp", Address: alias})
 	s := e.mustDial(t, tk.Key)
 	req.Protocol = "tcp"
 	return s, bind(t, s, req), ep
@@ -173,9 +173,9 @@ func TestCIDRDenyTCP(t *testing.T) {
 
 func TestTCPBindRefusals(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	connectKey, _ := e.CreateAPIKey("c", []string{client.ScopeConnect})
+	connectKey, _ := e.CreateAPIKey("c", []string{apiwire.ScopeConnect})
 	s := e.mustDial(t, connectKey)
-	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "byport"})
+	ep, err := e.client(e.writeKey).CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "byport"})
 	if err != nil {
 		t.Fatal(err)
 	}

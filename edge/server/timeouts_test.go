@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -152,7 +152,7 @@ func TestLocalAnswerDoesNotWaitForSlowBody(t *testing.T) {
 // the idle timeout.
 func TestProxiedStreamsOutliveTimeouts(t *testing.T) {
 	e := startEdge(t, t.TempDir(), shortTimeouts)
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "stream"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "stream"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http"})
 	const chunks, every = 8, 150 * time.Millisecond // 1.2 s, four timeouts

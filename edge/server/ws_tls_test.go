@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -105,7 +105,7 @@ func wsEcho(w http.ResponseWriter, r *http.Request) {
 
 func TestWebSocketThroughEdge(t *testing.T) {
 	e := startEdge(t, t.TempDir())
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "ws"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "ws"})
 	s := e.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http"})
 	serveHTTP(t, s, http.HandlerFunc(wsEcho))
@@ -193,7 +193,7 @@ func TestHTTPSWithHTTP2(t *testing.T) {
 		c.HTTPSListen = "127.0.0.1:0"
 		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
 	})
-	tk := e.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "secure"})
+	tk := e.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "secure"})
 	s := e.mustDial(t, tk.Key)
 	reply := bind(t, s, protocol.BindRequest{Protocol: "http"})
 	_, port, _ := net.SplitHostPort(e.HTTPSAddr())

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access/link"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
@@ -25,7 +25,7 @@ var linksKey = bytes.Repeat([]byte("k"), 32)
 // answer the document gives.
 func TestAttacksAreRefused(t *testing.T) {
 	w := start(t)
-	w.putPolicy(client.AccessPolicy{Name: "staff", Rules: []client.AccessRule{
+	w.putPolicy(apiwire.AccessPolicy{Name: "staff", Rules: []apiwire.AccessRule{
 		{Name: "webhooks", PathPrefixes: []string{"/webhooks/"}, Public: true},
 		{Name: "staff", OIDC: w.oidcRule("example.com")},
 	}})
@@ -33,9 +33,9 @@ func TestAttacksAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.putPolicy(client.AccessPolicy{Name: "partners", Rules: []client.AccessRule{
-		{BasicAuth: &client.BasicAuthRule{Htpasswd: "partner:" + string(hash) + "\n", Realm: "partners"}}}})
-	w.putPolicy(client.AccessPolicy{Name: "shared", Rules: []client.AccessRule{{Links: &client.LinksRule{Key: string(linksKey)}}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "partners", Rules: []apiwire.AccessRule{
+		{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "partner:" + string(hash) + "\n", Realm: "partners"}}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "shared", Rules: []apiwire.AccessRule{{Links: &apiwire.LinksRule{Key: string(linksKey)}}}})
 	w.publish("app", "staff")
 	w.publish("other", "staff")
 	w.publish("basic", "partners")
@@ -160,13 +160,13 @@ func TestAttacksAreRefused(t *testing.T) {
 
 	t.Run("policy of namespace B on namespace A's host", func(t *testing.T) {
 		ctx := context.Background()
-		if _, err := w.api.CreateDomain(ctx, client.CreateDomain{Subdomain: "shop", Sharing: client.Sharing{Owner: owner, SharedWith: []string{"c1/team-b"}}}); err != nil {
+		if _, err := w.api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "shop", Sharing: apiwire.Sharing{Owner: owner, SharedWith: []string{"c1/team-b"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.api.PutAccessPolicy(ctx, client.AccessPolicy{Name: "open", Owner: "c1/team-b", Rules: []client.AccessRule{{Public: true}}}); err != nil {
+		if _, err := w.api.PutAccessPolicy(ctx, apiwire.AccessPolicy{Name: "open", Owner: "c1/team-b", Rules: []apiwire.AccessRule{{Public: true}}}); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := w.api.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: "c1/team-b"})
+		tk, err := w.api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "shop", Owner: "c1/team-b"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestAttacksAreRefused(t *testing.T) {
 		}
 		// Nor through the domain: B cannot change A's reservation.
 		_, err = w.api.SetDomainAccessPolicy(ctx, "shop."+baseDomain, "c1/team-b", "open")
-		if client.CodeOf(err) != client.CodeAddressOwned {
+		if apiwire.CodeOf(err) != apiwire.CodeAddressOwned {
 			t.Fatalf("namespace B set its policy on A's domain: %v", err)
 		}
 	})

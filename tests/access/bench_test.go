@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // BenchmarkAccessPolicies: one host, one tunnel, the same load three ways
@@ -36,9 +36,9 @@ func BenchmarkAccessPolicies(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w.putPolicy(client.AccessPolicy{Name: "basic", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "bench:" + string(hash)}}}})
-	w.putPolicy(client.AccessPolicy{Name: "oidc", Rules: []client.AccessRule{{OIDC: w.oidcRule("example.com")}}})
-	if _, err := w.api.CreateDomain(ctx, client.CreateDomain{Subdomain: "app", Sharing: client.Sharing{Owner: owner}}); err != nil {
+	w.putPolicy(apiwire.AccessPolicy{Name: "basic", Rules: []apiwire.AccessRule{{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "bench:" + string(hash)}}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "oidc", Rules: []apiwire.AccessRule{{OIDC: w.oidcRule("example.com")}}})
+	if _, err := w.api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "app", Sharing: apiwire.Sharing{Owner: owner}}); err != nil {
 		b.Fatal(err)
 	}
 	// The backend answers the load with the same few bytes in every row:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/tests/browser"
 	"code.tuna.am/tuna/k8s-operator/tests/oidcop"
 )
@@ -23,12 +23,12 @@ import (
 // pages go to the test artifacts.
 func TestBrowserLogin(t *testing.T) {
 	w := start(t)
-	w.putPolicy(client.AccessPolicy{Name: "staff", Rules: []client.AccessRule{
+	w.putPolicy(apiwire.AccessPolicy{Name: "staff", Rules: []apiwire.AccessRule{
 		{Name: "webhooks", PathPrefixes: []string{"/webhooks/"}, Public: true},
 		{Name: "staff", OIDC: w.oidcRule("example.com")},
 	}})
-	w.putPolicy(client.AccessPolicy{Name: "brief", SessionLifetimeSeconds: 2, Rules: []client.AccessRule{{OIDC: w.oidcRule()}}})
-	w.putPolicy(client.AccessPolicy{Name: "down", Maintenance: true, Rules: []client.AccessRule{{OIDC: w.oidcRule()}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "brief", SessionLifetimeSeconds: 2, Rules: []apiwire.AccessRule{{OIDC: w.oidcRule()}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "down", Maintenance: true, Rules: []apiwire.AccessRule{{OIDC: w.oidcRule()}}})
 	w.publish("app", "staff")
 	w.publish("brief", "brief")
 	w.publish("maint", "down")

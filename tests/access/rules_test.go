@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
@@ -46,14 +46,14 @@ func (w *world) rawGet(t *testing.T, proto, host, path string, hdr ...string) (*
 // paths; a policy that is not in force fails closed.
 func TestRulesWithoutLogin(t *testing.T) {
 	w := start(t)
-	w.putPolicy(client.AccessPolicy{Name: "rules",
-		RateLimits:      &client.AccessRateLimits{PerClientIP: &client.RequestRate{Requests: 5, PeriodSeconds: 60}},
-		RequestHeaders:  &client.HeaderEdits{Set: map[string]string{"X-Custom": "from-edge"}, Remove: []string{"X-Debug"}},
-		ResponseHeaders: &client.HeaderEdits{Set: map[string]string{"Strict-Transport-Security": "max-age=600"}, Remove: []string{"Server"}},
-		Rules: []client.AccessRule{
-			{Name: "no-bad-net", IP: &client.IPRule{DenyCIDRs: []string{"198.51.100.0/24"}}},
+	w.putPolicy(apiwire.AccessPolicy{Name: "rules",
+		RateLimits:      &apiwire.AccessRateLimits{PerClientIP: &apiwire.RequestRate{Requests: 5, PeriodSeconds: 60}},
+		RequestHeaders:  &apiwire.HeaderEdits{Set: map[string]string{"X-Custom": "from-edge"}, Remove: []string{"X-Debug"}},
+		ResponseHeaders: &apiwire.HeaderEdits{Set: map[string]string{"Strict-Transport-Security": "max-age=600"}, Remove: []string{"Server"}},
+		Rules: []apiwire.AccessRule{
+			{Name: "no-bad-net", IP: &apiwire.IPRule{DenyCIDRs: []string{"198.51.100.0/24"}}},
 			{Name: "internal", PathPrefixes: []string{"/internal/"}, Deny: true},
-			{Name: "office", PathPrefixes: []string{"/office/"}, IP: &client.IPRule{AllowCIDRs: []string{"203.0.113.0/24"}}},
+			{Name: "office", PathPrefixes: []string{"/office/"}, IP: &apiwire.IPRule{AllowCIDRs: []string{"203.0.113.0/24"}}},
 			{Name: "rest", Public: true},
 		}})
 	w.publish("split", "rules")
@@ -97,7 +97,7 @@ func TestRulesWithoutLogin(t *testing.T) {
 	if res, body := w.rawGet(t, "HTTP/1.1", "brief", "/"); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "not in force") {
 		t.Fatalf("an address whose policy is missing: %d %s", res.StatusCode, body)
 	}
-	w.putPolicy(client.AccessPolicy{Name: "later", Rules: []client.AccessRule{{Public: true}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "later", Rules: []apiwire.AccessRule{{Public: true}}})
 	if res, _ := w.rawGet(t, "HTTP/1.1", "brief", "/"); res.StatusCode != 200 {
 		t.Fatalf("once the policy is there: %d", res.StatusCode)
 	}
@@ -114,9 +114,9 @@ func TestRulesWithoutLogin(t *testing.T) {
 func TestDomainPolicy(t *testing.T) {
 	w := start(t)
 	ctx := context.Background()
-	w.putPolicy(client.AccessPolicy{Name: "closed", Rules: []client.AccessRule{{Deny: true}}})
-	w.putPolicy(client.AccessPolicy{Name: "open", Rules: []client.AccessRule{{Public: true}}})
-	if _, err := w.api.CreateDomain(ctx, client.CreateDomain{Subdomain: "other", Sharing: client.Sharing{Owner: owner}}); err != nil {
+	w.putPolicy(apiwire.AccessPolicy{Name: "closed", Rules: []apiwire.AccessRule{{Deny: true}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "open", Rules: []apiwire.AccessRule{{Public: true}}})
+	if _, err := w.api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "other", Sharing: apiwire.Sharing{Owner: owner}}); err != nil {
 		t.Fatal(err)
 	}
 	w.publish("other", "open")
@@ -143,19 +143,19 @@ func TestDomainPolicy(t *testing.T) {
 func TestTCPPolicy(t *testing.T) {
 	w := start(t)
 	ctx := context.Background()
-	w.putPolicy(client.AccessPolicy{Name: "loopback", Rules: []client.AccessRule{{IP: &client.IPRule{AllowCIDRs: []string{"127.0.0.0/8"}}}}})
-	w.putPolicy(client.AccessPolicy{Name: "elsewhere", Rules: []client.AccessRule{{IP: &client.IPRule{AllowCIDRs: []string{"203.0.113.0/24"}}}}})
-	w.putPolicy(client.AccessPolicy{Name: "login", Rules: []client.AccessRule{{OIDC: w.oidcRule()}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "loopback", Rules: []apiwire.AccessRule{{IP: &apiwire.IPRule{AllowCIDRs: []string{"127.0.0.0/8"}}}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "elsewhere", Rules: []apiwire.AccessRule{{IP: &apiwire.IPRule{AllowCIDRs: []string{"203.0.113.0/24"}}}}})
+	w.putPolicy(apiwire.AccessPolicy{Name: "login", Rules: []apiwire.AccessRule{{OIDC: w.oidcRule()}}})
 	for _, tc := range []struct {
 		policy string
 		open   bool
 	}{{"loopback", true}, {"elsewhere", false}, {"login", false}, {"missing", false}} {
 		t.Run(tc.policy, func(t *testing.T) {
-			ep, err := w.api.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "db-" + tc.policy, Sharing: client.Sharing{Owner: owner}})
+			ep, err := w.api.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "db-" + tc.policy, Sharing: apiwire.Sharing{Owner: owner}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			tk, err := w.api.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "tcp", Address: ep.Alias, Owner: owner})
+			tk, err := w.api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "tcp", Address: ep.Alias, Owner: owner})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -81,7 +82,7 @@ func start(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	key, err := e.CreateAPIKey("operator", []string{client.ScopeWrite})
+	key, err := e.CreateAPIKey("operator", []string{apiwire.ScopeWrite})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +97,12 @@ func (w *world) origin(host string) string {
 	return "http://" + host + "." + baseDomain + ":" + port
 }
 
-func (w *world) oidcRule(allowed ...string) *client.OIDCRule {
-	return &client.OIDCRule{IssuerURL: w.op.Issuer, ClientID: clientID, ClientSecret: secret,
+func (w *world) oidcRule(allowed ...string) *apiwire.OIDCRule {
+	return &apiwire.OIDCRule{IssuerURL: w.op.Issuer, ClientID: clientID, ClientSecret: secret,
 		Scopes: []string{"openid", "email", "profile", "groups"}, AllowedDomains: allowed}
 }
 
-func (w *world) putPolicy(p client.AccessPolicy) {
+func (w *world) putPolicy(p apiwire.AccessPolicy) {
 	w.t.Helper()
 	p.Owner = owner
 	if _, err := w.api.PutAccessPolicy(context.Background(), p); err != nil {
@@ -138,7 +139,7 @@ func (w *world) publish(label, policy string) {
 func (w *world) bind(label, policy string) net.Listener {
 	w.t.Helper()
 	t := w.t
-	tk, err := w.api.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
+	tk, err := w.api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}

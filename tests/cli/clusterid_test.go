@@ -10,7 +10,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -79,7 +79,7 @@ func TestPreflightOwnerPrefixMatchesClusterID(t *testing.T) {
 			t.Fatalf("%v: %+v", tc.args, c)
 		}
 	}
-	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), edgeclient.CreateAPIKey{Name: "unbound", Scopes: []string{edgeclient.ScopeWrite}})
+	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "unbound", Scopes: []string{apiwire.ScopeWrite}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cluster"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -101,7 +101,7 @@ func TestPreflightHealthy(t *testing.T) {
 
 func TestPreflightWrongScope(t *testing.T) {
 	restoreChartCRDs(t)
-	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), edgeclient.CreateAPIKey{Name: "connect-only", Scopes: []string{edgeclient.ScopeConnect}})
+	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "connect-only", Scopes: []string{apiwire.ScopeConnect}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPreflightWrongScope(t *testing.T) {
 // unless every SecretSync brings its own key; with it off, nothing is said.
 func TestPreflightSecretSyncScope(t *testing.T) {
 	restoreChartCRDs(t)
-	writeOnly, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), edgeclient.CreateAPIKey{Name: "tunnels-only", Scopes: []string{edgeclient.ScopeWrite}})
+	writeOnly, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "tunnels-only", Scopes: []string{apiwire.ScopeWrite}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestPreflightEdgeTLS(t *testing.T) {
 		t.Fatalf("no pin: %+v", c)
 	}
 
-	wrong := edgeclient.Fingerprint([]byte("another certificate"))
+	wrong := apiwire.Fingerprint([]byte("another certificate"))
 	r = tuna(t, append(base, "--edge-api-fingerprint", wrong)...)
 	expectCode(t, r, cmd.ExitFailed)
 	c = check(t, decodeReport(t, r), "the edge API is reachable")

@@ -25,7 +25,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
@@ -90,7 +90,7 @@ func startStack(t *testing.T, o options) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	tk, err := e.Client(e.OperatorKey).CreateTunnelKey(context.Background(), edgeclient.CreateTunnelKey{Protocol: "http", Address: "desync",
+	tk, err := e.Client(e.OperatorKey).CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: "desync",
 		Owner: harness.TestClusterID + "/desync"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -72,7 +72,7 @@ func TestSubdomainChangeReKeys(t *testing.T) {
 	require.NotEqual(t, oldKey, moved.Status.KeyID, "a new key is issued")
 
 	_, err := api.GetTunnelKey(ctx, oldKey)
-	assert.True(t, edgeclient.IsNotFound(err), "the old key is revoked, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the old key is revoked, got %v", err)
 	k, err := api.GetTunnelKey(ctx, moved.Status.KeyID)
 	require.NoError(t, err)
 	assert.Equal(t, newSub+"."+harness.BaseDomain, k.Address, "the new key is bound to the new address")

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -59,7 +59,7 @@ func TestDomainSubdomainServesTunnelAndIsReleased(t *testing.T) {
 	deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "web-on-domain"))
 	deleteAndWait(t, &tunav1.Domain{}, key(ns, "my-app"))
 	_, err = api.GetDomain(ctx, fqdn)
-	assert.True(t, edgeclient.IsNotFound(err), "reclaimPolicy Delete releases the domain, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "reclaimPolicy Delete releases the domain, got %v", err)
 }
 
 // A Tunnel naming a Domain that does not exist waits with DomainNotReady.
@@ -81,7 +81,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	ns := namespace(t)
 	api := env.edge.Client(env.edge.AdminKey)
 	suffix := tag(ns)
-	byHand, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "byhand-" + suffix})
+	byHand, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "byhand-" + suffix})
 	require.NoError(t, err)
 
 	for _, d := range []*tunav1.Domain{
@@ -111,7 +111,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	_, err = api.GetDomain(ctx, kept.Status.FQDN)
 	assert.NoError(t, err, "reclaimPolicy Retain keeps the domain")
 	_, err = api.GetDomain(ctx, again.Status.FQDN)
-	assert.True(t, edgeclient.IsNotFound(err), "the default reclaimPolicy Delete releases it, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the default reclaimPolicy Delete releases it, got %v", err)
 }
 
 // On an edge that checks no DNS (an empty --dns-resolver), a custom

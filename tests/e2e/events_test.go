@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -100,7 +100,7 @@ func TestReservationEvents(t *testing.T) {
 	assert.Equal(t, map[string]int32{tunav1.ReasonReserved: 1}, eventsOf(t, ns, "TCPEndpoint", "pg", "Normal"),
 		"no Ready event for resyncs that leave Ready as it was")
 
-	byHand, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "evd-" + tag(ns)})
+	byHand, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "evd-" + tag(ns)})
 	require.NoError(t, err)
 	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "adopted", byHand.Subdomain, tunav1.ReclaimDelete)))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.Domain{}, key(ns, "adopted")) })

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -80,7 +80,7 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 
 	// A refused check (the operator's own key is rejected) says so, and
 	// still keeps the key the tunnel serves with.
-	fault.fail(faultRule{match: request(http.MethodGet, "/v1/tunnel-keys"), status: http.StatusUnauthorized, code: edgeclient.CodeUnauthorized})
+	fault.fail(faultRule{match: request(http.MethodGet, "/v1/tunnel-keys"), status: http.StatusUnauthorized, code: apiwire.CodeUnauthorized})
 	refused := waitKeyIssued(t, key(ns, "web"), metav1.ConditionUnknown, tunav1.ReasonAPIKeyInvalid)
 	assert.Contains(t, status.Find(refused.Status.Conditions, tunav1.ConditionKeyIssued).Message, "keeps serving with its key "+keyID)
 
@@ -136,7 +136,7 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 		waitEndpoint(t, ns, name, tunav1.ReasonReserved)
 	}
 
-	fault.fail(faultRule{match: request(http.MethodDelete, "/v1/tcp-endpoints/"), status: http.StatusForbidden, code: edgeclient.CodeForbidden})
+	fault.fail(faultRule{match: request(http.MethodDelete, "/v1/tcp-endpoints/"), status: http.StatusForbidden, code: apiwire.CodeForbidden})
 	for _, name := range []string{"held", "forced"} {
 		require.NoError(t, env.cp.Client.Delete(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
 	}
@@ -166,7 +166,7 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 	fault.heal()
 	waitGone(t, &tunav1.TCPEndpoint{}, key(ns, "held"))
 	_, err = api.GetTCPEndpoint(ctx, "held-"+tag(ns))
-	assert.True(t, edgeclient.IsNotFound(err), "the release went through once the edge accepted it, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the release went through once the edge accepted it, got %v", err)
 }
 
 func keyIssued(t *testing.T, k types.NamespacedName) metav1.Condition {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -131,7 +131,7 @@ func request(method, prefix string) func(*http.Request) bool {
 func controllerBehind(t *testing.T, p *faultProxy, mutate ...func(*app.ControllerOptions)) {
 	t.Helper()
 	restartController(t, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
-		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, edgeclient.Fingerprint(p.Certificate().Raw)
+		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, apiwire.Fingerprint(p.Certificate().Raw)
 	}}, mutate...)...)
 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -44,7 +44,7 @@ func TestTunnelGoneWithoutFinalizerReleasesItsAddress(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
-		assert.True(c, edgeclient.IsNotFound(err), "the gone Tunnel's key %s is revoked, got %v", tun.Status.KeyID, err)
+		assert.True(c, apiwire.IsNotFound(err), "the gone Tunnel's key %s is revoked, got %v", tun.Status.KeyID, err)
 		secret := types.NamespacedName{Namespace: harness.OperatorNamespace, Name: keysecret.Name("Tunnel", tun.UID)}
 		err = env.cp.Client.Get(ctx, secret, &corev1.Secret{})
 		assert.True(c, apierrors.IsNotFound(err), "its key Secret is deleted, got %v", err)
@@ -69,7 +69,7 @@ func TestTunnelChurnLeavesNoClaim(t *testing.T) {
 		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, sub, "http://web:8080")))
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, name))
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			k, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: sub, Owner: "e2e/another-owner"})
+			k, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: sub, Owner: "e2e/another-owner"})
 			if !assert.NoError(c, err, "after Tunnel %s is gone another owner may take %s", name, sub) {
 				return
 			}
@@ -101,9 +101,9 @@ func TestReservationsGoneWithoutFinalizerAreReleased(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetDomain(ctx, d.Status.FQDN)
-		assert.True(c, edgeclient.IsNotFound(err), "domain %s is released, got %v", d.Status.FQDN, err)
+		assert.True(c, apiwire.IsNotFound(err), "domain %s is released, got %v", d.Status.FQDN, err)
 		_, err = api.GetTCPEndpoint(ctx, alias)
-		assert.True(c, edgeclient.IsNotFound(err), "TCP endpoint %s is released, got %v", alias, err)
+		assert.True(c, apiwire.IsNotFound(err), "TCP endpoint %s is released, got %v", alias, err)
 	}, wait, 50*time.Millisecond)
 
 	require.NoError(t, env.cp.Client.Create(ctx, domain(next, "web", sub, tunav1.ReclaimDelete)))

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
@@ -109,7 +109,7 @@ func waitBackend(t *testing.T, url, want string) {
 }
 
 // hostKeys are this cluster's keys for an Ingress host on the edge.
-func hostKeys(t require.TestingT, host string) []edgeclient.TunnelKey {
+func hostKeys(t require.TestingT, host string) []apiwire.TunnelKey {
 	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(context.Background(),
 		map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelHost: host})
 	require.NoError(t, err)
@@ -118,9 +118,9 @@ func hostKeys(t require.TestingT, host string) []edgeclient.TunnelKey {
 
 // liveKey waits until the host has exactly one key with a live session
 // and returns it.
-func liveKey(t *testing.T, host string) edgeclient.TunnelKey {
+func liveKey(t *testing.T, host string) apiwire.TunnelKey {
 	t.Helper()
-	var k edgeclient.TunnelKey
+	var k apiwire.TunnelKey
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		keys := hostKeys(c, host)
 		require.Len(c, keys, 1, "one key per host")

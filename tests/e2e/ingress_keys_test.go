@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
@@ -33,7 +33,7 @@ func TestIngressKeyRevokedByHandIsReplaced(t *testing.T) {
 	old := liveKey(t, host)
 
 	require.NoError(t, env.edge.Client(env.edge.AdminKey).RevokeTunnelKey(ctx, old.ID))
-	var now edgeclient.TunnelKey
+	var now apiwire.TunnelKey
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		keys := hostKeys(c, host)
 		require.Len(c, keys, 1)
@@ -65,7 +65,7 @@ func TestIngressOrphanKeyRevokedAfterControllerDowntime(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	// Another cluster cannot get a key for this namespace's host (it is
 	// another owner), so its key is for an address of its own.
-	foreign, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: subdomainFor(ns, "elsewhere"),
+	foreign, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: subdomainFor(ns, "elsewhere"),
 		Owner: "another-cluster/" + ns, Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.RevokeTunnelKey(ctx, foreign.ID) })
@@ -79,7 +79,7 @@ func TestIngressOrphanKeyRevokedAfterControllerDowntime(t *testing.T) {
 	env.controller = startController()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, k.ID)
-		assert.True(c, edgeclient.IsNotFound(err), "orphan key still there: %v", err)
+		assert.True(c, apiwire.IsNotFound(err), "orphan key still there: %v", err)
 		err = env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
 		assert.True(c, apierrors.IsNotFound(err), "its Secret is deleted, got %v", err)
 	}, wait, 100*time.Millisecond)
@@ -126,9 +126,9 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	api := env.edge.Client(env.edge.AdminKey)
-	sub, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: subdomainFor(ns, "byhand")})
+	sub, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: subdomainFor(ns, "byhand")})
 	require.NoError(t, err)
-	custom, err := api.CreateDomain(ctx, edgeclient.CreateDomain{Domain: "shop-" + tag(ns) + ".example.test"})
+	custom, err := api.CreateDomain(ctx, apiwire.CreateDomain{Domain: "shop-" + tag(ns) + ".example.test"})
 	require.NoError(t, err)
 	require.False(t, custom.Verified)
 	t.Cleanup(func() {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
@@ -247,7 +247,7 @@ func TestIngressDeleteStopsHostAndRevokesKey(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, k.ID)
-		assert.True(c, edgeclient.IsNotFound(err), "the key is revoked, got %v", err)
+		assert.True(c, apiwire.IsNotFound(err), "the key is revoked, got %v", err)
 		err = env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
 		assert.True(c, client.IgnoreNotFound(err) == nil && err != nil, "the key Secret is deleted, got %v", err)
 	}, wait, 50*time.Millisecond)

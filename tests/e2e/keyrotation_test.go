@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
@@ -82,8 +82,8 @@ func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 
 	// A new key with the scopes and the owner prefix the operator's key has
 	// in the harness.
-	fresh, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "tuna-operator-rotated",
-		Scopes: []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}, OwnerPrefix: harness.TestClusterID})
+	fresh, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "tuna-operator-rotated",
+		Scopes: []string{apiwire.ScopeWrite, apiwire.ScopeSecretsRead}, OwnerPrefix: harness.TestClusterID})
 	require.NoError(t, err)
 	// Both keys are valid until the old one is deleted: from here on the
 	// shared environment (and the controller the test restores) uses the
@@ -126,8 +126,8 @@ func TestOwnKeySecretChangeIsPickedUp(t *testing.T) {
 	ns := namespace(t)
 	admin := env.edge.Client(env.edge.AdminKey)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	newKey := func(name string) *edgeclient.APIKey {
-		k, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: name, Scopes: []string{edgeclient.ScopeConnect}})
+	newKey := func(name string) *apiwire.APIKey {
+		k, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: name, Scopes: []string{apiwire.ScopeConnect}})
 		require.NoError(t, err)
 		return k
 	}

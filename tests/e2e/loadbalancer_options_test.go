@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
@@ -195,7 +195,7 @@ func TestLoadBalancerDeletedWhileControllerDown(t *testing.T) {
 	env.controller = startController()
 	deleteAndWait(t, &corev1.Service{}, key(ns, "pg"))
 	_, err = env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
-	assert.True(t, edgeclient.IsNotFound(err), "the port of %s is still reserved: %v", strconv.Itoa(int(ep.Status.Port)), err)
+	assert.True(t, apiwire.IsNotFound(err), "the port of %s is still reserved: %v", strconv.Itoa(int(ep.Status.Port)), err)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -220,7 +220,7 @@ func TestLoadBalancerClassless(t *testing.T) {
 		assert.NotContains(c, svc.Finalizers, loadbalancer.Finalizer)
 	})
 	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
-	assert.True(t, edgeclient.IsNotFound(err), "the port is still reserved: %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the port is still reserved: %v", err)
 
 	// Another load balancer's classless Service: its finalizer and status,
 	// written by its own controller.

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -182,7 +182,7 @@ func TestLoadBalancerService(t *testing.T) {
 	api := env.edge.Client(env.edge.AdminKey)
 	for i, alias := range aliases {
 		_, err := api.GetTCPEndpoint(ctx, alias)
-		assert.True(t, edgeclient.IsNotFound(err), "port of %s is still reserved: %v", alias, err)
+		assert.True(t, apiwire.IsNotFound(err), "port of %s is still reserved: %v", alias, err)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			conn, err := net.DialTimeout("tcp", addrs[i], time.Second)
 			if err == nil {
@@ -247,7 +247,7 @@ func TestLoadBalancerTypeChangeAndClasses(t *testing.T) {
 	})
 	assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, "pg-5432"), &tunav1.TCPEndpoint{})))
 	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
-	assert.True(t, edgeclient.IsNotFound(err), "the port is still reserved: %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the port is still reserved: %v", err)
 	waitServiceEvent(t, ns, "pg", loadbalancer.ReasonUnpublished, "no longer of type LoadBalancer")
 }
 

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -64,12 +64,12 @@ func TestRefusedReservationReleasesNothingOfAnotherOwner(t *testing.T) {
 	// While the controller is down (else it re-creates them at once), the
 	// reservations are deleted on the edge and another cluster takes them.
 	stopController(t)
-	theirs := edgeclient.Sharing{Owner: otherCluster + "/shop"}
+	theirs := apiwire.Sharing{Owner: otherCluster + "/shop"}
 	require.NoError(t, admin.DeleteDomain(ctx, fqdn, ""))
 	require.NoError(t, admin.DeleteTCPEndpoint(ctx, alias, ""))
-	_, err := admin.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: sub, Sharing: theirs})
+	_, err := admin.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: sub, Sharing: theirs})
 	require.NoError(t, err)
-	_, err = admin.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias, Sharing: theirs})
+	_, err = admin.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias, Sharing: theirs})
 	require.NoError(t, err)
 	env.controller = startController()
 
@@ -103,38 +103,38 @@ func TestOperatorKeyCannotTouchAnotherCluster(t *testing.T) {
 	operator := env.edge.Client(env.edge.OperatorKey)
 	sub, alias := subdomainFor(ns, "theirs"), "theirs-"+tag(ns)
 	fqdn := sub + "." + harness.BaseDomain
-	theirs := edgeclient.Sharing{Owner: otherCluster + "/" + ns}
-	_, err := admin.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: sub, Sharing: theirs})
+	theirs := apiwire.Sharing{Owner: otherCluster + "/" + ns}
+	_, err := admin.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: sub, Sharing: theirs})
 	require.NoError(t, err)
-	_, err = admin.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias, Sharing: theirs})
+	_, err = admin.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias, Sharing: theirs})
 	require.NoError(t, err)
-	theirKey, err := admin.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: sub, Owner: theirs.Owner})
+	theirKey, err := admin.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: sub, Owner: theirs.Owner})
 	require.NoError(t, err)
 
 	refused := func(err error, code, mentions string) {
 		t.Helper()
-		var ae *edgeclient.APIError
+		var ae *apiwire.APIError
 		require.ErrorAs(t, err, &ae)
 		assert.Equal(t, 403, ae.Status, "%v", err)
 		assert.Equal(t, code, ae.Code, "%v", err)
 		assert.Contains(t, ae.Message, mentions)
 	}
-	refused(operator.DeleteDomain(ctx, fqdn, ""), edgeclient.CodeAddressOwned, "belongs to owner "+theirs.Owner)
-	refused(operator.DeleteDomain(ctx, fqdn, theirs.Owner), edgeclient.CodeForbidden, `bound to owner prefix "`+harness.TestClusterID+`"`)
-	refused(operator.DeleteTCPEndpoint(ctx, alias, ""), edgeclient.CodeAddressOwned, "belongs to owner "+theirs.Owner)
+	refused(operator.DeleteDomain(ctx, fqdn, ""), apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
+	refused(operator.DeleteDomain(ctx, fqdn, theirs.Owner), apiwire.CodeForbidden, `bound to owner prefix "`+harness.TestClusterID+`"`)
+	refused(operator.DeleteTCPEndpoint(ctx, alias, ""), apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
 	_, err = operator.ShareDomain(ctx, fqdn, "", []string{harness.TestClusterID + "/" + ns})
-	refused(err, edgeclient.CodeAddressOwned, "belongs to owner "+theirs.Owner)
-	_, err = operator.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: "x-" + sub, Owner: theirs.Owner})
-	refused(err, edgeclient.CodeForbidden, `bound to owner prefix "`+harness.TestClusterID+`"`)
-	_, err = operator.CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "y-" + sub})
-	refused(err, edgeclient.CodeForbidden, "name an owner under it")
-	assert.True(t, edgeclient.IsNotFound(operator.RevokeTunnelKey(ctx, theirKey.ID)), "another cluster's key does not exist for the bound key")
+	refused(err, apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
+	_, err = operator.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "x-" + sub, Owner: theirs.Owner})
+	refused(err, apiwire.CodeForbidden, `bound to owner prefix "`+harness.TestClusterID+`"`)
+	_, err = operator.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "y-" + sub})
+	refused(err, apiwire.CodeForbidden, "name an owner under it")
+	assert.True(t, apiwire.IsNotFound(operator.RevokeTunnelKey(ctx, theirKey.ID)), "another cluster's key does not exist for the bound key")
 
 	// Any other tunnels:write key: not without naming the owner.
-	unbound, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "unbound", Scopes: []string{edgeclient.ScopeWrite}})
+	unbound, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "unbound", Scopes: []string{apiwire.ScopeWrite}})
 	require.NoError(t, err)
-	refused(env.edge.Client(unbound.Key).DeleteDomain(ctx, fqdn, ""), edgeclient.CodeAddressOwned, "belongs to owner "+theirs.Owner)
-	refused(env.edge.Client(unbound.Key).DeleteTCPEndpoint(ctx, alias, harness.TestClusterID+"/"+ns), edgeclient.CodeAddressOwned,
+	refused(env.edge.Client(unbound.Key).DeleteDomain(ctx, fqdn, ""), apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
+	refused(env.edge.Client(unbound.Key).DeleteTCPEndpoint(ctx, alias, harness.TestClusterID+"/"+ns), apiwire.CodeAddressOwned,
 		"belongs to owner "+theirs.Owner)
 
 	_, err = admin.GetDomain(ctx, fqdn)

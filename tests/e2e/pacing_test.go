@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
@@ -44,7 +44,7 @@ func TestControllerStaysWithinTheAdvertisedBudgetUnderA429Storm(t *testing.T) {
 	t.Cleanup(func() { _ = edge.Close() })
 	info, err := edge.Client(edge.AdminKey).Edge(ctx)
 	require.NoError(t, err)
-	require.Equal(t, &edgeclient.RateLimit{PerSecond: limit, Burst: burst}, info.APIRateLimit, "the budget the edge advertises")
+	require.Equal(t, &apiwire.RateLimit{PerSecond: limit, Burst: burst}, info.APIRateLimit, "the budget the edge advertises")
 
 	// The storm: the other client sends without pause from 4 loops until
 	// told to stop, each answer counted.
@@ -56,7 +56,7 @@ func TestControllerStaysWithinTheAdvertisedBudgetUnderA429Storm(t *testing.T) {
 		loops.Go(func() {
 			for storm.Err() == nil {
 				_, err := other.WhoAmI(storm)
-				if err == nil || edgeclient.CodeOf(err) == edgeclient.CodeRateLimited {
+				if err == nil || apiwire.CodeOf(err) == apiwire.CodeRateLimited {
 					neighbour.Add(1) // answered by the edge
 				} else if storm.Err() == nil {
 					t.Errorf("the other client: %v", err)

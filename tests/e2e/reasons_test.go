@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -33,15 +33,15 @@ func TestKeyPendingThenKeyIssueFailed(t *testing.T) {
 	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonKeyPending)
 
 	p := newFaultProxy(t)
-	p.fail(faultRule{match: request(http.MethodPost, "/v1/tunnel-keys"), status: http.StatusBadRequest, code: edgeclient.CodeInvalidRequest})
+	p.fail(faultRule{match: request(http.MethodPost, "/v1/tunnel-keys"), status: http.StatusBadRequest, code: apiwire.CodeInvalidRequest})
 	restartController(t, func(o *app.ControllerOptions) {
-		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, edgeclient.Fingerprint(p.Certificate().Raw)
+		o.EdgeAPIURL, o.EdgeAPIFingerprint = p.URL, apiwire.Fingerprint(p.Certificate().Raw)
 	})
 	got := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonKeyIssueFailed)
 	issued := status.Find(got.Status.Conditions, tunav1.ConditionKeyIssued)
 	require.NotNil(t, issued)
 	assert.Equal(t, []any{metav1.ConditionFalse, tunav1.ReasonKeyIssueFailed}, []any{issued.Status, issued.Reason})
-	assert.Contains(t, issued.Message, edgeclient.CodeInvalidRequest, "the message has the edge's answer")
+	assert.Contains(t, issued.Message, apiwire.CodeInvalidRequest, "the message has the edge's answer")
 	assert.Empty(t, got.Status.KeyID)
 	assert.NotZero(t, p.failed.Load())
 
@@ -94,7 +94,7 @@ func TestDomainReservationFailed(t *testing.T) {
 	got := waitDomain(t, ns, "nested", metav1.ConditionFalse, tunav1.ReasonReservationFailed)
 	cond := status.Find(got.Status.Conditions, tunav1.ConditionReady)
 	assert.Contains(t, cond.Message, "base domain")
-	assert.Contains(t, cond.Message, edgeclient.CodeInvalidDomain)
+	assert.Contains(t, cond.Message, apiwire.CodeInvalidDomain)
 	assert.Empty(t, got.Status.FQDN)
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -62,13 +62,13 @@ func TestRetainedDomainSurvivesARebuild(t *testing.T) {
 	require.NoError(t, rebuilt.Client.Delete(ctx, d))
 	waitGoneIn(t, rebuilt, &tunav1.Domain{}, key(ns, same))
 	_, err = admin.GetDomain(ctx, same+"."+harness.BaseDomain)
-	assert.True(t, edgeclient.IsNotFound(err), "the new Domain's reclaimPolicy Delete releases it, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the new Domain's reclaimPolicy Delete releases it, got %v", err)
 	require.NoError(t, sameID.Stop())
 
 	// Another cluster id (with its key bound to it): the old id owns the
 	// domain, until the administrator hands it over.
 	const newID = "rebuilt-cluster"
-	bound, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: newID, Scopes: []string{edgeclient.ScopeWrite}, OwnerPrefix: newID})
+	bound, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: newID, Scopes: []string{apiwire.ScopeWrite}, OwnerPrefix: newID})
 	require.NoError(t, err)
 	newController := harness.StartController(ids.Controller, env.edge, func(o *app.ControllerOptions) {
 		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
@@ -91,5 +91,5 @@ func TestRetainedDomainSurvivesARebuild(t *testing.T) {
 	require.NoError(t, rebuilt.Client.Delete(ctx, &now))
 	waitGoneIn(t, rebuilt, &tunav1.Domain{}, key(ns, other))
 	_, err = admin.GetDomain(ctx, other+"."+harness.BaseDomain)
-	assert.True(t, edgeclient.IsNotFound(err), "the handed-over domain is the new cluster's to release, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "the handed-over domain is the new cluster's to release, got %v", err)
 }

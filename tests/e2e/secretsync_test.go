@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
@@ -32,13 +33,13 @@ import (
 // who sets the secrets.
 func admin() *edgeclient.Client { return env.edge.Client(env.edge.AdminKey) }
 
-func putSecret(t *testing.T, name string, kv ...string) *edgeclient.SecretInfo {
+func putSecret(t *testing.T, name string, kv ...string) *apiwire.SecretInfo {
 	t.Helper()
 	data := map[string][]byte{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		data[kv[i]] = []byte(kv[i+1])
 	}
-	info, err := admin().PutSecret(context.Background(), name, edgeclient.PutSecret{Data: data})
+	info, err := admin().PutSecret(context.Background(), name, apiwire.PutSecret{Data: data})
 	require.NoError(t, err)
 	return info
 }
@@ -270,11 +271,11 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 		return &tunav1.SecretKeyReference{Name: name}
 	}
 	newKey := func(prefix string, scopes ...string) string {
-		k, err := admin().CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "team-" + ns, Scopes: scopes, SecretPrefix: prefix})
+		k, err := admin().CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "team-" + ns, Scopes: scopes, SecretPrefix: prefix})
 		require.NoError(t, err)
 		return k.Key
 	}
-	tunnelKey, err := admin().CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http"})
+	tunnelKey, err := admin().CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin().RevokeTunnelKey(context.Background(), tunnelKey.ID) })
 
@@ -283,8 +284,8 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 		want         string
 	}{
 		{"tunnel-key", tunnelKey.Key, "this is a tunnel key"},
-		{"tunnels-write", newKey("", edgeclient.ScopeWrite), "secrets:read"},
-		{"write-only", newKey("", edgeclient.ScopeSecretsWrite), "secrets:read"},
+		{"tunnels-write", newKey("", apiwire.ScopeWrite), "secrets:read"},
+		{"write-only", newKey("", apiwire.ScopeSecretsWrite), "secrets:read"},
 	} {
 		ref := keySecret("key-"+tc.name, tc.apiKey)
 		require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, tc.name, tunav1.SecretSyncSpec{
@@ -297,7 +298,7 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 
 	// A team key confined to shared/ reads shared/smtp, which the
 	// operator's policy would not give this namespace, and nothing else.
-	team := keySecret("team-key", newKey("shared/", edgeclient.ScopeSecretsRead))
+	team := keySecret("team-key", newKey("shared/", apiwire.ScopeSecretsRead))
 	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "smtp", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: "shared/smtp"}, APIKeySecretRef: team})))
 	waitSync(t, ns, "smtp", metav1.ConditionTrue, tunav1.ReasonSynced)
@@ -362,7 +363,7 @@ func TestSecretSyncExamples(t *testing.T) {
 	team := "team-" + tag(ns) + "/"
 	putSecret(t, team+"app-mail", "SMTP_HOST", "mail")
 	putSecret(t, team+"app-queue", "AMQP_URL", "amqp://q")
-	k, err := admin().CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "team", Scopes: []string{edgeclient.ScopeSecretsRead}, SecretPrefix: team})
+	k, err := admin().CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "team", Scopes: []string{apiwire.ScopeSecretsRead}, SecretPrefix: team})
 	require.NoError(t, err)
 	applyExample(t, ns, "secretsync-team-key.yaml", func(u *unstructured.Unstructured) {
 		switch u.GetKind() {

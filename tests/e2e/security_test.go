@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -72,9 +72,9 @@ func TestOwnAPIKey(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Name: "http", Port: 8080})
 	api := env.edge.Client(env.edge.AdminKey)
-	connect, err := api.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "team", Scopes: []string{edgeclient.ScopeConnect}})
+	connect, err := api.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "team", Scopes: []string{apiwire.ScopeConnect}})
 	require.NoError(t, err)
-	write, err := api.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "too-strong", Scopes: []string{edgeclient.ScopeWrite}})
+	write, err := api.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "too-strong", Scopes: []string{apiwire.ScopeWrite}})
 	require.NoError(t, err)
 
 	withKey := func(name, secret string) *tunav1.Tunnel {
@@ -135,7 +135,7 @@ func TestKeyScopes(t *testing.T) {
 	require.NotEmpty(t, tunnelKey)
 
 	_, err = env.edge.Client(tunnelKey).ListTunnelKeys(ctx, nil)
-	var apiErr *edgeclient.APIError
+	var apiErr *apiwire.APIError
 	require.True(t, errors.As(err, &apiErr), "a tunnel key must not call the API, got %v", err)
 	assert.Contains(t, []int{401, 403}, apiErr.Status)
 
@@ -172,7 +172,7 @@ func TestOrphanKeysRevokedAfterControllerDowntime(t *testing.T) {
 	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	api := env.edge.Client(env.edge.AdminKey)
-	foreign, err := api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: protocol.ProtocolHTTP,
+	foreign, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: protocol.ProtocolHTTP,
 		Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Tunnel",
 			edgeapi.LabelNamespace: ns, edgeapi.LabelName: "web", edgeapi.LabelUID: "not-this-one"}})
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestOrphanKeysRevokedAfterControllerDowntime(t *testing.T) {
 	env.controller = startController()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
-		assert.True(c, edgeclient.IsNotFound(err), "orphan key still there: %v", err)
+		assert.True(c, apiwire.IsNotFound(err), "orphan key still there: %v", err)
 	}, wait, 100*time.Millisecond)
 	_, err = api.GetTunnelKey(ctx, foreign.ID)
 	assert.NoError(t, err, "another cluster's key is never touched")

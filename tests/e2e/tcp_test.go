@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -142,7 +142,7 @@ func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	api := env.edge.Client(env.edge.AdminKey)
-	byHand, err := api.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: "byhand-" + tag(ns)})
+	byHand, err := api.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "byhand-" + tag(ns)})
 	require.NoError(t, err)
 
 	adopted := &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adopted"},
@@ -169,5 +169,5 @@ func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 	_, err = api.GetTCPEndpoint(ctx, byHand.Alias)
 	assert.NoError(t, err, "an adopted reservation is never deleted")
 	_, err = api.GetTCPEndpoint(ctx, o.Spec.Alias)
-	assert.True(t, edgeclient.IsNotFound(err), "reclaimPolicy Delete releases the operator's reservation, got %v", err)
+	assert.True(t, apiwire.IsNotFound(err), "reclaimPolicy Delete releases the operator's reservation, got %v", err)
 }

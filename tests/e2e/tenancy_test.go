@@ -19,7 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -261,5 +261,5 @@ func TestTenancyAdoptionOfForeignReservation(t *testing.T) {
 	assert.True(t, strings.HasSuffix(got.Owner, "/"+owner))
 	_, err = api.GetTCPEndpoint(ctx, alias)
 	assert.NoError(t, err, "the owner's TCP endpoint is still reserved")
-	assert.False(t, edgeclient.IsNotFound(err))
+	assert.False(t, apiwire.IsNotFound(err))
 }

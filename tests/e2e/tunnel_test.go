@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -103,7 +103,7 @@ func TestDeleteTunnelStopsTrafficAndRevokesKey(t *testing.T) {
 	}, wait, 50*time.Millisecond)
 
 	_, err = api.GetTunnelKey(ctx, keys[0].ID)
-	require.True(t, client.IsNotFound(err), "the key is revoked on the edge, got %v", err)
+	require.True(t, apiwire.IsNotFound(err), "the key is revoked on the edge, got %v", err)
 	code, body := get(t, tun.Status.URL)
 	require.Equal(t, http.StatusNotFound, code, "the address no longer answers: %s", body)
 }

@@ -10,6 +10,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -148,11 +149,11 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 	// The operator's key as the docs advise with SecretSync on: tunnels and
 	// reading secrets, never writing them; bound to the cluster id, as on
 	// an edge that several clusters share.
-	if edge.OperatorKey, err = e.CreateBoundAPIKey("tuna-operator", []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead},
+	if edge.OperatorKey, err = e.CreateBoundAPIKey("tuna-operator", []string{apiwire.ScopeWrite, apiwire.ScopeSecretsRead},
 		TestClusterID); err != nil {
 		return nil, err
 	}
-	if edge.AdminKey, err = e.CreateAPIKey("admin", []string{edgeclient.ScopeFull}); err != nil {
+	if edge.AdminKey, err = e.CreateAPIKey("admin", []string{apiwire.ScopeFull}); err != nil {
 		return nil, err
 	}
 	return edge, nil

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/tests/etcdcluster"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -103,7 +104,7 @@ func StartEdgeCluster(dir string, n int, o EdgeClusterOptions) (*EdgeCluster, er
 	if err != nil {
 		return fail(err)
 	}
-	c.Trust = edgeclient.Trust{Fingerprint: edgeclient.Fingerprint(der)}
+	c.Trust = edgeclient.Trust{Fingerprint: apiwire.Fingerprint(der)}
 	endpoints := strings.Join(ec.Endpoints(), ",")
 	for _, k := range []struct {
 		dst    *string

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 	"code.tuna.am/tuna/k8s-operator/tests/stats"
@@ -33,8 +34,8 @@ type EdgeProcess struct {
 	Log string
 
 	apiURL, fingerprint string
-	cmd         *exec.Cmd
-	done        chan struct{}
+	cmd                 *exec.Cmd
+	done                chan struct{}
 }
 
 // StartEdgeProcess builds tuna-edge into dir, runs it with its data in
@@ -107,8 +108,8 @@ func (e *EdgeProcess) connect(bin, data, keyFile string) error {
 	e.fingerprint = strings.TrimSpace(string(fp))
 	admin := e.Client(e.AdminKey)
 	for {
-		k, err := admin.CreateAPIKey(ctx, edgeclient.CreateAPIKey{Name: "tuna-operator",
-			Scopes: []string{edgeclient.ScopeWrite, edgeclient.ScopeSecretsRead}, OwnerPrefix: TestClusterID})
+		k, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "tuna-operator",
+			Scopes: []string{apiwire.ScopeWrite, apiwire.ScopeSecretsRead}, OwnerPrefix: TestClusterID})
 		if err == nil {
 			e.OperatorKey = k.Key
 			return nil
@@ -160,5 +161,6 @@ func (e *EdgeProcess) Stop() error {
 		return fmt.Errorf("tuna-edge did not stop within 30 s of SIGTERM; killed")
 	}
 }
+
 var _ EdgeAPI = (*EdgeProcess)(nil)
 var _ EdgeAPI = (*Edge)(nil)

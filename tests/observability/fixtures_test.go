@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -229,7 +229,7 @@ func startFixture(t *testing.T) *fixture {
 	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}, Spec: tunav1.DomainSpec{Subdomain: "obs-shop-" + tok}}
 	create(t, d)
 	secretName := ns + "/db"
-	_, err := env.edge.Client(env.edge.AdminKey).PutSecret(ctx, secretName, edgeclient.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + tok)}})
+	_, err := env.edge.Client(env.edge.AdminKey).PutSecret(ctx, secretName, apiwire.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + tok)}})
 	require.NoError(t, err)
 	ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: secretName}, Target: tunav1.SecretSyncTarget{Name: "db-credentials"}}}

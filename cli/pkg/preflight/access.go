@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cluster"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 )
 
@@ -115,7 +116,7 @@ func accepted(ap *unstructured.Unstructured) (status, reason, msg string) {
 func (p *run) accessSupport(ctx context.Context, cl *edgeclient.Client) {
 	const desc = "the edge enforces access policies"
 	if _, err := cl.AccessJWKS(ctx); err != nil {
-		if edgeclient.IsNotFound(err) {
+		if apiwire.IsNotFound(err) {
 			p.rep.Warn(CatEdge, desc, "the edge has no /v1/access routes: it predates access policies",
 				"upgrade tuna-edge before attaching AccessPolicies: an older edge refuses binds that name one")
 			return

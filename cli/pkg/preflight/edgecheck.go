@@ -13,6 +13,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/chart"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/values"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 )
 
@@ -38,17 +39,17 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 	desc := "the edge API is reachable"
 	if _, err := trust.TLSConfig(); err != nil {
 		p.rep.Fail(CatEdge, desc, err.Error(), "set edge.apiFingerprint (--edge-api-fingerprint) to what `tuna-edge api-fingerprint` prints on the edge")
-		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+edgeclient.ScopeWrite, "not checked: the edge API TLS settings are invalid", "")
+		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+apiwire.ScopeWrite, "not checked: the edge API TLS settings are invalid", "")
 		p.rep.Warn(CatEdge, "the edge is reachable over SSH", "not checked: the edge API TLS settings are invalid", "")
 		return
 	}
 	cl := edgeclient.New(apiURL, key.value, edgeclient.WithTrust(trust))
 	info, infoErr := cl.Edge(ctx)
-	var ae *edgeclient.APIError
+	var ae *apiwire.APIError
 	reachable := infoErr == nil || errors.As(infoErr, &ae)
 	if !reachable {
 		p.rep.Fail(CatEdge, desc, fmt.Sprintf("%s: %v", apiURL, infoErr), unreachableHint(infoErr, trust))
-		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+edgeclient.ScopeWrite, "not checked: the edge API is unreachable", "")
+		p.rep.Warn(CatEdge, "the edge accepts the API key with scope "+apiwire.ScopeWrite, "not checked: the edge API is unreachable", "")
 		p.rep.Warn(CatEdge, "the edge is reachable over SSH", "not checked: the edge API is unreachable", "")
 		return
 	}
@@ -59,20 +60,20 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 	p.rep.OK(CatEdge, desc, detail)
 	p.accessSupport(ctx, cl)
 
-	desc = "the edge accepts the API key with scope " + edgeclient.ScopeWrite
+	desc = "the edge accepts the API key with scope " + apiwire.ScopeWrite
 	if key.value == "" {
 		p.rep.Warn(CatEdge, desc, "not checked: no API key here (the credentials come from an injector)", "pass --api-key or set TUNA_API_KEY to check the key")
 	} else {
 		who, err := cl.WhoAmI(ctx)
 		switch {
-		case err != nil && (edgeclient.CodeOf(err) == edgeclient.CodeUnauthorized || edgeclient.CodeOf(err) == edgeclient.CodeForbidden):
+		case err != nil && (apiwire.CodeOf(err) == apiwire.CodeUnauthorized || apiwire.CodeOf(err) == apiwire.CodeForbidden):
 			p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key from %s is not valid: %v", key.from, err), "create an API key with scope tunnels:write (tuna-edge keys create --scope tunnels:write) and put it in the credentials")
 		case err != nil:
 			p.rep.Fail(CatEdge, desc, err.Error(), "")
-		case slices.Contains(who.Scopes, edgeclient.ScopeFull):
+		case slices.Contains(who.Scopes, apiwire.ScopeFull):
 			p.rep.Warn(CatEdge, desc, fmt.Sprintf("the key %s (from %s) has full access, more than the operator needs", who.KeyID, key.from),
 				"create a key with only tunnels:write for the operator (tuna-edge keys create --scope tunnels:write --name tuna-operator)")
-		case slices.Contains(who.Scopes, edgeclient.ScopeWrite):
+		case slices.Contains(who.Scopes, apiwire.ScopeWrite):
 			p.rep.OK(CatEdge, desc, fmt.Sprintf("key %s from %s", who.KeyID, key.from))
 		default:
 			p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) has scopes [%s]: it cannot issue tunnel keys or reserve domains", who.KeyID, key.from, strings.Join(who.Scopes, ", ")),
@@ -105,7 +106,7 @@ func (p *run) edge(ctx context.Context, r *chart.Rendered, key apiKey) {
 // operator's clusterID: the operator reserves and issues for owners
 // "<clusterID>/<namespace>", which a key bound to another prefix refuses
 // one by one.
-func (p *run) ownerPrefix(vals map[string]any, who *edgeclient.WhoAmI, key apiKey) {
+func (p *run) ownerPrefix(vals map[string]any, who *apiwire.WhoAmI, key apiKey) {
 	const desc = "the API key acts for this cluster's owners"
 	id := values.String(vals, "clusterID")
 	switch {
@@ -127,7 +128,7 @@ func (p *run) ownerPrefix(vals map[string]any, who *edgeclient.WhoAmI, key apiKe
 
 // secretScope checks, with secretSync on, that the operator's key may read
 // edge secrets for the SecretSyncs that use it.
-func (p *run) secretScope(vals map[string]any, who *edgeclient.WhoAmI, key apiKey) {
+func (p *run) secretScope(vals map[string]any, who *apiwire.WhoAmI, key apiKey) {
 	if !values.Bool(vals, "secretSync.enabled") {
 		return
 	}
@@ -136,13 +137,13 @@ func (p *run) secretScope(vals map[string]any, who *edgeclient.WhoAmI, key apiKe
 		p.rep.OK(CatEdge, desc, "not needed: secretSync.operatorKey=false, every SecretSync brings its own key")
 		return
 	}
-	if !slices.Contains(who.Scopes, edgeclient.ScopeSecretsRead) && !slices.Contains(who.Scopes, edgeclient.ScopeFull) {
+	if !slices.Contains(who.Scopes, apiwire.ScopeSecretsRead) && !slices.Contains(who.Scopes, apiwire.ScopeFull) {
 		p.rep.Fail(CatEdge, desc, fmt.Sprintf("the key %s (from %s) has scopes [%s]: SecretSyncs without apiKeySecretRef cannot read edge secrets with it",
 			who.KeyID, key.from, strings.Join(who.Scopes, ", ")),
 			"give the operator a key with secrets:read as well (tuna-edge keys create --scope tunnels:write,secrets:read --name tuna-operator), or set secretSync.operatorKey=false")
 		return
 	}
-	detail := fmt.Sprintf("key %s has %s", who.KeyID, edgeclient.ScopeSecretsRead)
+	detail := fmt.Sprintf("key %s has %s", who.KeyID, apiwire.ScopeSecretsRead)
 	if who.SecretPrefix != "" {
 		detail += ", confined to secrets named " + who.SecretPrefix + "..."
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -92,7 +93,7 @@ func (f *apiFlags) client() (*client.Client, error) {
 		trust.CABundle = pem
 	}
 	if f.fingerprint != "" {
-		fp, err := client.ParseFingerprint(f.fingerprint)
+		fp, err := apiwire.ParseFingerprint(f.fingerprint)
 		if err != nil {
 			return nil, fmt.Errorf("--api-fingerprint: %w", err)
 		}
@@ -135,7 +136,7 @@ func (f *apiFlags) local(needURL bool) (server.ClientConfig, error) {
 		return cfg, fmt.Errorf("cannot trust the edge API: pass --api-fingerprint (`tuna-edge api-fingerprint` prints it) "+
 			"or --api-ca-file, or --data-dir of the edge on this host: %w", cerr)
 	}
-	cfg.APIFingerprint = client.Fingerprint(cert.Raw)
+	cfg.APIFingerprint = apiwire.Fingerprint(cert.Raw)
 	return cfg, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
@@ -23,7 +24,7 @@ func TestClientCommandsReachARunningEdge(t *testing.T) {
 	if err != nil || cfg.APIURL != e.APIURL() || cfg.APIFingerprint != e.APIFingerprint() {
 		t.Fatalf("the edge's client config: %+v %v (edge at %s, %s)", cfg, err, e.APIURL(), e.APIFingerprint())
 	}
-	admin, err := e.CreateAPIKey("admin", []string{client.ScopeFull})
+	admin, err := e.CreateAPIKey("admin", []string{apiwire.ScopeFull})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestClientCommandsReachARunningEdge(t *testing.T) {
 	}
 
 	// The first step of the key rotation, while the edge runs.
-	var k client.APIKey
+	var k apiwire.APIKey
 	out := run(t, onHost, "keys", "create", "--scope", "tunnels:write", "--owner-prefix", "prod-eu-1", "--name", "prod", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &k); err != nil || k.OwnerPrefix != "prod-eu-1" || k.Key == "" {
 		t.Fatalf("keys create: %q %v", out, err)
@@ -62,17 +63,17 @@ func TestClientCommandsReachARunningEdge(t *testing.T) {
 		t.Fatalf("the old key stops before it is revoked: %v", err)
 	}
 	run(t, onHost, "keys", "revoke", k.ID)
-	if _, err := old.WhoAmI(context.Background()); client.CodeOf(err) != client.CodeUnauthorized {
+	if _, err := old.WhoAmI(context.Background()); apiwire.CodeOf(err) != apiwire.CodeUnauthorized {
 		t.Fatalf("the revoked key still works: %v", err)
 	}
 	_, stderr = runBoth(t, onHost, "keys", "rotate", who.KeyID, "--revoke")
-	if _, err := c.WhoAmI(context.Background()); client.CodeOf(err) != client.CodeUnauthorized || !strings.Contains(stderr, "revoked API key "+who.KeyID) {
+	if _, err := c.WhoAmI(context.Background()); apiwire.CodeOf(err) != apiwire.CodeUnauthorized || !strings.Contains(stderr, "revoked API key "+who.KeyID) {
 		t.Fatalf("rotate --revoke left the old key: %v %q", err, stderr)
 	}
 
 	// The owner transfer, with a full key.
 	if _, err := client.New(e.APIURL(), admin, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()})).CreateDomain(context.Background(),
-		client.CreateDomain{Subdomain: "shop", Sharing: client.Sharing{Owner: "lost/shop"}}); err != nil {
+		apiwire.CreateDomain{Subdomain: "shop", Sharing: apiwire.Sharing{Owner: "lost/shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	if out := run(t, onHost, "owners", "transfer", "--from", "lost", "--to", "rebuilt"); !strings.Contains(out, "owners under lost now under rebuilt") ||

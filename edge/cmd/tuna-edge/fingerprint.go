@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 )
 
@@ -30,7 +30,7 @@ func newAPIFingerprint() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fp := client.Fingerprint(cert.Raw)
+			fp := apiwire.Fingerprint(cert.Raw)
 			w := cmd.OutOrStdout()
 			switch output {
 			case "text":

@@ -14,15 +14,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // keyAdmin is where the keys commands manage API keys: the running edge's
 // API (with a full key), or, with --offline, the stopped edge's state.
 type keyAdmin interface {
-	CreateAPIKey(ctx context.Context, in client.CreateAPIKey) (*client.APIKey, error)
-	ListAPIKeys(ctx context.Context) ([]client.APIKey, error)
+	CreateAPIKey(ctx context.Context, in apiwire.CreateAPIKey) (*apiwire.APIKey, error)
+	ListAPIKeys(ctx context.Context) ([]apiwire.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
 }
 
@@ -70,7 +70,7 @@ func newKeys() *cobra.Command {
 }
 
 func keysCreate(f *keysFlags) *cobra.Command {
-	var in client.CreateAPIKey
+	var in apiwire.CreateAPIKey
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API key and print its secret (shown only once)",
@@ -96,7 +96,7 @@ func keysCreate(f *keysFlags) *cobra.Command {
 
 // printNewKey prints a new key's secret on stdout (or the whole key with
 // -o json) and what it is on stderr.
-func (f *keysFlags) printNewKey(cmd *cobra.Command, k *client.APIKey, what string) error {
+func (f *keysFlags) printNewKey(cmd *cobra.Command, k *apiwire.APIKey, what string) error {
 	if f.output == "json" {
 		return f.json(cmd.OutOrStdout(), k)
 	}
@@ -122,7 +122,7 @@ func keysList(f *keysFlags) *cobra.Command {
 					return err
 				}
 				if f.output == "json" {
-					return f.json(cmd.OutOrStdout(), client.List[client.APIKey]{Items: keys})
+					return f.json(cmd.OutOrStdout(), apiwire.List[apiwire.APIKey]{Items: keys})
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ID\tNAME\tSCOPES\tSECRET PREFIX\tOWNER PREFIX\tCREATED")
@@ -168,12 +168,12 @@ func keysRotate(f *keysFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				i := slices.IndexFunc(keys, func(k client.APIKey) bool { return k.ID == args[0] })
+				i := slices.IndexFunc(keys, func(k apiwire.APIKey) bool { return k.ID == args[0] })
 				if i < 0 {
 					return fmt.Errorf("no API key %s: `tuna-edge keys list` shows the ids", args[0])
 				}
 				old := keys[i]
-				k, err := a.CreateAPIKey(cmd.Context(), client.CreateAPIKey{Name: old.Name, Scopes: old.Scopes,
+				k, err := a.CreateAPIKey(cmd.Context(), apiwire.CreateAPIKey{Name: old.Name, Scopes: old.Scopes,
 					SecretPrefix: old.SecretPrefix, OwnerPrefix: old.OwnerPrefix})
 				if err != nil {
 					return err
@@ -200,18 +200,18 @@ func keysRotate(f *keysFlags) *cobra.Command {
 // offlineKeys manages API keys in a stopped edge's store.
 type offlineKeys struct{ st *store.Store }
 
-func (o offlineKeys) CreateAPIKey(_ context.Context, in client.CreateAPIKey) (*client.APIKey, error) {
+func (o offlineKeys) CreateAPIKey(_ context.Context, in apiwire.CreateAPIKey) (*apiwire.APIKey, error) {
 	k, err := api.CreateAPIKey(o.st, in.Name, in.Scopes, func() store.APIKey {
 		return store.APIKey{CreatedAt: time.Now().UTC(), SecretPrefix: in.SecretPrefix, OwnerPrefix: in.OwnerPrefix}
 	})
 	return &k, err
 }
 
-func (o offlineKeys) ListAPIKeys(context.Context) ([]client.APIKey, error) {
+func (o offlineKeys) ListAPIKeys(context.Context) ([]apiwire.APIKey, error) {
 	recs, err := o.st.ListAPIKeys()
-	out := make([]client.APIKey, 0, len(recs))
+	out := make([]apiwire.APIKey, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, client.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix,
+		out = append(out, apiwire.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, SecretPrefix: r.SecretPrefix,
 			OwnerPrefix: r.OwnerPrefix, CreatedAt: r.CreatedAt})
 	}
 	return out, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
@@ -87,7 +88,7 @@ func TestKeysAndServe(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fp := strings.TrimSpace(run(t, []string{"TUNA_EDGE_DATA_DIR=" + dir}, "api-fingerprint"))
-	if _, err := client.ParseFingerprint(fp); err != nil {
+	if _, err := apiwire.ParseFingerprint(fp); err != nil {
 		t.Fatalf("api-fingerprint printed %q: %v", fp, err)
 	}
 	var asJSON struct {
@@ -110,7 +111,7 @@ func TestKeysAndServe(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c := client.New("https://"+apiAddr, secret, client.WithTrust(client.Trust{Fingerprint: fp}))
-	var who *client.WhoAmI
+	var who *apiwire.WhoAmI
 	for {
 		var err error
 		if who, err = c.WhoAmI(context.Background()); err == nil {

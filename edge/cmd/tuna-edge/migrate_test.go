@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
@@ -31,27 +32,27 @@ func TestMigrateToEtcd(t *testing.T) {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	key, err := e.CreateAPIKey("ops", []string{client.ScopeFull})
+	key, err := e.CreateAPIKey("ops", []string{apiwire.ScopeFull})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
 	ctx := context.Background()
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "app"}); err != nil {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "app"}); err != nil {
 		t.Fatal(err)
 	}
-	ep, err := c.CreateTCPEndpoint(ctx, client.CreateTCPEndpoint{Alias: "db"})
+	ep, err := c.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "db"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := c.CreateTunnelKey(ctx, client.CreateTunnelKey{Protocol: "http", Address: "app.tuna.localhost"})
+	tk, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "app.tuna.localhost"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutSecret(ctx, "team/db", client.PutSecret{Data: map[string][]byte{"password": []byte("s3cret")}}); err != nil {
+	if _, err := c.PutSecret(ctx, "team/db", apiwire.PutSecret{Data: map[string][]byte{"password": []byte("s3cret")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutAccessPolicy(ctx, client.AccessPolicy{Name: "open", Owner: "c1/team", Rules: []client.AccessRule{{Public: true}}}); err != nil {
+	if _, err := c.PutAccessPolicy(ctx, apiwire.AccessPolicy{Name: "open", Owner: "c1/team", Rules: []apiwire.AccessRule{{Public: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	fingerprint := e.APIFingerprint()
@@ -113,7 +114,7 @@ func TestMigrateToEtcd(t *testing.T) {
 	if _, err := c.GetTunnelKey(ctx, tk.ID); err != nil {
 		t.Fatalf("migrated tunnel key: %v", err)
 	}
-	if _, err := c.CreateDomain(ctx, client.CreateDomain{Subdomain: "app"}); client.CodeOf(err) != client.CodeNameTaken {
+	if _, err := c.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "app"}); apiwire.CodeOf(err) != apiwire.CodeNameTaken {
 		t.Fatalf("the migrated reservation is not enforced: %v", err)
 	}
 
@@ -125,7 +126,7 @@ func TestMigrateToEtcd(t *testing.T) {
 		t.Fatalf("a key created with keys --etcd-endpoints: %+v %v", who, err)
 	}
 	run(t, nil, "keys", "revoke", who.KeyID, "--etcd-endpoints", endpoints)
-	if _, err := c2.WhoAmI(ctx); client.CodeOf(err) != client.CodeUnauthorized {
+	if _, err := c2.WhoAmI(ctx); apiwire.CodeOf(err) != apiwire.CodeUnauthorized {
 		t.Fatalf("a key revoked with keys --etcd-endpoints: %v", err)
 	}
 	run(t, nil, "keys", "create", "--scope", "full", "--name", "ops3", "--etcd-endpoints", endpoints)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 func newSecrets() *cobra.Command {
@@ -71,7 +71,7 @@ func secretsSet(f *apiFlags) *cobra.Command {
 					return err
 				}
 			}
-			in := client.PutSecret{Data: data}
+			in := apiwire.PutSecret{Data: data}
 			if cmd.Flags().Changed("expected-version") {
 				in.ExpectedVersion = &expected
 			}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -39,7 +39,7 @@ func runBoth(t *testing.T, env []string, args ...string) (string, string) {
 
 func TestSecretsCommands(t *testing.T) {
 	e, dir := startEdge(t)
-	key, err := e.CreateAPIKey("ops", []string{client.ScopeSecretsRead, client.ScopeSecretsWrite})
+	key, err := e.CreateAPIKey("ops", []string{apiwire.ScopeSecretsRead, apiwire.ScopeSecretsWrite})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestSecretsCommands(t *testing.T) {
 		t.Fatalf("set without '=': %q", msg)
 	}
 	out = run(t, env, "secrets", "set", "team-a/db", "user=app2", "--from-file", "password="+pwFile, "-o", "json")
-	var info client.SecretInfo
+	var info apiwire.SecretInfo
 	if err := json.Unmarshal([]byte(out), &info); err != nil || info.Version != 2 {
 		t.Fatalf("set -o json: %q %v", out, err)
 	}
@@ -70,7 +70,7 @@ func TestSecretsCommands(t *testing.T) {
 	if stdout != "password=line1\nline2\nuser=app2\n" || !strings.Contains(stderr, "warning") {
 		t.Fatalf("get: stdout %q stderr %q", stdout, stderr)
 	}
-	var s client.Secret
+	var s apiwire.Secret
 	if err := json.Unmarshal([]byte(run(t, env, "secrets", "get", "team-a/db", "-o", "json")), &s); err != nil || string(s.Data["user"]) != "app2" {
 		t.Fatalf("get -o json: %+v %v", s, err)
 	}
@@ -81,7 +81,7 @@ func TestSecretsCommands(t *testing.T) {
 	if !strings.Contains(out, "team-a/db") || !strings.Contains(out, "password,user") || strings.Contains(out, "line1") {
 		t.Fatalf("list: %q", out)
 	}
-	var l client.SecretList
+	var l apiwire.SecretList
 	if err := json.Unmarshal([]byte(run(t, env, "secrets", "list", "--prefix", "team-b/", "-o", "json")), &l); err != nil || len(l.Items) != 0 {
 		t.Fatalf("list --prefix team-b/: %+v %v", l, err)
 	}
@@ -101,12 +101,12 @@ func TestSecretsCommands(t *testing.T) {
 
 func TestKeysCreateWithSecretPrefix(t *testing.T) {
 	e, dir := startEdge(t)
-	admin, err := e.CreateAPIKey("admin", []string{client.ScopeFull})
+	admin, err := e.CreateAPIKey("admin", []string{apiwire.ScopeFull})
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"TUNA_EDGE_API_KEY=" + admin}
-	var k client.APIKey
+	var k apiwire.APIKey
 	out := run(t, env, "keys", "create", "--scope", "secrets:read,secrets:write", "--secret-prefix", "team-a/", "--data-dir", dir, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &k); err != nil || k.SecretPrefix != "team-a/" || len(k.Scopes) != 2 {
 		t.Fatalf("keys create: %q %v", out, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
@@ -45,7 +46,7 @@ func TestReleaseBuildReportsItsVersion(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
 
-	var info *client.EdgeInfo
+	var info *apiwire.EdgeInfo
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
@@ -67,7 +68,7 @@ func TestReleaseBuildReportsItsVersion(t *testing.T) {
 
 // edgeInfo asks a local edge's GET /v1/edge with the key in keyFile,
 // pinning the certificate the edge generated in its data directory.
-func edgeInfo(data, keyFile, apiAddr string) (*client.EdgeInfo, error) {
+func edgeInfo(data, keyFile, apiAddr string) (*apiwire.EdgeInfo, error) {
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, err
@@ -77,6 +78,6 @@ func edgeInfo(data, keyFile, apiAddr string) (*client.EdgeInfo, error) {
 		return nil, err
 	}
 	c := client.New("https://"+apiAddr, strings.TrimSpace(string(key)),
-		client.WithTrust(client.Trust{Fingerprint: client.Fingerprint(cert.Raw)}))
+		client.WithTrust(client.Trust{Fingerprint: apiwire.Fingerprint(cert.Raw)}))
 	return c.Edge(context.Background())
 }

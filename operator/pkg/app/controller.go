@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/accesspolicy"
@@ -251,7 +252,7 @@ type ingressEdge struct {
 	api *edgeclient.Client
 }
 
-func (e ingressEdge) GetDomain(ctx context.Context, name string) (*edgeclient.Domain, error) {
+func (e ingressEdge) GetDomain(ctx context.Context, name string) (*apiwire.Domain, error) {
 	return e.api.GetDomain(ctx, name)
 }
 
@@ -262,7 +263,7 @@ type sessionsEdge struct {
 	edgeapi.FreshKeys
 }
 
-func (e sessionsEdge) Nodes(ctx context.Context) ([]edgeclient.Node, error) { return e.api.Nodes(ctx) }
+func (e sessionsEdge) Nodes(ctx context.Context) ([]apiwire.Node, error) { return e.api.Nodes(ctx) }
 
 // apiKeySource is the operator's key: from the file, watched, or from the
 // environment, fixed.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // The controller's transport trusts the edge API as its flags say, and bad
@@ -17,7 +17,7 @@ import (
 func TestEdgeTransport(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer srv.Close()
-	fp := edgeclient.Fingerprint(srv.Certificate().Raw)
+	fp := apiwire.Fingerprint(srv.Certificate().Raw)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestEdgeTransport(t *testing.T) {
 		want string
 	}{
 		"no pin, self-signed": {ControllerOptions{EdgeAPIURL: srv.URL}, "certificate"},
-		"wrong pin":           {ControllerOptions{EdgeAPIURL: srv.URL, EdgeAPIFingerprint: edgeclient.Fingerprint([]byte("x"))}, fp},
+		"wrong pin":           {ControllerOptions{EdgeAPIURL: srv.URL, EdgeAPIFingerprint: apiwire.Fingerprint([]byte("x"))}, fp},
 		"malformed pin":       {ControllerOptions{EdgeAPIURL: srv.URL, EdgeAPIFingerprint: "abc"}, "--edge-api-fingerprint"},
 		"missing CA file":     {ControllerOptions{EdgeAPIURL: srv.URL, EdgeAPICAFile: caFile + ".missing"}, "--edge-api-ca-file"},
 		"pin on http://":      {ControllerOptions{EdgeAPIURL: "http://127.0.0.1:1", EdgeAPIFingerprint: fp}, "use https://"},

@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // BatchAPI is what the Batcher calls.
 type BatchAPI interface {
-	CreateTunnelKeys(ctx context.Context, in []client.CreateTunnelKey) ([]client.TunnelKeyResult, error)
-	RenewTunnelKeys(ctx context.Context, ids []string) ([]client.TunnelKeyResult, error)
+	CreateTunnelKeys(ctx context.Context, in []apiwire.CreateTunnelKey) ([]apiwire.TunnelKeyResult, error)
+	RenewTunnelKeys(ctx context.Context, ids []string) ([]apiwire.TunnelKeyResult, error)
 }
 
 // batchTimeout bounds one batch call (it may wait for the key's budget
@@ -26,31 +26,31 @@ const batchTimeout = time.Minute
 // calls wait for the budget, the ones made meanwhile go together, so a
 // cold start of thousands of keys takes tens of calls, not thousands.
 type Batcher struct {
-	create batchQueue[client.CreateTunnelKey]
+	create batchQueue[apiwire.CreateTunnelKey]
 	renew  batchQueue[string]
 }
 
 // NewBatcher batches api's calls.
 func NewBatcher(api BatchAPI) *Batcher {
 	return &Batcher{
-		create: batchQueue[client.CreateTunnelKey]{call: api.CreateTunnelKeys},
+		create: batchQueue[apiwire.CreateTunnelKey]{call: api.CreateTunnelKeys},
 		renew:  batchQueue[string]{call: api.RenewTunnelKeys},
 	}
 }
 
 // Create issues one key (see client.Client.CreateTunnelKey).
-func (b *Batcher) Create(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error) {
+func (b *Batcher) Create(ctx context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error) {
 	return b.create.do(ctx, in)
 }
 
 // Renew renews one key (see client.Client.RenewTunnelKey).
-func (b *Batcher) Renew(ctx context.Context, id string) (*client.TunnelKey, error) {
+func (b *Batcher) Renew(ctx context.Context, id string) (*apiwire.TunnelKey, error) {
 	return b.renew.do(ctx, id)
 }
 
 // batchQueue is the queue of one kind of call.
 type batchQueue[T any] struct {
-	call func(ctx context.Context, items []T) ([]client.TunnelKeyResult, error)
+	call func(ctx context.Context, items []T) ([]apiwire.TunnelKeyResult, error)
 
 	mu      sync.Mutex
 	pending []*batchItem[T]
@@ -63,11 +63,11 @@ type batchItem[T any] struct {
 }
 
 type batchResult struct {
-	key *client.TunnelKey
+	key *apiwire.TunnelKey
 	err error
 }
 
-func (q *batchQueue[T]) do(ctx context.Context, in T) (*client.TunnelKey, error) {
+func (q *batchQueue[T]) do(ctx context.Context, in T) (*apiwire.TunnelKey, error) {
 	it := &batchItem[T]{in: in, done: make(chan batchResult, 1)}
 	q.mu.Lock()
 	q.pending = append(q.pending, it)
@@ -90,7 +90,7 @@ func (q *batchQueue[T]) do(ctx context.Context, in T) (*client.TunnelKey, error)
 func (q *batchQueue[T]) send() {
 	for {
 		q.mu.Lock()
-		n := min(len(q.pending), client.MaxBatch)
+		n := min(len(q.pending), apiwire.MaxBatch)
 		if n == 0 {
 			q.sending = false
 			q.mu.Unlock()

@@ -9,34 +9,35 @@ import (
 	"fmt"
 	"strings"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 )
 
 // TunnelKeys is what the controller needs to manage per-tunnel keys.
 type TunnelKeys interface {
-	Edge(ctx context.Context) (*client.EdgeInfo, error)
-	CreateTunnelKey(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error)
-	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error)
+	Edge(ctx context.Context) (*apiwire.EdgeInfo, error)
+	CreateTunnelKey(ctx context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error)
+	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error)
 	RevokeTunnelKey(ctx context.Context, id string) error
 	// RenewTunnelKey extends a key's expiry by the edge's TTL.
-	RenewTunnelKey(ctx context.Context, id string) (*client.TunnelKey, error)
+	RenewTunnelKey(ctx context.Context, id string) (*apiwire.TunnelKey, error)
 }
 
 // Reservations is what the Domain and TCPEndpoint reconcilers need. Every
 // change and release names the owner it acts for (Owner), so the edge
 // refuses one of an address another owner holds.
 type Reservations interface {
-	CreateDomain(ctx context.Context, in client.CreateDomain) (*client.Domain, error)
-	GetDomain(ctx context.Context, name string) (*client.Domain, error)
-	VerifyDomain(ctx context.Context, name, owner string) (*client.Domain, error)
+	CreateDomain(ctx context.Context, in apiwire.CreateDomain) (*apiwire.Domain, error)
+	GetDomain(ctx context.Context, name string) (*apiwire.Domain, error)
+	VerifyDomain(ctx context.Context, name, owner string) (*apiwire.Domain, error)
 	DeleteDomain(ctx context.Context, name, owner string) error
-	ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*client.Domain, error)
+	ShareDomain(ctx context.Context, name, owner string, sharedWith []string) (*apiwire.Domain, error)
 	// SetDomainAccessPolicy puts the owner's access policy on a domain
 	// ("" takes it off).
-	SetDomainAccessPolicy(ctx context.Context, name, owner, policy string) (*client.Domain, error)
-	CreateTCPEndpoint(ctx context.Context, in client.CreateTCPEndpoint) (*client.TCPEndpoint, error)
-	ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*client.TCPEndpoint, error)
-	GetTCPEndpoint(ctx context.Context, alias string) (*client.TCPEndpoint, error)
+	SetDomainAccessPolicy(ctx context.Context, name, owner, policy string) (*apiwire.Domain, error)
+	CreateTCPEndpoint(ctx context.Context, in apiwire.CreateTCPEndpoint) (*apiwire.TCPEndpoint, error)
+	ShareTCPEndpoint(ctx context.Context, alias, owner string, sharedWith []string) (*apiwire.TCPEndpoint, error)
+	GetTCPEndpoint(ctx context.Context, alias string) (*apiwire.TCPEndpoint, error)
 	DeleteTCPEndpoint(ctx context.Context, alias, owner string) error
 }
 
@@ -44,7 +45,7 @@ type Reservations interface {
 type API interface {
 	TunnelKeys
 	Reservations
-	WhoAmI(ctx context.Context) (*client.WhoAmI, error)
+	WhoAmI(ctx context.Context) (*apiwire.WhoAmI, error)
 }
 
 var _ API = (*client.Client)(nil)
@@ -64,7 +65,7 @@ const (
 )
 
 // Code is the API error code of err, or "".
-func Code(err error) string { return client.CodeOf(err) }
+func Code(err error) string { return apiwire.CodeOf(err) }
 
 // Owner is the identity a namespace of this cluster has on the edge: every
 // reservation and key the operator makes for the namespace carries it, so
@@ -85,8 +86,8 @@ func Owners(clusterID string, namespaces []string) []string {
 // for a resource of namespace, naming the owner and what works; ok is
 // false for any other error.
 func Owned(err error, clusterID, namespace string) (msg string, ok bool) {
-	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.Code != client.CodeAddressOwned {
+	var ae *apiwire.APIError
+	if !errors.As(err, &ae) || ae.Code != apiwire.CodeAddressOwned {
 		return "", false
 	}
 	return OwnedMessage(ae.Address, ae.Owner, ae.Claim, clusterID, namespace), true

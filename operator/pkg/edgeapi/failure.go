@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -40,7 +40,7 @@ type Failure struct {
 // specific reason covers (KeyIssueFailed, ReservationFailed, ...).
 func Classify(err error, refused string) Failure {
 	f := Failure{Err: err, Reason: refused}
-	var ae *client.APIError
+	var ae *apiwire.APIError
 	if !errors.As(err, &ae) {
 		// Not an API answer at all: the edge could not be reached, or
 		// did not answer in time.
@@ -59,7 +59,7 @@ func Classify(err error, refused string) Failure {
 		return f
 	}
 	hint := "fix the spec; the operator retries when it changes"
-	if ae.Code == client.CodeNameTaken {
+	if ae.Code == apiwire.CodeNameTaken {
 		f.Reason, hint = tunav1.ReasonAddressTaken, "the name belongs to someone else on the edge: choose another"
 	}
 	f.Message = "the edge refused: " + summary + "; " + hint
@@ -103,7 +103,7 @@ func (f Failure) KeepLive(recheck time.Duration) (metav1.ConditionStatus, reconc
 
 // Message is a user-facing summary of an API error.
 func Message(err error) string {
-	var ae *client.APIError
+	var ae *apiwire.APIError
 	if errors.As(err, &ae) {
 		return ae.Message + " (" + ae.Code + ")"
 	}

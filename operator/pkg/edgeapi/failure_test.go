@@ -12,14 +12,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
 )
 
 func retryAfter(d time.Duration) error {
-	return &client.APIError{Status: http.StatusTooManyRequests, Code: client.CodeRateLimited, Message: "slow down", RetryAfter: d}
+	return &apiwire.APIError{Status: http.StatusTooManyRequests, Code: apiwire.CodeRateLimited, Message: "slow down", RetryAfter: d}
 }
 
 // Transient failures (5xx, 429, timeouts, connection errors) keep the
@@ -37,22 +37,22 @@ func TestClassify(t *testing.T) {
 		returnsErr bool
 		message    string
 	}{
-		{"503", fake.APIError(http.StatusServiceUnavailable, client.CodeInternal), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "retrying with backoff"},
-		{"500 wrapped", fmt.Errorf("listing keys: %w", fake.APIError(http.StatusInternalServerError, client.CodeInternal)), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "(internal)"},
+		{"503", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "retrying with backoff"},
+		{"500 wrapped", fmt.Errorf("listing keys: %w", fake.APIError(http.StatusInternalServerError, apiwire.CodeInternal)), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "(internal)"},
 		{"429 with Retry-After", retryAfter(2 * time.Second), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 2 * time.Second, false, "slow down"},
 		{"429 without", retryAfter(0), true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "rate_limited"},
 		{"connection refused", opErr, true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "cannot reach the edge API"},
 		{"timeout", context.DeadlineExceeded, true, metav1.ConditionUnknown, tunav1.ReasonEdgeUnreachable, 0, true, "deadline exceeded"},
-		{"422", fake.APIError(http.StatusUnprocessableEntity, client.CodeInvalidRequest), false, metav1.ConditionFalse, "Refused", 0, false, "fix the spec"},
-		{"409 name taken", fake.APIError(http.StatusConflict, client.CodeNameTaken), false, metav1.ConditionFalse, tunav1.ReasonAddressTaken, 0, false, "choose another"},
-		{"401", fake.APIError(http.StatusUnauthorized, client.CodeUnauthorized), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "credentials.apiKey"},
-		{"403", fake.APIError(http.StatusForbidden, client.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "tunnels:write"},
-		{"403 bound to another prefix", fake.APIError(http.StatusForbidden, client.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false,
+		{"422", fake.APIError(http.StatusUnprocessableEntity, apiwire.CodeInvalidRequest), false, metav1.ConditionFalse, "Refused", 0, false, "fix the spec"},
+		{"409 name taken", fake.APIError(http.StatusConflict, apiwire.CodeNameTaken), false, metav1.ConditionFalse, tunav1.ReasonAddressTaken, 0, false, "choose another"},
+		{"401", fake.APIError(http.StatusUnauthorized, apiwire.CodeUnauthorized), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "credentials.apiKey"},
+		{"403", fake.APIError(http.StatusForbidden, apiwire.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false, "tunnels:write"},
+		{"403 bound to another prefix", fake.APIError(http.StatusForbidden, apiwire.CodeForbidden), false, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid, 0, false,
 			"bound to the chart's clusterID"},
 		// Unmapped before: a renewal of an expired key, a limit of the edge.
-		{"409 key expired", fake.APIError(http.StatusConflict, client.CodeKeyExpired), false, metav1.ConditionFalse, tunav1.ReasonKeyExpired, 0, false,
+		{"409 key expired", fake.APIError(http.StatusConflict, apiwire.CodeKeyExpired), false, metav1.ConditionFalse, tunav1.ReasonKeyExpired, 0, false,
 			"the operator issues a new one"},
-		{"409 limit exceeded", fake.APIError(http.StatusConflict, client.CodeLimitExceeded), false, metav1.ConditionFalse, tunav1.ReasonLimitReached, 0, false,
+		{"409 limit exceeded", fake.APIError(http.StatusConflict, apiwire.CodeLimitExceeded), false, metav1.ConditionFalse, tunav1.ReasonLimitReached, 0, false,
 			"raise it on the edge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,12 +78,12 @@ func TestClassify(t *testing.T) {
 // even on a refusal, and re-checked, since what fixes a refusal of the
 // operator's own key changes no spec.
 func TestKeepLive(t *testing.T) {
-	refused := edgeapi.Classify(fake.APIError(http.StatusUnauthorized, client.CodeUnauthorized), "Refused")
+	refused := edgeapi.Classify(fake.APIError(http.StatusUnauthorized, apiwire.CodeUnauthorized), "Refused")
 	st, res, err := refused.KeepLive(time.Minute)
 	if st != metav1.ConditionUnknown || res.RequeueAfter != time.Minute || err != nil {
 		t.Errorf("refusal KeepLive = %s, %+v, %v; want Unknown, re-checked in 1m, no error", st, res, err)
 	}
-	down := edgeapi.Classify(fake.APIError(http.StatusBadGateway, client.CodeInternal), "Refused")
+	down := edgeapi.Classify(fake.APIError(http.StatusBadGateway, apiwire.CodeInternal), "Refused")
 	st, res, err = down.KeepLive(time.Minute)
 	if st != metav1.ConditionUnknown || res.RequeueAfter != 0 || err == nil {
 		t.Errorf("transient KeepLive = %s, %+v, %v; want Unknown and the error for the workqueue's backoff", st, res, err)
@@ -94,7 +94,7 @@ func TestKeepLive(t *testing.T) {
 // reconcilers' unit tests rely on.
 func TestFakeInjectsInOrder(t *testing.T) {
 	e := fake.New()
-	e.FailNext("Edge", fake.APIError(http.StatusServiceUnavailable, client.CodeInternal), fake.APIError(http.StatusForbidden, client.CodeForbidden))
+	e.FailNext("Edge", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal), fake.APIError(http.StatusForbidden, apiwire.CodeForbidden))
 	ctx := context.Background()
 	_, err1 := e.Edge(ctx)
 	_, err2 := e.Edge(ctx)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // InfoCache fetches the edge's facts (base domain, SSH address, host key)
@@ -12,14 +12,14 @@ import (
 // then the agent's pinned host key fails loudly anyway.
 type InfoCache struct {
 	API interface {
-		Edge(ctx context.Context) (*client.EdgeInfo, error)
+		Edge(ctx context.Context) (*apiwire.EdgeInfo, error)
 	}
 	mu   sync.Mutex
-	info *client.EdgeInfo
+	info *apiwire.EdgeInfo
 }
 
 // Get returns the cached facts, fetching them on first use.
-func (c *InfoCache) Get(ctx context.Context) (*client.EdgeInfo, error) {
+func (c *InfoCache) Get(ctx context.Context) (*apiwire.EdgeInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.info != nil {

@@ -11,12 +11,12 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // KeyPager reads the edge's tunnel keys a page at a time.
 type KeyPager interface {
-	ListTunnelKeysPage(ctx context.Context, in client.KeyPageRequest) (*client.KeyPage, error)
+	ListTunnelKeysPage(ctx context.Context, in apiwire.KeyPageRequest) (*apiwire.KeyPage, error)
 }
 
 // DefaultKeyRefresh is how often the view is read again from the edge
@@ -57,10 +57,10 @@ type KeyView struct {
 	failedAt time.Time
 
 	mu   sync.Mutex
-	keys map[string]client.TunnelKey
+	keys map[string]apiwire.TunnelKey
 	// edgeList is the list as the edge last answered it in full, without the
 	// operator's writes since: what a 304 to etag confirms.
-	edgeList  map[string]client.TunnelKey
+	edgeList  map[string]apiwire.TunnelKey
 	etag      string
 	synced    bool
 	lastStart time.Time
@@ -72,13 +72,13 @@ type KeyView struct {
 
 type localWrite struct {
 	seq uint64
-	key *client.TunnelKey
+	key *apiwire.TunnelKey
 }
 
 // NewKeyView is a view of the keys whose labels include selector (this
 // cluster's: {LabelCluster: id}).
 func NewKeyView(api KeyPager, selector map[string]string) *KeyView {
-	return &KeyView{api: api, selector: maps.Clone(selector), keys: map[string]client.TunnelKey{}, local: map[string]localWrite{},
+	return &KeyView{api: api, selector: maps.Clone(selector), keys: map[string]apiwire.TunnelKey{}, local: map[string]localWrite{},
 		now: time.Now}
 }
 
@@ -120,7 +120,7 @@ func (v *KeyView) maxAge() time.Duration {
 // List returns the keys whose labels include labels, in id order. labels
 // must name this view's selector (the cluster); a view older than MaxAge
 // (or none yet) is read again first.
-func (v *KeyView) List(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+func (v *KeyView) List(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
 	if !matchLabels(labels, v.selector) {
 		return nil, fmt.Errorf("tunnel keys %v are outside the shared view of %v", labels, v.selector)
 	}
@@ -135,13 +135,13 @@ func (v *KeyView) List(ctx context.Context, labels map[string]string) ([]client.
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var out []client.TunnelKey
+	var out []apiwire.TunnelKey
 	for _, k := range v.keys {
 		if matchLabels(k.Labels, labels) {
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, func(a, b client.TunnelKey) int {
+	slices.SortFunc(out, func(a, b apiwire.TunnelKey) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -187,10 +187,10 @@ func (v *KeyView) read(ctx context.Context, start time.Time) error {
 	v.mu.Unlock()
 	size := v.PageSize
 	if size <= 0 {
-		size = client.MaxPage
+		size = apiwire.MaxPage
 	}
-	req := client.KeyPageRequest{Labels: v.selector, Limit: size, IfNoneMatch: etag}
-	snapshot := map[string]client.TunnelKey{}
+	req := apiwire.KeyPageRequest{Labels: v.selector, Limit: size, IfNoneMatch: etag}
+	snapshot := map[string]apiwire.TunnelKey{}
 	var newTag string
 	for {
 		page, err := v.api.ListTunnelKeysPage(ctx, req)
@@ -218,7 +218,7 @@ func (v *KeyView) read(ctx context.Context, start time.Time) error {
 		req.After, req.IfNoneMatch = page.Next, ""
 	}
 	if snapshot == nil {
-		snapshot = map[string]client.TunnelKey{}
+		snapshot = map[string]apiwire.TunnelKey{}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -250,7 +250,7 @@ func (v *KeyView) settle(upTo uint64) {
 }
 
 // Put records a key the operator issued or renewed (without its secret).
-func (v *KeyView) Put(k client.TunnelKey) {
+func (v *KeyView) Put(k apiwire.TunnelKey) {
 	if !matchLabels(k.Labels, v.selector) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 )
 
@@ -16,7 +17,7 @@ type countingPager struct {
 	reads atomic.Int32
 }
 
-func (c *countingPager) ListTunnelKeysPage(ctx context.Context, in client.KeyPageRequest) (*client.KeyPage, error) {
+func (c *countingPager) ListTunnelKeysPage(ctx context.Context, in apiwire.KeyPageRequest) (*apiwire.KeyPage, error) {
 	c.reads.Add(1)
 	return c.KeyPager.ListTunnelKeysPage(ctx, in)
 }
@@ -36,7 +37,7 @@ func TestKeyViewAnswersOnlyFromARecentRead(t *testing.T) {
 	v.now = clock.now
 	// As if a read had succeeded at the start.
 	v.synced, v.lastStart = true, clock.now()
-	v.Put(client.TunnelKey{ID: "tk_1", Labels: map[string]string{LabelCluster: "c"}})
+	v.Put(apiwire.TunnelKey{ID: "tk_1", Labels: map[string]string{LabelCluster: "c"}})
 	ctx := context.Background()
 	if keys, err := v.List(ctx, map[string]string{LabelCluster: "c"}); err != nil || len(keys) != 1 || pager.reads.Load() != 0 {
 		t.Fatalf("a recent view: %v %v, %d reads", keys, err, pager.reads.Load())

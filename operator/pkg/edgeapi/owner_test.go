@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 )
 
 func TestOwnedMessage(t *testing.T) {
 	const cluster = "c-1"
 	owned := func(owner string, claim bool) error {
-		return fmt.Errorf("issuing: %w", &client.APIError{Status: 403, Code: client.CodeAddressOwned, Owner: owner, Address: "shop.tuna.localhost", Claim: claim})
+		return fmt.Errorf("issuing: %w", &apiwire.APIError{Status: 403, Code: apiwire.CodeAddressOwned, Owner: owner, Address: "shop.tuna.localhost", Claim: claim})
 	}
 	cases := []struct {
 		name    string
@@ -36,7 +36,7 @@ func TestOwnedMessage(t *testing.T) {
 			[]string{"if c-0 was this cluster's id before a rebuild", "tuna-edge owners transfer --from c-0 --to c-1", "clusterID=c-0"},
 			[]string{"sharedWith"}},
 		{"a user's API key", owned("key:abc", true), true, []string{"edge API key abc", "free once they stop"}, []string{"sharedWith"}},
-		{"another refusal", &client.APIError{Status: 409, Code: client.CodeNameTaken}, false, nil, nil},
+		{"another refusal", &apiwire.APIError{Status: 409, Code: apiwire.CodeNameTaken}, false, nil, nil},
 		{"no API error", errors.New("dial tcp: refused"), false, nil, nil},
 	}
 	for _, c := range cases {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // The edge gives each API key a budget of calls (a token bucket) and
@@ -29,7 +29,7 @@ const pacingMargin = 0.9
 
 // DefaultBudget is the edge's shipped budget, assumed until the edge's
 // first answer tells the real one (client.HeaderRateLimit).
-var DefaultBudget = client.RateLimit{PerSecond: 20, Burst: 40}
+var DefaultBudget = apiwire.RateLimit{PerSecond: 20, Burst: 40}
 
 // idleBudget is how long a key's budget is kept unused (a rotated key's,
 // a deleted SecretSync's) before it is dropped.
@@ -70,19 +70,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 type budget struct {
 	mu        sync.Mutex
 	lim       *rate.Limiter
-	advert    client.RateLimit
+	advert    apiwire.RateLimit
 	holdUntil time.Time
 	lastUse   time.Time
 }
 
-func newBudget(advert client.RateLimit, now time.Time) *budget {
+func newBudget(advert apiwire.RateLimit, now time.Time) *budget {
 	b := &budget{advert: advert, lastUse: now}
 	b.lim = rate.NewLimiter(paced(advert))
 	return b
 }
 
 // paced is the bucket the operator keeps for an advertised budget.
-func paced(advert client.RateLimit) (rate.Limit, int) {
+func paced(advert apiwire.RateLimit) (rate.Limit, int) {
 	return rate.Limit(advert.PerSecond * pacingMargin), max(1, int(float64(advert.Burst)*pacingMargin))
 }
 
@@ -184,12 +184,12 @@ func (p *Pacer) learn(b *budget, resp *http.Response) {
 	now := p.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l, err := strconv.ParseFloat(resp.Header.Get(client.HeaderRateLimit), 64); err == nil && l > 0 {
-		burst, err := strconv.Atoi(resp.Header.Get(client.HeaderRateBurst))
+	if l, err := strconv.ParseFloat(resp.Header.Get(apiwire.HeaderRateLimit), 64); err == nil && l > 0 {
+		burst, err := strconv.Atoi(resp.Header.Get(apiwire.HeaderRateBurst))
 		if err != nil || burst < 1 {
 			burst = int(l)
 		}
-		if advert := (client.RateLimit{PerSecond: l, Burst: burst}); advert != b.advert {
+		if advert := (apiwire.RateLimit{PerSecond: l, Burst: burst}); advert != b.advert {
 			b.advert = advert
 			limit, burst := paced(advert)
 			b.lim.SetLimitAt(now, limit)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // fakeClock is the pacer's clock in these tests: a wait moves it on at
@@ -56,8 +56,8 @@ func (s *edgeStub) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	n := len(s.at)
 	s.at = append(s.at, s.clock.now())
 	s.mu.Unlock()
-	w.Header().Set(client.HeaderRateLimit, s.limit)
-	w.Header().Set(client.HeaderRateBurst, s.burst)
+	w.Header().Set(apiwire.HeaderRateLimit, s.limit)
+	w.Header().Set(apiwire.HeaderRateBurst, s.burst)
 	status, ra := http.StatusOK, ""
 	if s.answer != nil {
 		status, ra = s.answer(n)

@@ -1,7 +1,7 @@
 package edgeapi
 
 import (
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
@@ -25,8 +25,8 @@ const (
 // SSH transport's refusals and terminations; a login refused as "invalid
 // or revoked key" carries no code, and is RefusedUnknownKey here.
 const (
-	RefusedUnknownKey = client.CodeUnauthorized
-	RefusedForbidden  = client.CodeForbidden
+	RefusedUnknownKey = apiwire.CodeUnauthorized
+	RefusedForbidden  = apiwire.CodeForbidden
 	RefusedRevoked    = protocol.CodeKeyRevoked
 	RefusedExpired    = protocol.CodeKeyExpired
 	RefusedLimit      = protocol.CodeLimitExceeded

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // KeepKey renews a tunnel key the operator keeps once less than half of
@@ -12,7 +12,7 @@ import (
 // a short edge outage never lets a serving key lapse. It returns when to
 // look at the key again (0: it never expires), or expired when the key is
 // past saving: the caller issues a new one.
-func KeepKey(ctx context.Context, api TunnelKeys, k *client.TunnelKey, now time.Time) (next time.Duration, expired bool, err error) {
+func KeepKey(ctx context.Context, api TunnelKeys, k *apiwire.TunnelKey, now time.Time) (next time.Duration, expired bool, err error) {
 	renewAt, ok := k.RenewAt()
 	if !ok {
 		return 0, false, nil
@@ -24,7 +24,7 @@ func KeepKey(ctx context.Context, api TunnelKeys, k *client.TunnelKey, now time.
 		return renewAt.Sub(now), false, nil
 	}
 	renewed, err := api.RenewTunnelKey(ctx, k.ID)
-	if Code(err) == client.CodeKeyExpired {
+	if Code(err) == apiwire.CodeKeyExpired {
 		return 0, true, nil
 	}
 	if err != nil {

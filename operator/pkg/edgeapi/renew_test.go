@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
 )
@@ -28,8 +28,8 @@ func TestKeepKey(t *testing.T) {
 		{name: "past half its TTL it is renewed", ttl: ttl, at: 31 * time.Minute, wantNext: 30 * time.Minute, wantRenewed: true},
 		{name: "exactly at half it is renewed", ttl: ttl, at: 30 * time.Minute, wantNext: 30 * time.Minute, wantRenewed: true},
 		{name: "past its expiry it is lost", ttl: ttl, at: 2 * time.Hour, wantExpired: true},
-		{name: "expired while renewing", ttl: ttl, at: 40 * time.Minute, fail: fake.APIError(http.StatusConflict, client.CodeKeyExpired), wantExpired: true},
-		{name: "edge down while renewing", ttl: ttl, at: 40 * time.Minute, fail: fake.APIError(http.StatusServiceUnavailable, client.CodeInternal), wantErr: true},
+		{name: "expired while renewing", ttl: ttl, at: 40 * time.Minute, fail: fake.APIError(http.StatusConflict, apiwire.CodeKeyExpired), wantExpired: true},
+		{name: "edge down while renewing", ttl: ttl, at: 40 * time.Minute, fail: fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal), wantErr: true},
 		{name: "a key that never expires", at: 100 * time.Hour},
 	}
 	for _, c := range cases {
@@ -37,7 +37,7 @@ func TestKeepKey(t *testing.T) {
 			e := fake.New()
 			e.TTL = c.ttl
 			e.SetNow(t0)
-			k, err := e.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http"})
+			k, err := e.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,7 @@ package edgeapi
 import (
 	"context"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // SharedKeys is the TunnelKeys every controller of the operator uses: keys
@@ -13,7 +13,7 @@ import (
 // cluster's label.
 type SharedKeys struct {
 	API interface {
-		Edge(ctx context.Context) (*client.EdgeInfo, error)
+		Edge(ctx context.Context) (*apiwire.EdgeInfo, error)
 		RevokeTunnelKey(ctx context.Context, id string) error
 	}
 	View  *KeyView
@@ -23,10 +23,10 @@ type SharedKeys struct {
 var _ TunnelKeys = (*SharedKeys)(nil)
 
 // Edge implements TunnelKeys.
-func (s *SharedKeys) Edge(ctx context.Context) (*client.EdgeInfo, error) { return s.API.Edge(ctx) }
+func (s *SharedKeys) Edge(ctx context.Context) (*apiwire.EdgeInfo, error) { return s.API.Edge(ctx) }
 
 // CreateTunnelKey implements TunnelKeys.
-func (s *SharedKeys) CreateTunnelKey(ctx context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error) {
+func (s *SharedKeys) CreateTunnelKey(ctx context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error) {
 	k, err := s.Batch.Create(ctx, in)
 	if err == nil {
 		s.View.Put(*k)
@@ -35,26 +35,26 @@ func (s *SharedKeys) CreateTunnelKey(ctx context.Context, in client.CreateTunnel
 }
 
 // ListTunnelKeys implements TunnelKeys from the shared view.
-func (s *SharedKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+func (s *SharedKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
 	return s.View.List(ctx, labels)
 }
 
 // RevokeTunnelKey implements TunnelKeys.
 func (s *SharedKeys) RevokeTunnelKey(ctx context.Context, id string) error {
 	err := s.API.RevokeTunnelKey(ctx, id)
-	if err == nil || client.IsNotFound(err) {
+	if err == nil || apiwire.IsNotFound(err) {
 		s.View.Forget(id)
 	}
 	return err
 }
 
 // RenewTunnelKey implements TunnelKeys.
-func (s *SharedKeys) RenewTunnelKey(ctx context.Context, id string) (*client.TunnelKey, error) {
+func (s *SharedKeys) RenewTunnelKey(ctx context.Context, id string) (*apiwire.TunnelKey, error) {
 	k, err := s.Batch.Renew(ctx, id)
 	switch {
 	case err == nil:
 		s.View.Put(*k)
-	case client.IsNotFound(err):
+	case apiwire.IsNotFound(err):
 		s.View.Forget(id)
 	}
 	return k, err
@@ -70,7 +70,7 @@ type FreshKeys struct{ view *KeyView }
 
 // ListTunnelKeys reads the view afresh (one call answered 304 when nothing
 // changed) and lists from it.
-func (f FreshKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+func (f FreshKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
 	if err := f.view.Fresh(ctx, f.view.now()); err != nil {
 		return nil, err
 	}

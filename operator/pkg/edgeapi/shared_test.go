@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -46,8 +47,8 @@ func shared(api *client.Client, pageSize int) *edgeapi.SharedKeys {
 	return &edgeapi.SharedKeys{API: api, View: v, Batch: edgeapi.NewBatcher(api)}
 }
 
-func keyFor(i int) client.CreateTunnelKey {
-	return client.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("t%d", i), Owner: harness.TestClusterID + "/ns",
+func keyFor(i int) apiwire.CreateTunnelKey {
+	return apiwire.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("t%d", i), Owner: harness.TestClusterID + "/ns",
 		Labels: map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelUID: fmt.Sprint(i)}}
 }
 
@@ -156,7 +157,7 @@ func TestKeyViewFollowsTheEdge(t *testing.T) {
 		t.Fatalf("the view has expiry %v after the renewal to %v", now[0].ExpiresAt, renewed.ExpiresAt)
 	}
 	_, err = s.RenewTunnelKey(ctx, ids[1])
-	if !client.IsNotFound(err) {
+	if !apiwire.IsNotFound(err) {
 		t.Fatalf("renewing the revoked key: %v", err)
 	}
 }
@@ -178,7 +179,7 @@ type pauseAfterPage struct {
 	hook func()
 }
 
-func (p *pauseAfterPage) ListTunnelKeysPage(ctx context.Context, in client.KeyPageRequest) (*client.KeyPage, error) {
+func (p *pauseAfterPage) ListTunnelKeysPage(ctx context.Context, in apiwire.KeyPageRequest) (*apiwire.KeyPage, error) {
 	page, err := p.Client.ListTunnelKeysPage(ctx, in)
 	if h := p.hook; h != nil {
 		p.hook = nil
@@ -200,7 +201,7 @@ func TestKeyViewKeepsWritesMadeDuringARead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var issued *client.TunnelKey
+	var issued *apiwire.TunnelKey
 	pager.hook = func() {
 		if err := s.RevokeTunnelKey(ctx, gone.ID); err != nil {
 			t.Error(err)

@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -59,7 +60,7 @@ func main() {
 
 type bench struct {
 	edge    *harness.EdgeProcess
-	info    *client.EdgeInfo
+	info    *apiwire.EdgeInfo
 	keys    []string // one per session, then the probes'
 	held    []*tunnelclient.Session
 	probes  int
@@ -203,14 +204,14 @@ func (b *bench) issueKeys(n int) error {
 	if b.info, err = api.Edge(ctx); err != nil {
 		return err
 	}
-	for from := 0; from < n; from += client.MaxBatch {
-		var batch []client.CreateTunnelKey
-		for i := from; i < min(from+client.MaxBatch, n); i++ {
-			batch = append(batch, client.CreateTunnelKey{Protocol: protocol.ProtocolHTTP, Address: "s" + strconv.Itoa(i)})
+	for from := 0; from < n; from += apiwire.MaxBatch {
+		var batch []apiwire.CreateTunnelKey
+		for i := from; i < min(from+apiwire.MaxBatch, n); i++ {
+			batch = append(batch, apiwire.CreateTunnelKey{Protocol: protocol.ProtocolHTTP, Address: "s" + strconv.Itoa(i)})
 		}
 		res, err := api.CreateTunnelKeys(ctx, batch)
-		if client.CodeOf(err) == client.CodeRateLimited {
-			from -= client.MaxBatch // the pacer holds the next call until Retry-After
+		if apiwire.CodeOf(err) == apiwire.CodeRateLimited {
+			from -= apiwire.MaxBatch // the pacer holds the next call until Retry-After
 			continue
 		}
 		if err != nil {

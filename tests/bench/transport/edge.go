@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
@@ -22,7 +23,7 @@ const baseDomain = "tuna.localhost"
 type edgeProc struct {
 	*proc
 	api       *edgeclient.Client
-	info      *edgeclient.EdgeInfo
+	info      *apiwire.EdgeInfo
 	httpAddr  string // the public HTTP listener
 	pprofAddr string
 }
@@ -114,7 +115,7 @@ func (e *edgeProc) httpKeys(prefix string, n int) ([]string, error) {
 		if n > 1 {
 			label += "-" + strconv.Itoa(i)
 		}
-		k, err := e.api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: label})
+		k, err := e.api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: label})
 		if err != nil {
 			return nil, fmt.Errorf("issuing the tunnel key of %s: %w", label, err)
 		}
@@ -128,11 +129,11 @@ func (e *edgeProc) httpKeys(prefix string, n int) ([]string, error) {
 func (e *edgeProc) tcpKey(alias string) (key, addr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ep, err := e.api.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias})
+	ep, err := e.api.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias})
 	if err != nil {
 		return "", "", fmt.Errorf("reserving TCP endpoint %s: %w", alias, err)
 	}
-	k, err := e.api.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "tcp", Address: alias})
+	k, err := e.api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "tcp", Address: alias})
 	if err != nil {
 		return "", "", fmt.Errorf("issuing the tunnel key of %s: %w", alias, err)
 	}

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -202,9 +202,9 @@ func TestAgentsServeThroughEveryNode(t *testing.T) {
 		everyNodeServes(t, l, "with one etcd member down")
 		o.sessions(t, 8)
 		c.Etcd.Stop(1)
-		_, err := c.Client(0, c.OperatorKey).CreateDomain(context.Background(), edgeclient.CreateDomain{Subdomain: "no-quorum"})
-		var ae *edgeclient.APIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != edgeclient.CodeStateUnavailable {
+		_, err := c.Client(0, c.OperatorKey).CreateDomain(context.Background(), apiwire.CreateDomain{Subdomain: "no-quorum"})
+		var ae *apiwire.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != apiwire.CodeStateUnavailable {
 			t.Fatalf("write without quorum: %v, want 503 state_unavailable", err)
 		}
 		everyNodeServes(t, l, "without quorum")

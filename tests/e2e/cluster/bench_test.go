@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
@@ -34,7 +34,7 @@ func benchTunnel(b *testing.B, nodes int) (*harness.EdgeCluster, *session.Tunnel
 	}
 	b.Cleanup(c.Close)
 	api := c.Client(0, c.OperatorKey)
-	tk, err := api.CreateTunnelKey(context.Background(), edgeclient.CreateTunnelKey{Protocol: "http", Address: "app"})
+	tk, err := api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: "app"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
@@ -172,7 +172,7 @@ func TestEdgeClusterOfProcesses(t *testing.T) {
 	if got := nodeNames(t, c, 0); got != "edge-0,edge-1,edge-2" {
 		t.Fatalf("nodes: %s", got)
 	}
-	tk, err := c.Client(0, c.OperatorKey).CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: "app"})
+	tk, err := c.Client(0, c.OperatorKey).CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: "app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestEdgeClusterOfProcesses(t *testing.T) {
 
 	t.Run("one etcd member down changes nothing", func(t *testing.T) {
 		c.Etcd.Stop(2)
-		if _, err := c.Client(1, c.OperatorKey).CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "one-down"}); err != nil {
+		if _, err := c.Client(1, c.OperatorKey).CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "one-down"}); err != nil {
 			t.Fatalf("write with one member down: %v", err)
 		}
 		ok, failedBefore := l.snapshot()
@@ -235,9 +235,9 @@ func TestEdgeClusterOfProcesses(t *testing.T) {
 
 	t.Run("without quorum writes are refused and tunnels serve", func(t *testing.T) {
 		c.Etcd.Stop(1)
-		_, err := c.Client(0, c.OperatorKey).CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "two-down"})
-		var ae *edgeclient.APIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != edgeclient.CodeStateUnavailable {
+		_, err := c.Client(0, c.OperatorKey).CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "two-down"})
+		var ae *apiwire.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != apiwire.CodeStateUnavailable {
 			t.Fatalf("write without quorum: %v, want 503 state_unavailable", err)
 		}
 		ok, failedBefore := l.snapshot()
@@ -257,7 +257,7 @@ func TestEdgeClusterOfProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		await(t, "writes again", 30*time.Second, func() bool {
-			_, err := c.Client(0, c.OperatorKey).CreateDomain(ctx, edgeclient.CreateDomain{Subdomain: "two-down"})
+			_, err := c.Client(0, c.OperatorKey).CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "two-down"})
 			return err == nil
 		})
 	})

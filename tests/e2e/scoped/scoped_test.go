@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -143,7 +143,7 @@ func TestSecretSyncOnlyInListedNamespaces(t *testing.T) {
 	admin := edge.Client(edge.AdminKey)
 	db := nameForRun(t, "db")
 	for _, ns := range []string{listed, unlisted} {
-		_, err := admin.PutSecret(ctx, ns+"/"+db, edgeclient.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + ns)}})
+		_, err := admin.PutSecret(ctx, ns+"/"+db, apiwire.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + ns)}})
 		require.NoError(t, err)
 		ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: db},
 			Spec: tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/" + db}}}

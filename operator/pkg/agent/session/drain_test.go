@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
@@ -21,7 +22,7 @@ import (
 func startEdge(t testing.TB, label string) (*server.Edge, Config) {
 	t.Helper()
 	e, c := newEdge(t)
-	tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "http", Address: label})
+	tk, err := c.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: label})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func newEdge(t testing.TB) (*server.Edge, *client.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	key, err := e.CreateAPIKey("operator", []string{client.ScopeWrite})
+	key, err := e.CreateAPIKey("operator", []string{apiwire.ScopeWrite})
 	if err != nil {
 		t.Fatal(err)
 	}

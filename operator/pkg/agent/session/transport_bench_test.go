@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
@@ -199,10 +199,10 @@ func BenchmarkTransportTCP(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { echoLoad(b, up) })
 	b.Run("tunnel", func(b *testing.B) {
 		e, c := newEdge(b)
-		if _, err := c.CreateTCPEndpoint(context.Background(), client.CreateTCPEndpoint{Alias: "echo"}); err != nil {
+		if _, err := c.CreateTCPEndpoint(context.Background(), apiwire.CreateTCPEndpoint{Alias: "echo"}); err != nil {
 			b.Fatal(err)
 		}
-		tk, err := c.CreateTunnelKey(context.Background(), client.CreateTunnelKey{Protocol: "tcp", Address: "echo"})
+		tk, err := c.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "tcp", Address: "echo"})
 		if err != nil {
 			b.Fatal(err)
 		}

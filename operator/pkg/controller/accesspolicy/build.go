@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -34,15 +34,15 @@ func (e *SecretError) Error() string { return e.Msg }
 
 // Build turns an AccessPolicy into the edge's policy for owner, reading
 // the Secrets it names with get.
-func Build(ctx context.Context, r client.Reader, p *tunav1.AccessPolicy, owner string) (edgeclient.AccessPolicy, error) {
+func Build(ctx context.Context, r client.Reader, p *tunav1.AccessPolicy, owner string) (apiwire.AccessPolicy, error) {
 	s := p.Spec
-	out := edgeclient.AccessPolicy{Name: p.Name, Owner: owner, Maintenance: s.Maintenance, DenyPage: s.DenyPage,
+	out := apiwire.AccessPolicy{Name: p.Name, Owner: owner, Maintenance: s.Maintenance, DenyPage: s.DenyPage,
 		MaintenancePage: s.MaintenancePage, NoIdentityHeaders: s.IdentityHeaders != nil && !*s.IdentityHeaders}
 	if s.SessionLifetime != nil {
 		out.SessionLifetimeSeconds = int64(s.SessionLifetime.Duration / time.Second)
 	}
 	if rl := s.RateLimits; rl != nil {
-		out.RateLimits = &edgeclient.AccessRateLimits{PerClientIP: rateLimit(rl.PerClientIP), PerIdentity: rateLimit(rl.PerIdentity)}
+		out.RateLimits = &apiwire.AccessRateLimits{PerClientIP: rateLimit(rl.PerClientIP), PerIdentity: rateLimit(rl.PerIdentity)}
 	}
 	out.RequestHeaders = edits(s.RequestHeaders)
 	out.ResponseHeaders = edits(s.ResponseHeaders)
@@ -69,51 +69,51 @@ func Build(ctx context.Context, r client.Reader, p *tunav1.AccessPolicy, owner s
 		if ru.Name != "" {
 			what = fmt.Sprintf("rule %s", ru.Name)
 		}
-		er := edgeclient.AccessRule{Name: ru.Name, PathPrefixes: ru.PathPrefixes, Methods: ru.Methods, Public: ru.Public, Deny: ru.Deny}
+		er := apiwire.AccessRule{Name: ru.Name, PathPrefixes: ru.PathPrefixes, Methods: ru.Methods, Public: ru.Public, Deny: ru.Deny}
 		switch {
 		case ru.IP != nil:
-			er.IP = &edgeclient.IPRule{AllowCIDRs: ru.IP.AllowCIDRs, DenyCIDRs: ru.IP.DenyCIDRs}
+			er.IP = &apiwire.IPRule{AllowCIDRs: ru.IP.AllowCIDRs, DenyCIDRs: ru.IP.DenyCIDRs}
 		case ru.OIDC != nil:
 			o := ru.OIDC
 			secret, err := read(o.ClientSecretRef, DefaultClientSecretKey, what+" (oidc.clientSecretRef)")
 			if err != nil {
 				return out, err
 			}
-			er.OIDC = &edgeclient.OIDCRule{IssuerURL: o.IssuerURL, ClientID: o.ClientID, ClientSecret: secret, Scopes: o.Scopes,
+			er.OIDC = &apiwire.OIDCRule{IssuerURL: o.IssuerURL, ClientID: o.ClientID, ClientSecret: secret, Scopes: o.Scopes,
 				GroupsClaim: o.GroupsClaim, AllowedEmails: o.AllowedEmails, AllowedDomains: o.AllowedDomains, AllowedGroups: o.AllowedGroups}
 			for _, c := range o.AllowedClaims {
-				er.OIDC.AllowedClaims = append(er.OIDC.AllowedClaims, edgeclient.ClaimMatch{Name: c.Name, Values: c.Values})
+				er.OIDC.AllowedClaims = append(er.OIDC.AllowedClaims, apiwire.ClaimMatch{Name: c.Name, Values: c.Values})
 			}
 		case ru.BasicAuth != nil:
 			file, err := read(ru.BasicAuth.SecretRef, DefaultHtpasswdKey, what+" (basicAuth.secretRef)")
 			if err != nil {
 				return out, err
 			}
-			er.BasicAuth = &edgeclient.BasicAuthRule{Htpasswd: file, Realm: ru.BasicAuth.Realm}
+			er.BasicAuth = &apiwire.BasicAuthRule{Htpasswd: file, Realm: ru.BasicAuth.Realm}
 		case ru.Links != nil:
 			key, err := read(ru.Links.SecretRef, DefaultLinksKey, what+" (links.secretRef)")
 			if err != nil {
 				return out, err
 			}
-			er.Links = &edgeclient.LinksRule{Key: key}
+			er.Links = &apiwire.LinksRule{Key: key}
 		}
 		out.Rules = append(out.Rules, er)
 	}
 	return out, nil
 }
 
-func rateLimit(in *tunav1.RateLimit) *edgeclient.RequestRate {
+func rateLimit(in *tunav1.RateLimit) *apiwire.RequestRate {
 	if in == nil {
 		return nil
 	}
-	return &edgeclient.RequestRate{Requests: int(in.Requests), PeriodSeconds: max(int64(in.Period.Duration/time.Second), 1)}
+	return &apiwire.RequestRate{Requests: int(in.Requests), PeriodSeconds: max(int64(in.Period.Duration/time.Second), 1)}
 }
 
-func edits(in *tunav1.HeaderEdits) *edgeclient.HeaderEdits {
+func edits(in *tunav1.HeaderEdits) *apiwire.HeaderEdits {
 	if in == nil {
 		return nil
 	}
-	return &edgeclient.HeaderEdits{Set: in.Set, Remove: in.Remove}
+	return &apiwire.HeaderEdits{Set: in.Set, Remove: in.Remove}
 }
 
 // IPOnly reports whether a policy can guard a TCP address: every rule is

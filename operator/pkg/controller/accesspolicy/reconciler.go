@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -28,7 +28,7 @@ import (
 
 // Edge is what the reconciler needs of the edge's API.
 type Edge interface {
-	PutAccessPolicy(ctx context.Context, p edgeclient.AccessPolicy) (*edgeclient.AccessPolicy, error)
+	PutAccessPolicy(ctx context.Context, p apiwire.AccessPolicy) (*apiwire.AccessPolicy, error)
 	DeleteAccessPolicy(ctx context.Context, owner, name string) error
 }
 
@@ -201,7 +201,7 @@ func orAll(address string) string {
 // policy never opens what it guarded.
 func (r *Reconciler) finalize(ctx context.Context, p *tunav1.AccessPolicy) (reconcile.Result, error) {
 	err := r.Edge.DeleteAccessPolicy(ctx, edgeapi.Owner(r.ClusterID, p.Namespace), p.Name)
-	if err != nil && !edgeclient.IsNotFound(err) {
+	if err != nil && !apiwire.IsNotFound(err) {
 		return edgeapi.Classify(err, tunav1.ReasonInvalidPolicy).Result()
 	}
 	return reconcile.Result{}, nil

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
@@ -107,24 +107,24 @@ func (r *Reconciler) fqdn(ctx context.Context, d *tunav1.Domain) (string, error)
 // ensure finds or makes the reservation. One that exists is this
 // namespace's, adopted or refused (reservation.Existing); one that this
 // resource recorded but that is gone on the edge is re-created (R14).
-func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*edgeclient.Domain, bool, error) {
+func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*apiwire.Domain, bool, error) {
 	owner := edgeapi.Owner(r.ClusterID, d.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, d.Spec.SharedWith)
 	existing, err := r.Edge.GetDomain(ctx, fqdn)
 	switch {
 	case err == nil:
 		return r.existing(ctx, d, fqdn, existing, owner, shared)
-	case !edgeclient.IsNotFound(err):
+	case !apiwire.IsNotFound(err):
 		return nil, false, err
 	}
 	if d.Status.FQDN == fqdn {
 		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "domain", fqdn)
 		r.Recorder.Eventf(d, nil, "Warning", "ReservationRecreated", "Reserve", "domain %s was deleted on the edge; reserved it again", fqdn)
 	}
-	in := edgeclient.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain,
-		Sharing: edgeclient.Sharing{Owner: owner, SharedWith: shared}}
+	in := apiwire.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain,
+		Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}}
 	created, err := r.Edge.CreateDomain(ctx, in)
-	if edgeclient.IsNameTaken(err) {
+	if apiwire.IsNameTaken(err) {
 		// Reserved meanwhile on the account (by hand or another cluster).
 		if existing, err = r.Edge.GetDomain(ctx, fqdn); err != nil {
 			return nil, false, err
@@ -136,8 +136,8 @@ func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) 
 }
 
 // existing takes a reservation found on the edge (reservation.Take).
-func (r *Reconciler) existing(ctx context.Context, d *tunav1.Domain, fqdn string, have *edgeclient.Domain, owner string, shared []string) (*edgeclient.Domain, bool, error) {
-	return reservation.Take(ctx, r.Reader, d, fqdn, have, func(x *edgeclient.Domain) edgeclient.Sharing { return x.Sharing }, owner, shared,
+func (r *Reconciler) existing(ctx context.Context, d *tunav1.Domain, fqdn string, have *apiwire.Domain, owner string, shared []string) (*apiwire.Domain, bool, error) {
+	return reservation.Take(ctx, r.Reader, d, fqdn, have, func(x *apiwire.Domain) apiwire.Sharing { return x.Sharing }, owner, shared,
 		func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
 		func(x *tunav1.Domain) bool { return x.Status.Adopted },
 		r.Edge.ShareDomain)
@@ -157,7 +157,7 @@ func (r *Reconciler) verifyInterval() time.Duration {
 
 // dnsDisabled reports whether res is a custom domain that can never be
 // verified, because the edge checks no DNS.
-func (r *Reconciler) dnsDisabled(ctx context.Context, res *edgeclient.Domain) (bool, error) {
+func (r *Reconciler) dnsDisabled(ctx context.Context, res *apiwire.Domain) (bool, error) {
 	if !res.Custom || res.Verified {
 		return false, nil
 	}
@@ -169,7 +169,7 @@ func (r *Reconciler) dnsDisabled(ctx context.Context, res *edgeclient.Domain) (b
 }
 
 // report writes status and decides when to look again.
-func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *edgeclient.Domain, adopted, noDNS bool) (reconcile.Result, error) {
+func (r *Reconciler) report(ctx context.Context, d *tunav1.Domain, res *apiwire.Domain, adopted, noDNS bool) (reconcile.Result, error) {
 	records := make([]any, 0, len(res.DNSRecords))
 	for _, rec := range res.DNSRecords {
 		records = append(records, map[string]any{"type": rec.Type, "name": rec.Name, "value": rec.Value})

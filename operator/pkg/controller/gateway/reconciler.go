@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
@@ -113,9 +113,9 @@ const resync = 30 * time.Second
 
 // edgeFacts are the edge's facts, when a Gateway needs them; none without
 // Info.
-func (r *Reconciler) edgeFacts(ctx context.Context) (*edgeclient.EdgeInfo, error) {
+func (r *Reconciler) edgeFacts(ctx context.Context) (*apiwire.EdgeInfo, error) {
 	if r.Info == nil {
-		return &edgeclient.EdgeInfo{}, nil
+		return &apiwire.EdgeInfo{}, nil
 	}
 	info, err := r.Info.Get(ctx)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 )
@@ -38,13 +38,13 @@ type tenancy struct {
 // unowned one (made by hand) serves every namespace, as before owners
 // existed.
 func (r *Reconciler) tenancy(ctx context.Context, host string, namespaces []string) (tenancy, error) {
-	var sharing edgeclient.Sharing
+	var sharing apiwire.Sharing
 	claimed := false
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
 	case err == nil:
 		sharing = d.Sharing
-	case !edgeclient.IsNotFound(err):
+	case !apiwire.IsNotFound(err):
 		return tenancy{}, err
 	default:
 		claimed = r.firstClaim(ctx, host)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
@@ -25,7 +25,7 @@ func TestHostOwnedByAnotherNamespace(t *testing.T) {
 	// The attacker's Ingress is the older one: age must not decide.
 	attacker.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	f := newFixture(t, owner, attacker)
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true, Sharing: edgeclient.Sharing{Owner: "c1/demo"}}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true, Sharing: apiwire.Sharing{Owner: "c1/demo"}}
 	r := f.reconciler()
 	reconcileHost(t, r)
 	keys := f.keys(t)
@@ -42,8 +42,8 @@ func TestHostOwnedByAnotherNamespace(t *testing.T) {
 	}
 
 	// Shared: both namespaces are served, through a new key and Secret.
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true,
-		Sharing: edgeclient.Sharing{Owner: "c1/demo", SharedWith: []string{"c1/attacker"}}}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true,
+		Sharing: apiwire.Sharing{Owner: "c1/demo", SharedWith: []string{"c1/attacker"}}}
 	reconcileHost(t, r)
 	keys = f.keys(t)
 	if len(keys) != 1 || keys[0].Owner != "c1/demo" {
@@ -57,7 +57,7 @@ func TestHostOwnedByAnotherNamespace(t *testing.T) {
 // Without the owner's own Ingress, a foreign namespace gets no key at all.
 func TestHostOnlyForeignIngress(t *testing.T) {
 	f := newFixture(t, tunaIngress("attacker", "shop", host))
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true, Sharing: edgeclient.Sharing{Owner: "c1/demo"}}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true, Sharing: apiwire.Sharing{Owner: "c1/demo"}}
 	r := f.reconciler()
 	if res := reconcileHost(t, r); res.RequeueAfter <= 0 {
 		t.Error("a refused host is looked at again: its owner may share it")

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	reservations "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -54,7 +54,7 @@ const (
 // Edge is what the reconciler needs of the edge API.
 type Edge interface {
 	edgeapi.TunnelKeys
-	GetDomain(ctx context.Context, name string) (*edgeclient.Domain, error)
+	GetDomain(ctx context.Context, name string) (*apiwire.Domain, error)
 }
 
 // Hooks observe key operations for metrics; nil fields are skipped.
@@ -278,9 +278,9 @@ func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []
 	}
 	d, err := r.Edge.GetDomain(ctx, host)
 	switch {
-	case edgeclient.IsNotFound(err) && r.firstClaim(ctx, host):
+	case apiwire.IsNotFound(err) && r.firstClaim(ctx, host):
 		return reservation{lbHostname: host}, nil
-	case edgeclient.IsNotFound(err):
+	case apiwire.IsNotFound(err):
 		return reservation{problem: r.notReserved(ctx, host, namespaces)}, nil
 	case err != nil:
 		return reservation{}, err
@@ -361,7 +361,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 		}
 	}
 	if keep != "" {
-		i := slices.IndexFunc(keys, func(k edgeclient.TunnelKey) bool { return k.ID == keep })
+		i := slices.IndexFunc(keys, func(k apiwire.TunnelKey) bool { return k.ID == keep })
 		next, expired, err := edgeapi.KeepKey(ctx, r.Edge, &keys[i], r.now())
 		if err != nil {
 			return 0, err
@@ -375,7 +375,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 	}
 	labels := r.keyLabels(host)
 	labels[labelNamespaces] = ten.digest()
-	key, err := r.Edge.CreateTunnelKey(ctx, edgeclient.CreateTunnelKey{Protocol: "http", Address: host, Labels: labels,
+	key, err := r.Edge.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: host, Labels: labels,
 		Owner: edgeapi.Owner(r.ClusterID, ten.owner)})
 	if err != nil {
 		return 0, err
@@ -421,12 +421,12 @@ func (r *Reconciler) release(ctx context.Context, host string) error {
 }
 
 // revoke revokes keys except keep.
-func (r *Reconciler) revoke(ctx context.Context, keys []edgeclient.TunnelKey, keep string) error {
+func (r *Reconciler) revoke(ctx context.Context, keys []apiwire.TunnelKey, keep string) error {
 	for _, k := range keys {
 		if k.ID == keep {
 			continue
 		}
-		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !edgeclient.IsNotFound(err) {
+		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !apiwire.IsNotFound(err) {
 			return fmt.Errorf("revoking tunnel key %s: %w", k.ID, err)
 		}
 		if r.Hooks.Revoked != nil {

@@ -19,7 +19,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
@@ -34,7 +34,7 @@ type fakeEdge = fake.Edge
 type edge struct {
 	*fakeEdge
 	mu       sync.Mutex
-	domains  map[string]edgeclient.Domain
+	domains  map[string]apiwire.Domain
 	sessions map[string]bool // key ID -> a live session uses it
 	// domainErrs fail the next GetDomain calls, in order.
 	domainErrs []error
@@ -44,7 +44,7 @@ type edge struct {
 	gatewayAddresses []string
 }
 
-func (e *edge) Edge(ctx context.Context) (*edgeclient.EdgeInfo, error) {
+func (e *edge) Edge(ctx context.Context) (*apiwire.EdgeInfo, error) {
 	info, err := e.fakeEdge.Edge(ctx)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (e *edge) Edge(ctx context.Context) (*edgeclient.EdgeInfo, error) {
 	return info, nil
 }
 
-func (e *edge) GetDomain(_ context.Context, name string) (*edgeclient.Domain, error) {
+func (e *edge) GetDomain(_ context.Context, name string) (*apiwire.Domain, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.domainErrs) > 0 {
@@ -65,18 +65,18 @@ func (e *edge) GetDomain(_ context.Context, name string) (*edgeclient.Domain, er
 	}
 	d, ok := e.domains[name]
 	if !ok {
-		return nil, fake.APIError(http.StatusNotFound, edgeclient.CodeNotFound)
+		return nil, fake.APIError(http.StatusNotFound, apiwire.CodeNotFound)
 	}
 	return &d, nil
 }
 
-func (e *edge) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]edgeclient.TunnelKey, error) {
+func (e *edge) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
 	keys, err := e.fakeEdge.ListTunnelKeys(ctx, labels)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range keys {
 		if e.sessions[keys[i].ID] {
-			keys[i].Session = &edgeclient.Session{ID: "ses_" + keys[i].ID}
+			keys[i].Session = &apiwire.Session{ID: "ses_" + keys[i].ID}
 		}
 	}
 	return keys, err
@@ -113,7 +113,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	return &fixture{
 		kube: crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).
 			WithIndex(&networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts).Build(),
-		edge:   &edge{fakeEdge: fake.New(), domains: map[string]edgeclient.Domain{}, sessions: map[string]bool{}},
+		edge:   &edge{fakeEdge: fake.New(), domains: map[string]apiwire.Domain{}, sessions: map[string]bool{}},
 		events: events.NewFakeRecorder(100),
 	}
 }
@@ -124,7 +124,7 @@ func (f *fixture) reconciler() *Reconciler {
 		ClusterID: "c1", Recorder: f.events}
 }
 
-func (f *fixture) keys(t *testing.T) []edgeclient.TunnelKey {
+func (f *fixture) keys(t *testing.T) []apiwire.TunnelKey {
 	t.Helper()
 	keys, err := f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: host})
 	if err != nil {
@@ -207,7 +207,7 @@ func TestKeyPerHost(t *testing.T) {
 // a fresh one before revoking the old.
 func TestHandOverAfterRestart(t *testing.T) {
 	f := newFixture(t, tunaIngress("team", "a", host))
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true}
 	reconcileHost(t, f.reconciler())
 	first := f.keys(t)[0]
 
@@ -257,13 +257,13 @@ func TestUnreservedHost(t *testing.T) {
 		t.Fatalf("events %v: want one RuleSkipped saying how to reserve the host", ev)
 	}
 
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Custom: true, Verified: false}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Custom: true, Verified: false}
 	reconcileHost(t, r)
 	if ev := f.drain(); len(ev) != 1 || !strings.Contains(ev[0], "not verified") {
 		t.Fatalf("events %v: want one RuleSkipped about verification", ev)
 	}
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Custom: true, Verified: true,
-		DNSRecords: []edgeclient.DNSRecord{{Type: "CNAME", Name: host, Value: "edge.tuna.test"}}}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Custom: true, Verified: true,
+		DNSRecords: []apiwire.DNSRecord{{Type: "CNAME", Name: host, Value: "edge.tuna.test"}}}
 	reconcileHost(t, r)
 	if s := f.secret(t); s == nil || string(s.Data[keysecret.KeyLBHostname]) != "edge.tuna.test" {
 		t.Fatalf("a verified custom domain is published; its status hostname is the CNAME target, Secret %v", s)
@@ -275,7 +275,7 @@ func TestUnreservedHost(t *testing.T) {
 func TestReleaseAndEdgeFailure(t *testing.T) {
 	ing := tunaIngress("team", "a", host)
 	f := newFixture(t, ing)
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true}
 	r := f.reconciler()
 	reconcileHost(t, r)
 	if f.secret(t) == nil {
@@ -329,19 +329,19 @@ func TestRuleProblems(t *testing.T) {
 // once, and the host is re-checked.
 func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	f := newFixture(t, tunaIngress("team", "a", host))
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true}
 	r := f.reconciler()
 	reconcileHost(t, r)
 	live := f.keys(t)[0]
 	f.edge.sessions[live.ID] = true
 
-	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal)}
+	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal)}
 	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
 		t.Error("a transient failure goes back to the workqueue for backoff")
 	}
 	f.edge.domainErrs = []error{
-		fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized),
-		fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized),
+		fake.APIError(http.StatusUnauthorized, apiwire.CodeUnauthorized),
+		fake.APIError(http.StatusUnauthorized, apiwire.CodeUnauthorized),
 	}
 	for range 2 {
 		if res := reconcileHost(t, r); res.RequeueAfter <= 0 {
@@ -368,7 +368,7 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := f.edge.Calls("CreateTunnelKey")
-	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal)}
+	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal)}
 	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
 		t.Error("the owner lookup failed transiently: want the error back for backoff")
 	}
@@ -382,7 +382,7 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 // (the controller was down) is replaced.
 func TestKeyRenewedBeforeExpiry(t *testing.T) {
 	f := newFixture(t, tunaIngress("team", "a", host))
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true}
 	f.edge.TTL = time.Hour
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.edge.SetNow(t0)
@@ -426,7 +426,7 @@ func TestKeyRenewedBeforeExpiry(t *testing.T) {
 // the same key.
 func TestRenewalFailureKeepsHostKey(t *testing.T) {
 	f := newFixture(t, tunaIngress("team", "a", host))
-	f.edge.domains[host] = edgeclient.Domain{Name: host, Verified: true}
+	f.edge.domains[host] = apiwire.Domain{Name: host, Verified: true}
 	f.edge.TTL = time.Hour
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.edge.SetNow(t0)
@@ -436,7 +436,7 @@ func TestRenewalFailureKeepsHostKey(t *testing.T) {
 	k := f.keys(t)[0]
 
 	f.edge.SetNow(t0.Add(40 * time.Minute)) // due for renewal
-	f.edge.FailNext("RenewTunnelKey", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal))
+	f.edge.FailNext("RenewTunnelKey", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal))
 	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
 		t.Error("a failed renewal goes back to the workqueue for backoff")
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
@@ -43,7 +43,7 @@ func (s PortState) Published() bool { return s.Reason == "" }
 // cache. The error is that of reading the edge's facts, without which
 // ports whose Tunnel has no address yet have no host.
 func (r *Reconciler) states(ctx context.Context, svc *corev1.Service, plans []PortPlan) ([]PortState, error) {
-	var edge *edgeclient.EdgeInfo
+	var edge *apiwire.EdgeInfo
 	info, infoErr := r.Info.Get(ctx)
 	if infoErr == nil {
 		edge = info
@@ -81,7 +81,7 @@ func (r *Reconciler) states(ctx context.Context, svc *corev1.Service, plans []Po
 
 // host is where a port is reached, from its Tunnel's URL, its
 // TCPEndpoint's address or Domain, or else the edge's facts.
-func (r *Reconciler) host(ctx context.Context, namespace string, pl PortPlan, tunnelURL string, edge *edgeclient.EdgeInfo) string {
+func (r *Reconciler) host(ctx context.Context, namespace string, pl PortPlan, tunnelURL string, edge *apiwire.EdgeInfo) string {
 	if pl.HTTP {
 		if pl.Domain != "" {
 			var d tunav1.Domain

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // Held is a reservation a resource holds, as its reconciler last saw it.
@@ -91,11 +91,11 @@ func (l *Ledger) Gone(ctx context.Context, key types.NamespacedName, kind string
 		}
 		if !used {
 			err := release(ctx, h.Address)
-			if _, owned := edgeclient.OwnerOf(err); owned {
+			if _, owned := apiwire.OwnerOf(err); owned {
 				// Another owner's now: it is not this resource's to release.
 				log.FromContext(ctx).Info("left the reservation of a resource that went without its finalizer: another owner holds it now",
 					"address", h.Address, "error", err.Error())
-			} else if err != nil && !edgeclient.IsNotFound(err) {
+			} else if err != nil && !apiwire.IsNotFound(err) {
 				return fmt.Errorf("releasing %s of %s %s, which went without its finalizer: %w", h.Address, kind, key, err)
 			} else {
 				log.FromContext(ctx).Info("released the reservation of a resource that went without its finalizer", "address", h.Address)

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // The ledger releases the reservation of a resource that went without its
@@ -29,7 +29,7 @@ func TestLedgerGone(t *testing.T) {
 		{name: "adopted or retained: kept on the edge", held: &Held{UID: "u1", Address: "web.example.test"}},
 		{name: "a live resource holds or asks for the address: kept", held: &Held{UID: "u1", Address: "web.example.test", Release: true}, inUse: true},
 		{name: "already gone on the edge: released", held: &Held{UID: "u1", Address: "web.example.test", Release: true},
-			releaseErr: &edgeclient.APIError{Status: http.StatusNotFound, Code: "not_found"}, wantRelease: true},
+			releaseErr: &apiwire.APIError{Status: http.StatusNotFound, Code: "not_found"}, wantRelease: true},
 		{name: "the edge fails: the entry stays for the retry", held: &Held{UID: "u1", Address: "web.example.test", Release: true},
 			releaseErr: errors.New("503"), wantRelease: true, wantErr: true, wantKept: true},
 	}

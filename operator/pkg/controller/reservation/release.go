@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -58,7 +58,7 @@ func Finalize(ctx context.Context, c client.Client, rec recorder.EventRecorder, 
 		skipped(rec, obj, x, m)
 		return reconcile.Result{}, nil
 	}
-	if err != nil && !edgeclient.IsNotFound(err) {
+	if err != nil && !apiwire.IsNotFound(err) {
 		return ReleaseFailed(ctx, c, rec, obj, x.Kind, existing, generation, x.What, x.Recheck, err)
 	}
 	log.FromContext(ctx).Info("released the reservation", "reservation", x.What)
@@ -112,4 +112,3 @@ func ReleaseFailed(ctx context.Context, c client.Client, rec recorder.EventRecor
 func Forced(obj client.Object) bool {
 	return obj.GetAnnotations()[tunav1.AnnotationForceRelease] == "true"
 }
-

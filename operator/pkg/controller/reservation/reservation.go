@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -170,7 +170,7 @@ func Fresh[T client.Object](ctx context.Context, reader client.Reader, obj T) (T
 //   - an unowned one (made by hand) is adopted (R12) unless obj's status
 //     recorded it as obj's own, decided on a fresh read (AdoptedLive):
 //     operators before owners existed reserved without one.
-func Existing[T client.Object](ctx context.Context, reader client.Reader, obj T, address string, have edgeclient.Sharing, owner string,
+func Existing[T client.Object](ctx context.Context, reader client.Reader, obj T, address string, have apiwire.Sharing, owner string,
 	recorded func(T) bool, adopted func(T) bool) (bool, error) {
 	if err := Foreign(address, have, owner); err != nil {
 		return false, err
@@ -188,7 +188,7 @@ func Existing[T client.Object](ctx context.Context, reader client.Reader, obj T,
 // decides: refused, adopted or the namespace's own) and, when it is the
 // namespace's own, keeps its shared_with equal to want through share.
 // sharing reads have's owner and shared_with.
-func Take[T client.Object, R any](ctx context.Context, reader client.Reader, obj T, address string, have *R, sharing func(*R) edgeclient.Sharing,
+func Take[T client.Object, R any](ctx context.Context, reader client.Reader, obj T, address string, have *R, sharing func(*R) apiwire.Sharing,
 	owner string, want []string, recorded, adopted func(T) bool,
 	share func(ctx context.Context, address, owner string, sharedWith []string) (*R, error)) (*R, bool, error) {
 	s := sharing(have)
@@ -207,11 +207,11 @@ func Take[T client.Object, R any](ctx context.Context, reader client.Reader, obj
 // Foreign refuses to adopt a reservation another owner made: adopting it
 // would hand this namespace an address another namespace (or cluster)
 // reserved. Sharing lets others use an address, never manage it.
-func Foreign(address string, have edgeclient.Sharing, owner string) error {
+func Foreign(address string, have apiwire.Sharing, owner string) error {
 	if have.Owner == "" || have.Owner == owner {
 		return nil
 	}
-	return &edgeclient.APIError{Status: http.StatusForbidden, Code: edgeclient.CodeAddressOwned, Owner: have.Owner, Address: address,
+	return &apiwire.APIError{Status: http.StatusForbidden, Code: apiwire.CodeAddressOwned, Owner: have.Owner, Address: address,
 		Message: fmt.Sprintf("%s is reserved on the edge by owner %s", address, have.Owner)}
 }
 

@@ -3,8 +3,7 @@ package reservation
 import (
 	"testing"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
-
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -29,17 +28,17 @@ func TestRelease(t *testing.T) {
 func TestForeignAndSharing(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		have  edgeclient.Sharing
+		have  apiwire.Sharing
 		owner string
 		want  bool // refused
 	}{
-		{"unowned", edgeclient.Sharing{}, "c/a", false},
-		{"own", edgeclient.Sharing{Owner: "c/a"}, "c/a", false},
-		{"another namespace", edgeclient.Sharing{Owner: "c/b"}, "c/a", true},
-		{"shared is still not adoptable", edgeclient.Sharing{Owner: "c/b", SharedWith: []string{"c/a"}}, "c/a", true},
+		{"unowned", apiwire.Sharing{}, "c/a", false},
+		{"own", apiwire.Sharing{Owner: "c/a"}, "c/a", false},
+		{"another namespace", apiwire.Sharing{Owner: "c/b"}, "c/a", true},
+		{"shared is still not adoptable", apiwire.Sharing{Owner: "c/b", SharedWith: []string{"c/a"}}, "c/a", true},
 	} {
 		err := Foreign("x.example", tc.have, tc.owner)
-		if owner, ok := edgeclient.OwnerOf(err); ok != tc.want || (ok && owner != tc.have.Owner) {
+		if owner, ok := apiwire.OwnerOf(err); ok != tc.want || (ok && owner != tc.have.Owner) {
 			t.Errorf("%s: Foreign = %v", tc.name, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/template"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -34,7 +34,7 @@ func buildErr(reason, format string, args ...any) *BuildError {
 // Build computes the target Secret's data from the edge secrets (sorted by
 // name) and the target spec: the merged keys of every source, narrowed and
 // renamed by target.keys when set, plus target.template's computed keys.
-func Build(sources []edgeclient.Secret, target tunav1.SecretSyncTarget) (map[string][]byte, error) {
+func Build(sources []apiwire.Secret, target tunav1.SecretSyncTarget) (map[string][]byte, error) {
 	merged := map[string][]byte{}
 	from := map[string]string{}
 	for _, s := range sources {
@@ -144,7 +144,7 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func names(sources []edgeclient.Secret) string {
+func names(sources []apiwire.Secret) string {
 	n := make([]string, len(sources))
 	for i, s := range sources {
 		n[i] = s.Name

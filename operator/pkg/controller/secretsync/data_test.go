@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
-func secret(name string, version int64, kv ...string) edgeclient.Secret {
-	s := edgeclient.Secret{SecretInfo: edgeclient.SecretInfo{Name: name, Version: version}, Data: map[string][]byte{}}
+func secret(name string, version int64, kv ...string) apiwire.Secret {
+	s := apiwire.Secret{SecretInfo: apiwire.SecretInfo{Name: name, Version: version}, Data: map[string][]byte{}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		s.Data[kv[i]] = []byte(kv[i+1])
 	}
@@ -23,41 +23,41 @@ func TestBuild(t *testing.T) {
 	cache := secret("team-a/cache", 1, "redis-url", "redis://x")
 	for _, tc := range []struct {
 		name    string
-		sources []edgeclient.Secret
+		sources []apiwire.Secret
 		target  tunav1.SecretSyncTarget
 		want    map[string]string
 		reason  string
 		msg     string
 	}{
-		{name: "every key as it is", sources: []edgeclient.Secret{db},
+		{name: "every key as it is", sources: []apiwire.Secret{db},
 			want: map[string]string{"user": "app", "password": "s3cr3t"}},
-		{name: "a prefix merges", sources: []edgeclient.Secret{cache, db},
+		{name: "a prefix merges", sources: []apiwire.Secret{cache, db},
 			want: map[string]string{"user": "app", "password": "s3cr3t", "redis-url": "redis://x"}},
-		{name: "keys pick and rename", sources: []edgeclient.Secret{db},
+		{name: "keys pick and rename", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Keys: []tunav1.KeyMapping{{From: "password", To: "DB_PASSWORD"}, {From: "user"}}},
 			want:   map[string]string{"DB_PASSWORD": "s3cr3t", "user": "app"}},
-		{name: "template adds a key", sources: []edgeclient.Secret{db},
+		{name: "template adds a key", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Keys: []tunav1.KeyMapping{{From: "user"}},
 				Template: map[string]string{"DSN": "postgres://{{ .user }}:{{ .password }}@db/app", "B64": "{{ .user | b64enc }}", "Q": `{{ index . "password" | upper | quote }}`}},
 			want: map[string]string{"user": "app", "DSN": "postgres://app:s3cr3t@db/app", "B64": "YXBw", "Q": `"S3CR3T"`}},
-		{name: "same key in two secrets", sources: []edgeclient.Secret{secret("a/one", 1, "k", "1"), secret("a/two", 1, "k", "2")},
+		{name: "same key in two secrets", sources: []apiwire.Secret{secret("a/one", 1, "k", "1"), secret("a/two", 1, "k", "2")},
 			reason: tunav1.ReasonKeyConflict, msg: `edge secrets a/one and a/two both have the key "k"`},
-		{name: "mapped key missing", sources: []edgeclient.Secret{db},
+		{name: "mapped key missing", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Keys: []tunav1.KeyMapping{{From: "token"}}},
 			reason: tunav1.ReasonKeyNotFound, msg: `target.keys names the key "token", which the edge secret(s) team-a/db do not have (they have: password, user)`},
-		{name: "template names a missing key", sources: []edgeclient.Secret{db},
+		{name: "template names a missing key", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Template: map[string]string{"DSN": "{{ .host }}"}},
 			reason: tunav1.ReasonTemplateFailed, msg: "target.template[DSN] failed"},
-		{name: "template does not parse", sources: []edgeclient.Secret{db},
+		{name: "template does not parse", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Template: map[string]string{"DSN": "{{ .user "}},
 			reason: tunav1.ReasonTemplateFailed, msg: "target.template[DSN] does not parse"},
-		{name: "template cannot read files or env", sources: []edgeclient.Secret{db},
+		{name: "template cannot read files or env", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Template: map[string]string{"X": `{{ env "HOME" }}`}},
 			reason: tunav1.ReasonTemplateFailed, msg: `function "env" not defined`},
-		{name: "template output bounded", sources: []edgeclient.Secret{db},
+		{name: "template output bounded", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Template: map[string]string{"X": `{{ printf "%2000000s" "x" }}`}},
 			reason: tunav1.ReasonTemplateFailed, msg: "larger than"},
-		{name: "template error quotes no value", sources: []edgeclient.Secret{db},
+		{name: "template error quotes no value", sources: []apiwire.Secret{db},
 			target: tunav1.SecretSyncTarget{Template: map[string]string{"X": `{{ range .password }}{{ end }}`}},
 			reason: tunav1.ReasonTemplateFailed, msg: "withheld"},
 	} {

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
@@ -15,17 +15,17 @@ import (
 // test only counts the polls the Hub keeps running.
 type idleSecrets struct{}
 
-func (idleSecrets) ListSecrets(context.Context, string) (*edgeclient.SecretList, error) {
-	return &edgeclient.SecretList{}, nil
+func (idleSecrets) ListSecrets(context.Context, string) (*apiwire.SecretList, error) {
+	return &apiwire.SecretList{}, nil
 }
 
-func (idleSecrets) WatchSecrets(ctx context.Context, _, _ string, _ time.Duration) (*edgeclient.SecretList, error) {
+func (idleSecrets) WatchSecrets(ctx context.Context, _, _ string, _ time.Duration) (*apiwire.SecretList, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
 
-func (idleSecrets) GetSecret(context.Context, string) (*edgeclient.Secret, error) {
-	return &edgeclient.Secret{}, nil
+func (idleSecrets) GetSecret(context.Context, string) (*apiwire.Secret, error) {
+	return &apiwire.Secret{}, nil
 }
 
 // A SecretSync that went without its finalizer ends its long poll when the

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
@@ -139,7 +139,7 @@ func (r *Reconciler) credentials(ctx context.Context, ss *tunav1.SecretSync) (Se
 
 // fetch reads the edge secrets of source with their values, sorted by
 // name. None found is SourceNotFound.
-func (r *Reconciler) fetch(ctx context.Context, api SecretsAPI, source tunav1.SecretSyncSource) ([]edgeclient.Secret, error) {
+func (r *Reconciler) fetch(ctx context.Context, api SecretsAPI, source tunav1.SecretSyncSource) ([]apiwire.Secret, error) {
 	prefix := source.Prefix
 	if source.Name != "" {
 		prefix = source.Name
@@ -148,13 +148,13 @@ func (r *Reconciler) fetch(ctx context.Context, api SecretsAPI, source tunav1.Se
 	if err != nil {
 		return nil, err
 	}
-	var out []edgeclient.Secret
+	var out []apiwire.Secret
 	for _, item := range list.Items {
 		if source.Name != "" && item.Name != source.Name {
 			continue
 		}
 		s, err := api.GetSecret(ctx, item.Name)
-		if edgeclient.IsNotFound(err) {
+		if apiwire.IsNotFound(err) {
 			continue // deleted since the list; the next run sees the list without it
 		}
 		if err != nil {
@@ -228,7 +228,7 @@ func refresh(ss *tunav1.SecretSync) time.Duration {
 	return DefaultRefresh
 }
 
-func syncedOf(sources []edgeclient.Secret) []tunav1.SyncedSecret {
+func syncedOf(sources []apiwire.Secret) []tunav1.SyncedSecret {
 	out := make([]tunav1.SyncedSecret, len(sources))
 	for i, s := range sources {
 		out[i] = tunav1.SyncedSecret{Name: s.Name, Version: s.Version}

@@ -11,15 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
 // SecretsAPI is what the sync needs of the edge API (edge/client.Client).
 type SecretsAPI interface {
-	ListSecrets(ctx context.Context, prefix string) (*edgeclient.SecretList, error)
-	WatchSecrets(ctx context.Context, prefix, etag string, wait time.Duration) (*edgeclient.SecretList, error)
-	GetSecret(ctx context.Context, name string) (*edgeclient.Secret, error)
+	ListSecrets(ctx context.Context, prefix string) (*apiwire.SecretList, error)
+	WatchSecrets(ctx context.Context, prefix, etag string, wait time.Duration) (*apiwire.SecretList, error)
+	GetSecret(ctx context.Context, name string) (*apiwire.Secret, error)
 }
 
 // Hub turns the edge's change notices into reconciles. It keeps one long

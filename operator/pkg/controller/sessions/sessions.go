@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
@@ -32,8 +32,8 @@ const DefaultInterval = 5 * time.Second
 
 // Edge is what the pruner asks of the edge API.
 type Edge interface {
-	Nodes(ctx context.Context) ([]edgeclient.Node, error)
-	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]edgeclient.TunnelKey, error)
+	Nodes(ctx context.Context) ([]apiwire.Node, error)
+	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error)
 }
 
 // Pruner removes the status.agents entries whose session the edge no

@@ -6,6 +6,7 @@ package tcpendpoint
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,9 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
-	"time"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
@@ -76,7 +76,7 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 // ensure finds or makes the reservation. One that exists is this
 // namespace's, adopted or refused (reservation.Existing); one that this
 // resource recorded but that is gone on the edge is re-created (R14).
-func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgeclient.TCPEndpoint, bool, error) {
+func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*apiwire.TCPEndpoint, bool, error) {
 	alias := e.Spec.Alias
 	owner := edgeapi.Owner(r.ClusterID, e.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, e.Spec.SharedWith)
@@ -84,16 +84,16 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 	switch {
 	case err == nil:
 		return r.existing(ctx, e, existing, owner, shared)
-	case !edgeclient.IsNotFound(err):
+	case !apiwire.IsNotFound(err):
 		return nil, false, err
 	}
 	if e.Status.Port != 0 {
 		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "alias", alias)
 		r.Recorder.Eventf(e, nil, "Warning", "ReservationRecreated", "Reserve", "TCP endpoint %s was deleted on the edge; reserved it again", alias)
 	}
-	created, err := r.Edge.CreateTCPEndpoint(ctx, edgeclient.CreateTCPEndpoint{Alias: alias,
-		Sharing: edgeclient.Sharing{Owner: owner, SharedWith: shared}})
-	if edgeclient.IsNameTaken(err) {
+	created, err := r.Edge.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias,
+		Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}})
+	if apiwire.IsNameTaken(err) {
 		if existing, err = r.Edge.GetTCPEndpoint(ctx, alias); err != nil {
 			return nil, false, err
 		}
@@ -104,8 +104,8 @@ func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*edgecl
 }
 
 // existing takes a reservation found on the edge (reservation.Take).
-func (r *Reconciler) existing(ctx context.Context, e *tunav1.TCPEndpoint, have *edgeclient.TCPEndpoint, owner string, shared []string) (*edgeclient.TCPEndpoint, bool, error) {
-	return reservation.Take(ctx, r.Reader, e, e.Spec.Alias, have, func(x *edgeclient.TCPEndpoint) edgeclient.Sharing { return x.Sharing }, owner, shared,
+func (r *Reconciler) existing(ctx context.Context, e *tunav1.TCPEndpoint, have *apiwire.TCPEndpoint, owner string, shared []string) (*apiwire.TCPEndpoint, bool, error) {
+	return reservation.Take(ctx, r.Reader, e, e.Spec.Alias, have, func(x *apiwire.TCPEndpoint) apiwire.Sharing { return x.Sharing }, owner, shared,
 		func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
 		func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted },
 		r.Edge.ShareTCPEndpoint)

@@ -18,7 +18,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
@@ -72,7 +72,7 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 	held, forced := deleting("held", nil), deleting("forced", map[string]string{tunav1.AnnotationForceRelease: "true"})
 	kube := crfake.NewClientBuilder().WithScheme(s).WithObjects(held, forced).WithStatusSubresource(held, forced).Build()
 	edge := &endpoints{aliases: map[string]bool{"held": true, "forced": true},
-		refuse: fake.APIError(http.StatusForbidden, edgeclient.CodeForbidden)}
+		refuse: fake.APIError(http.StatusForbidden, apiwire.CodeForbidden)}
 	rec := events.NewFakeRecorder(10)
 	r := &Reconciler{Client: kube, Reader: kube, Edge: edge, Recorder: rec}
 	b := &base.Reconciler[*tunav1.TCPEndpoint]{Client: kube, New: func() *tunav1.TCPEndpoint { return &tunav1.TCPEndpoint{} },
@@ -127,26 +127,26 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 // reservations is an in-memory edge of TCP endpoints for the churn test.
 type reservations struct {
 	edgeapi.Reservations // other calls are not used here
-	aliases              map[string]edgeclient.TCPEndpoint
+	aliases              map[string]apiwire.TCPEndpoint
 }
 
-func (e *reservations) GetTCPEndpoint(_ context.Context, alias string) (*edgeclient.TCPEndpoint, error) {
+func (e *reservations) GetTCPEndpoint(_ context.Context, alias string) (*apiwire.TCPEndpoint, error) {
 	ep, ok := e.aliases[alias]
 	if !ok {
-		return nil, fake.APIError(http.StatusNotFound, edgeclient.CodeNotFound)
+		return nil, fake.APIError(http.StatusNotFound, apiwire.CodeNotFound)
 	}
 	return &ep, nil
 }
 
-func (e *reservations) CreateTCPEndpoint(_ context.Context, in edgeclient.CreateTCPEndpoint) (*edgeclient.TCPEndpoint, error) {
-	ep := edgeclient.TCPEndpoint{Alias: in.Alias, Port: 40000 + len(e.aliases), Address: "edge:40000", Sharing: in.Sharing}
+func (e *reservations) CreateTCPEndpoint(_ context.Context, in apiwire.CreateTCPEndpoint) (*apiwire.TCPEndpoint, error) {
+	ep := apiwire.TCPEndpoint{Alias: in.Alias, Port: 40000 + len(e.aliases), Address: "edge:40000", Sharing: in.Sharing}
 	e.aliases[in.Alias] = ep
 	return &ep, nil
 }
 
 func (e *reservations) DeleteTCPEndpoint(_ context.Context, alias, owner string) error {
 	if e.aliases[alias].Owner != owner {
-		return fake.APIError(http.StatusForbidden, edgeclient.CodeAddressOwned)
+		return fake.APIError(http.StatusForbidden, apiwire.CodeAddressOwned)
 	}
 	delete(e.aliases, alias)
 	return nil
@@ -164,7 +164,7 @@ func TestReservationMemoryIsFlatOverChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := crfake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&tunav1.TCPEndpoint{}).Build()
-	edge := &reservations{aliases: map[string]edgeclient.TCPEndpoint{}}
+	edge := &reservations{aliases: map[string]apiwire.TCPEndpoint{}}
 	r := &Reconciler{Client: kube, Reader: kube, Edge: edge, Recorder: &events.FakeRecorder{}, ClusterID: "c1"}
 	b := &base.Reconciler[*tunav1.TCPEndpoint]{Client: kube, New: func() *tunav1.TCPEndpoint { return &tunav1.TCPEndpoint{} },
 		Finalizer: tunav1.FinalizerReservation, Finalize: r.finalize, Converge: r.converge, Gone: r.gone}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
@@ -75,7 +75,7 @@ func (r *Reconciler) now() time.Time {
 }
 
 // recheckKey is recheck, or sooner when key is due for renewal before.
-func (r *Reconciler) recheckKey(key *edgeclient.TunnelKey) reconcile.Result {
+func (r *Reconciler) recheckKey(key *apiwire.TunnelKey) reconcile.Result {
 	res := r.recheck()
 	if at, ok := key.RenewAt(); ok {
 		res.RequeueAfter = edgeapi.Sooner(res.RequeueAfter, max(at.Sub(r.now()), time.Second))
@@ -185,14 +185,14 @@ func (r *Reconciler) converge(ctx context.Context, tun *tunav1.Tunnel) (reconcil
 }
 
 // desiredKey is the key the tunnel needs, or why it gets none.
-func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (edgeclient.CreateTunnelKey, *upstream.Refusal, error) {
+func (r *Reconciler) desiredKey(ctx context.Context, tun *tunav1.Tunnel) (apiwire.CreateTunnelKey, *upstream.Refusal, error) {
 	if _, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams); err != nil {
 		if ref := (*upstream.Refusal)(nil); errors.As(err, &ref) {
-			return edgeclient.CreateTunnelKey{}, ref, nil
+			return apiwire.CreateTunnelKey{}, ref, nil
 		}
-		return edgeclient.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
+		return apiwire.CreateTunnelKey{}, &upstream.Refusal{Reason: tunav1.ReasonInvalidSpec, Message: err.Error()}, nil
 	}
-	want := edgeclient.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun),
+	want := apiwire.CreateTunnelKey{Protocol: string(tun.Spec.Protocol), Labels: r.ownerLabels(tun),
 		Owner: edgeapi.Owner(r.ClusterID, tun.Namespace)}
 	switch {
 	case tun.Spec.Protocol == tunav1.ProtocolTCP:
@@ -235,7 +235,7 @@ func (r *Reconciler) domainAddress(ctx context.Context, namespace, name string) 
 // useOwnKey serves a tunnel that brings its own tunnels:connect key
 // (spec.apiKeySecretRef, R2): the operator issues none, and hands the agent
 // only the edge's address, host key and the tunnel's address.
-func (r *Reconciler) useOwnKey(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey, secretName string) (reconcile.Result, error) {
+func (r *Reconciler) useOwnKey(ctx context.Context, tun *tunav1.Tunnel, want apiwire.CreateTunnelKey, secretName string) (reconcile.Result, error) {
 	if err := r.revokeAll(ctx, tun, ""); err != nil {
 		return r.edgeFailed(ctx, tun, err)
 	}
@@ -273,7 +273,7 @@ func (r *Reconciler) ownerLabels(tun *tunav1.Tunnel) map[string]string {
 // issue revokes whatever keys the tunnel had, issues a new one, and hands
 // it to the agent. The Secret is written before status names the key, so a
 // keyID in status always has its Secret.
-func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want edgeclient.CreateTunnelKey, old []edgeclient.TunnelKey) (reconcile.Result, error) {
+func (r *Reconciler) issue(ctx context.Context, tun *tunav1.Tunnel, want apiwire.CreateTunnelKey, old []apiwire.TunnelKey) (reconcile.Result, error) {
 	// The Secret needs the edge's facts: fail before revoking anything,
 	// not with a new key in hand that no Secret holds.
 	if _, err := r.Info.Get(ctx); err != nil {
@@ -308,12 +308,12 @@ func (r *Reconciler) revokeAll(ctx context.Context, tun *tunav1.Tunnel, keep str
 }
 
 // revoke revokes keys except keep.
-func (r *Reconciler) revoke(ctx context.Context, keys []edgeclient.TunnelKey, keep string) error {
+func (r *Reconciler) revoke(ctx context.Context, keys []apiwire.TunnelKey, keep string) error {
 	for _, k := range keys {
 		if k.ID == keep {
 			continue
 		}
-		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !edgeclient.IsNotFound(err) {
+		if err := r.Edge.RevokeTunnelKey(ctx, k.ID); err != nil && !apiwire.IsNotFound(err) {
 			return err
 		}
 		if r.Hooks.Revoked != nil {
@@ -391,7 +391,7 @@ func (r *Reconciler) setKeyIssued(ctx context.Context, tun *tunav1.Tunnel, st me
 		FieldOwner, status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{"keyID": keyID}})
 }
 
-func describe(k edgeclient.CreateTunnelKey) string {
+func describe(k apiwire.CreateTunnelKey) string {
 	if k.Address == "" {
 		return k.Protocol
 	}

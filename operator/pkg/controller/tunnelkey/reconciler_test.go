@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	edgeclient "code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
@@ -95,10 +95,10 @@ func TestKeyCheckFailureKeepsKey(t *testing.T) {
 		reason    string
 		returnErr bool
 	}{
-		{"restart, GET /v1/edge fails", "Edge", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
-		{"key list 503", "ListTunnelKeys", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
-		{"key list 429", "ListTunnelKeys", fake.APIError(http.StatusTooManyRequests, edgeclient.CodeRateLimited), tunav1.ReasonEdgeUnreachable, true},
-		{"key list refused", "ListTunnelKeys", fake.APIError(http.StatusUnauthorized, edgeclient.CodeUnauthorized), tunav1.ReasonAPIKeyInvalid, false},
+		{"restart, GET /v1/edge fails", "Edge", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
+		{"key list 503", "ListTunnelKeys", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal), tunav1.ReasonEdgeUnreachable, true},
+		{"key list 429", "ListTunnelKeys", fake.APIError(http.StatusTooManyRequests, apiwire.CodeRateLimited), tunav1.ReasonEdgeUnreachable, true},
+		{"key list refused", "ListTunnelKeys", fake.APIError(http.StatusUnauthorized, apiwire.CodeUnauthorized), tunav1.ReasonAPIKeyInvalid, false},
 	} {
 		f.edge.FailNext(step.op, step.err)
 		tun, err, requeued := f.converge(t, f.reconciler())
@@ -127,20 +127,20 @@ func TestKeyCheckFailureKeepsKey(t *testing.T) {
 // backs off.
 func TestIssueFailures(t *testing.T) {
 	f := newFixture(t)
-	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal))
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal))
 	tun, err, _ := f.converge(t, f.reconciler())
 	if c := keyIssued(tun); err == nil || c.Status != metav1.ConditionUnknown || c.Reason != tunav1.ReasonEdgeUnreachable {
 		t.Errorf("503: %v, KeyIssued %+v; want Unknown EdgeUnreachable and backoff", err, c)
 	}
-	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusConflict, edgeclient.CodeNameTaken))
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusConflict, apiwire.CodeNameTaken))
 	tun, err, requeued := f.converge(t, f.reconciler())
 	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonAddressTaken {
 		t.Errorf("409: %v, requeued %v, KeyIssued %+v; want False AddressTaken, waiting for a spec change", err, requeued, c)
 	}
-	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusBadRequest, edgeclient.CodeInvalidRequest))
+	f.edge.FailNext("CreateTunnelKey", fake.APIError(http.StatusBadRequest, apiwire.CodeInvalidRequest))
 	tun, err, requeued = f.converge(t, f.reconciler())
 	if c := keyIssued(tun); err != nil || requeued || c.Status != metav1.ConditionFalse || c.Reason != tunav1.ReasonKeyIssueFailed ||
-		!strings.Contains(c.Message, edgeclient.CodeInvalidRequest) {
+		!strings.Contains(c.Message, apiwire.CodeInvalidRequest) {
 		t.Errorf("400: %v, requeued %v, KeyIssued %+v; want False KeyIssueFailed with the edge's answer", err, requeued, c)
 	}
 	if n := f.edge.Calls("RevokeTunnelKey"); n != 0 || tun.Status.KeyID != "" {
@@ -236,8 +236,8 @@ func TestRenewalFailureKeepsKey(t *testing.T) {
 
 	f.edge.SetNow(t0.Add(40 * time.Minute)) // due for renewal
 	for _, injected := range []error{
-		fake.APIError(http.StatusServiceUnavailable, edgeclient.CodeInternal),
-		fake.APIError(http.StatusTooManyRequests, edgeclient.CodeRateLimited),
+		fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal),
+		fake.APIError(http.StatusTooManyRequests, apiwire.CodeRateLimited),
 	} {
 		f.edge.FailNext("RenewTunnelKey", injected)
 		tun, err, _ := f.converge(t, r)

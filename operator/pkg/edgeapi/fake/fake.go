@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
 // BaseDomain is the fake edge's base domain.
@@ -26,7 +26,7 @@ type Edge struct {
 
 	mu      sync.Mutex
 	now     time.Time // the fake clock; zero: the real one
-	keys    map[string]client.TunnelKey
+	keys    map[string]apiwire.TunnelKey
 	nextID  int
 	calls   map[string]int
 	failing map[string][]error
@@ -34,7 +34,7 @@ type Edge struct {
 
 // New returns an empty fake edge.
 func New() *Edge {
-	return &Edge{keys: map[string]client.TunnelKey{}, calls: map[string]int{}, failing: map[string][]error{}}
+	return &Edge{keys: map[string]apiwire.TunnelKey{}, calls: map[string]int{}, failing: map[string][]error{}}
 }
 
 // FailNext makes the next calls of op (e.g. "RevokeTunnelKey") fail with
@@ -54,7 +54,7 @@ func (e *Edge) Calls(op string) int {
 
 // APIError builds an error as the real client returns it.
 func APIError(status int, code string) error {
-	return &client.APIError{Status: status, Code: code, Message: "injected " + code, RequestID: "fake"}
+	return &apiwire.APIError{Status: status, Code: code, Message: "injected " + code, RequestID: "fake"}
 }
 
 // Now is the fake's clock: the real time until SetNow pins it.
@@ -80,7 +80,7 @@ func (e *Edge) clock() time.Time {
 }
 
 // expire gives k a full TTL from now, when the fake has one.
-func (e *Edge) expire(k *client.TunnelKey) {
+func (e *Edge) expire(k *apiwire.TunnelKey) {
 	if e.TTL <= 0 {
 		return
 	}
@@ -98,17 +98,17 @@ func (e *Edge) enter(op string) error {
 }
 
 // Edge implements edgeapi.TunnelKeys.
-func (e *Edge) Edge(context.Context) (*client.EdgeInfo, error) {
+func (e *Edge) Edge(context.Context) (*apiwire.EdgeInfo, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.enter("Edge"); err != nil {
 		return nil, err
 	}
-	return &client.EdgeInfo{BaseDomain: BaseDomain, SSHAddr: "127.0.0.1:2222", SSHHostKey: "ssh-ed25519 AAAA fake"}, nil
+	return &apiwire.EdgeInfo{BaseDomain: BaseDomain, SSHAddr: "127.0.0.1:2222", SSHHostKey: "ssh-ed25519 AAAA fake"}, nil
 }
 
 // CreateTunnelKey implements edgeapi.TunnelKeys.
-func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*client.TunnelKey, error) {
+func (e *Edge) CreateTunnelKey(_ context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.enter("CreateTunnelKey"); err != nil {
@@ -119,7 +119,7 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 	if in.Protocol == "http" && addr != "" && !strings.Contains(addr, ".") {
 		addr += "." + BaseDomain // as the real edge stores a subdomain
 	}
-	k := client.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
+	k := apiwire.TunnelKey{ID: fmt.Sprintf("tk%d", e.nextID), Protocol: in.Protocol, Address: addr,
 		Labels: in.Labels, Owner: in.Owner, CreatedAt: e.clock()}
 	e.expire(&k)
 	e.keys[k.ID] = k
@@ -128,13 +128,13 @@ func (e *Edge) CreateTunnelKey(_ context.Context, in client.CreateTunnelKey) (*c
 }
 
 // ListTunnelKeys implements edgeapi.TunnelKeys.
-func (e *Edge) ListTunnelKeys(_ context.Context, labels map[string]string) ([]client.TunnelKey, error) {
+func (e *Edge) ListTunnelKeys(_ context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.enter("ListTunnelKeys"); err != nil {
 		return nil, err
 	}
-	var out []client.TunnelKey
+	var out []apiwire.TunnelKey
 next:
 	for _, k := range e.keys {
 		for lk, lv := range labels {
@@ -155,7 +155,7 @@ func (e *Edge) RevokeTunnelKey(_ context.Context, id string) error {
 		return err
 	}
 	if _, ok := e.keys[id]; !ok {
-		return APIError(http.StatusNotFound, client.CodeNotFound)
+		return APIError(http.StatusNotFound, apiwire.CodeNotFound)
 	}
 	delete(e.keys, id)
 	return nil
@@ -163,7 +163,7 @@ func (e *Edge) RevokeTunnelKey(_ context.Context, id string) error {
 
 // RenewTunnelKey implements edgeapi.TunnelKeys as the edge does: a full TTL
 // from now, 404 for a missing key, 409 key_expired for an expired one.
-func (e *Edge) RenewTunnelKey(_ context.Context, id string) (*client.TunnelKey, error) {
+func (e *Edge) RenewTunnelKey(_ context.Context, id string) (*apiwire.TunnelKey, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.enter("RenewTunnelKey"); err != nil {
@@ -171,10 +171,10 @@ func (e *Edge) RenewTunnelKey(_ context.Context, id string) (*client.TunnelKey, 
 	}
 	k, ok := e.keys[id]
 	if !ok {
-		return nil, APIError(http.StatusNotFound, client.CodeNotFound)
+		return nil, APIError(http.StatusNotFound, apiwire.CodeNotFound)
 	}
 	if k.ExpiresAt != nil && !e.clock().Before(*k.ExpiresAt) {
-		return nil, APIError(http.StatusConflict, client.CodeKeyExpired)
+		return nil, APIError(http.StatusConflict, apiwire.CodeKeyExpired)
 	}
 	e.expire(&k)
 	e.keys[id] = k
@@ -182,7 +182,7 @@ func (e *Edge) RenewTunnelKey(_ context.Context, id string) (*client.TunnelKey, 
 }
 
 // Key returns a stored key.
-func (e *Edge) Key(id string) (client.TunnelKey, bool) {
+func (e *Edge) Key(id string) (apiwire.TunnelKey, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k, ok := e.keys[id]
@@ -203,6 +203,6 @@ func (e *Edge) AddKey(labels map[string]string) string {
 	defer e.mu.Unlock()
 	e.nextID++
 	id := fmt.Sprintf("tk%d", e.nextID)
-	e.keys[id] = client.TunnelKey{ID: id, Protocol: "http", Labels: labels}
+	e.keys[id] = apiwire.TunnelKey{ID: id, Protocol: "http", Labels: labels}
 	return id
 }

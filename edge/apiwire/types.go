@@ -1,6 +1,8 @@
-package client
+package apiwire
 
-import "time"
+import (
+	"time"
+)
 
 // Scopes an API key can hold.
 const (
