@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
@@ -38,7 +38,7 @@ func TestSecretsKeyRotationCoversHTTPSKeys(t *testing.T) {
 	// An edge with the old key makes its ticket keys; a key for host lets
 	// the HTTPS listener serve it.
 	e1 := startEdge(t, dir, https(oldKey))
-	e1.tunnelKey(t, client.CreateTunnelKey{Protocol: "http", Address: "own"})
+	e1.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "own"})
 	_ = e1.Close()
 
 	// A certificate of host's own (not the wildcard default), its key
