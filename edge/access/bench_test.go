@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 )
 
@@ -30,9 +30,9 @@ func BenchmarkRelayDecision(b *testing.B) {
 		b.Fatal(err)
 	}
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	for _, p := range []client.AccessPolicy{
-		{Owner: "o", Name: "oidc", Rules: []client.AccessRule{{OIDC: &client.OIDCRule{IssuerURL: "https://idp.example.com", ClientID: "c", ClientSecret: "s"}}}},
-		{Owner: "o", Name: "basic", Rules: []client.AccessRule{{BasicAuth: &client.BasicAuthRule{Htpasswd: "u:" + string(hash)}}}},
+	for _, p := range []apiwire.AccessPolicy{
+		{Owner: "o", Name: "oidc", Rules: []apiwire.AccessRule{{OIDC: &apiwire.OIDCRule{IssuerURL: "https://idp.example.com", ClientID: "c", ClientSecret: "s"}}}},
+		{Owner: "o", Name: "basic", Rules: []apiwire.AccessRule{{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "u:" + string(hash)}}}},
 	} {
 		c, err := Compile(p, e)
 		if err != nil {
