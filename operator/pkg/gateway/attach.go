@@ -18,7 +18,12 @@ type Parent struct {
 	// (TCP listeners: none).
 	Listeners []string
 	Hosts     []string
-	Accepted  bool
+	// Attached are the listeners that select the route, whatever their
+	// own conditions: allowedRoutes (kind and namespace), the parentRef's
+	// sectionName and port, and hostnames that intersect. They count it in
+	// attachedRoutes, as the Gateway API defines it.
+	Attached []string
+	Accepted bool
 	Reason    gwv1.RouteConditionReason
 	Message   string
 }
@@ -75,7 +80,13 @@ func attachOne(r RouteInfo, ref gwv1.ParentReference, ev Evaluated) Parent {
 			continue
 		}
 		named = true
-		if !l.Accepted || !l.Supports(r.Kind) || !namespaceAllowed(ev.Gateway, l.Name, r) {
+		if !l.Supports(r.Kind) || !namespaceAllowed(ev.Gateway, l.Name, r) {
+			continue
+		}
+		if r.Kind == "TCPRoute" || intersects(r.Hostnames, l.Hostname) {
+			p.Attached = append(p.Attached, l.Name)
+		}
+		if !l.Accepted {
 			continue
 		}
 		allowed = true
@@ -151,20 +162,46 @@ func hostsMatch(hostnames []gwv1.Hostname, host string) bool {
 		return true
 	}
 	for _, h := range hostnames {
-		s := strings.ToLower(string(h))
-		if s == host {
-			return true
-		}
-		if suffix, ok := strings.CutPrefix(s, "*"); ok && strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
+		if s := strings.ToLower(string(h)); s == host || wildcardCovers(s, host) {
 			return true
 		}
 	}
 	return false
 }
 
+// intersects reports whether a route's hostnames and a listener's hostname
+// ("" for none; it may be a "*." wildcard) have a host in common: no
+// hostnames on either side take any.
+func intersects(hostnames []gwv1.Hostname, listener string) bool {
+	if listener == "" || len(hostnames) == 0 {
+		return true
+	}
+	for _, h := range hostnames {
+		s := strings.ToLower(string(h))
+		if s == listener || wildcardCovers(s, listener) || wildcardCovers(listener, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// wildcardCovers reports whether pattern, a "*." wildcard, covers host (a
+// name or a narrower wildcard).
+func wildcardCovers(pattern, host string) bool {
+	suffix, ok := strings.CutPrefix(pattern, "*")
+	return ok && strings.HasSuffix(host, suffix) && len(host) > len(suffix)
+}
+
 // Granted reports whether a ReferenceGrant in the target namespace lets a
 // route of kind fromKind in fromNS refer to the Service name there.
 func Granted(grants []gwv1.ReferenceGrant, fromKind, fromNS, toNS, toName string) bool {
+	return GrantedTo(grants, fromKind, fromNS, "Service", toNS, toName)
+}
+
+// GrantedTo reports whether a ReferenceGrant in namespace toNS lets an
+// object of kind fromKind (of the Gateway API's group) in fromNS refer to
+// the core object of kind toKind named toName there.
+func GrantedTo(grants []gwv1.ReferenceGrant, fromKind, fromNS, toKind, toNS, toName string) bool {
 	for _, g := range grants {
 		if g.Namespace != toNS {
 			continue
@@ -179,7 +216,7 @@ func Granted(grants []gwv1.ReferenceGrant, fromKind, fromNS, toNS, toName string
 			continue
 		}
 		for _, t := range g.Spec.To {
-			if string(t.Group) == "" && string(t.Kind) == "Service" && (t.Name == nil || string(*t.Name) == toName) {
+			if string(t.Group) == "" && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == toName) {
 				return true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -31,6 +32,9 @@ type Reservations struct {
 	// Gateway's own address on the edge (one of its Gateway addresses),
 	// where every request is the Gateway's whatever its Host. nil: none.
 	Address func(port int32) Verdict
+	// Certificates resolves an HTTPS listener's tls.certificateRefs (nil:
+	// they are not checked, as the agent, which serves routes, needs).
+	Certificates func(l gwv1.Listener) CertVerdict
 }
 
 // Listener is one listener as evaluated.
@@ -38,13 +42,21 @@ type Listener struct {
 	Name     string
 	Protocol gwv1.ProtocolType
 	Host     string // HTTP and HTTPS; the Gateway's address for AnyHost
+	// Hostname is the spec's hostname, lower case ("" for none; it may be
+	// a wildcard), which routes' hostnames must intersect to attach.
+	Hostname string
 	// AnyHost: a listener without a hostname, published on the Gateway's
 	// address, takes routes of any hostname.
 	AnyHost  bool
 	Port     int32 // the listener's port; TCP: the reserved public port
 	Kinds    []gwv1.RouteGroupKind
 	Accepted bool
-	Address  string
+	// Programmed: accepted, and its certificateRefs resolve.
+	Programmed bool
+	// Certs are the certificates of an HTTPS listener's certificateRefs,
+	// when they resolve.
+	Certs   []Certificate
+	Address string
 	// Conditions: Accepted, Programmed, ResolvedRefs, Conflicted.
 	Conditions []metav1.Condition
 }
@@ -84,6 +96,9 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 	seen := map[string]string{} // host or port -> listener name
 	for _, spec := range gw.Spec.Listeners {
 		l := Listener{Name: string(spec.Name), Protocol: spec.Protocol, Port: int32(spec.Port)}
+		if spec.Hostname != nil {
+			l.Hostname = strings.ToLower(string(*spec.Hostname))
+		}
 		supported := kindsFor(spec.Protocol)
 		accepted := cond(string(gwv1.ListenerConditionAccepted), string(gwv1.ListenerReasonAccepted), true, gen, "the listener is published through the edge")
 		conflicted := cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonNoConflicts), false, gen, "no conflict")
@@ -171,10 +186,26 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 					fmt.Sprintf("allowedRoutes.kinds names kinds this listener does not take: it takes only %s", supported[0].Kind))
 			}
 		}
+		certsOK := true
+		if spec.Protocol == gwv1.HTTPSProtocolType && res.Certificates != nil {
+			v := res.Certificates(spec)
+			certsOK, l.Certs = v.OK, v.Certs
+			if !v.OK && resolved.Status == metav1.ConditionTrue {
+				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), string(v.Reason), false, gen, v.Message)
+			}
+			if v.OK && len(v.Certs) > 0 && resolved.Status == metav1.ConditionTrue {
+				resolved.Message = "the certificateRefs resolve"
+			}
+		}
 		l.Accepted = accepted.Status == metav1.ConditionTrue && len(l.Kinds) > 0
+		l.Programmed = l.Accepted && certsOK
 		programmed := cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonProgrammed), true, gen, "published through the edge")
-		if !l.Accepted {
+		switch {
+		case !l.Accepted:
 			programmed = cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonInvalid), false, gen, "not published: see the Accepted and ResolvedRefs conditions")
+		case !certsOK:
+			programmed = cond(string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonInvalid), false, gen,
+				"not programmed: its certificateRefs do not resolve (see ResolvedRefs); until they do, its host answers HTTPS with the edge's own certificate")
 		}
 		l.Conditions = []metav1.Condition{accepted, programmed, resolved, conflicted}
 		out = append(out, l)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,14 +84,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	own := model.AssignAddresses(gws, facts.GatewayAddresses)
 	edge := edgeRules{anyHost: facts.AnyHost, pool: len(facts.GatewayAddresses), port: int32(facts.GatewayHTTPPort), first: firstPublishers(gws)}
+	var grants gwv1.ReferenceGrantList
+	if err := listEach(ctx, r.Client, &grants, r.Namespaces, func() client.ObjectList { return &gwv1.ReferenceGrantList{} }, func(l client.ObjectList) { grants.Items = append(grants.Items, l.(*gwv1.ReferenceGrantList).Items...) }); err != nil {
+		return reconcile.Result{}, err
+	}
 	evaluated := model.Gateways{}
+	var readErr error
 	for _, gw := range gws {
 		key := client.ObjectKeyFromObject(gw)
 		edge.own = own[key]
-		evaluated[key] = model.Evaluated{Gateway: gw,
-			Listeners: model.Evaluate(gw, reserved(gw.Namespace, domains.Items, endpoints.Items, edge))}
+		res := reserved(gw.Namespace, domains.Items, endpoints.Items, edge)
+		res.Certificates = func(l gwv1.Listener) model.CertVerdict {
+			v, err := model.ResolveCertificateRefs(gw.Namespace, l, grants.Items, r.secret(ctx))
+			if err != nil && readErr == nil {
+				readErr = err
+			}
+			return v
+		}
+		evaluated[key] = model.Evaluated{Gateway: gw, Listeners: model.Evaluate(gw, res)}
 	}
-	attached, err := r.routes(ctx, evaluated)
+	if readErr != nil {
+		// Status stays as it is until the Secret can be read.
+		return reconcile.Result{}, readErr
+	}
+	attached, err := r.routes(ctx, evaluated, grants.Items)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -104,8 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, err
 		}
 	}
-	// Services are not watched (a backendRef's Service may appear later),
-	// so look again now and then.
+	// Services and Secrets are not watched (a backendRef's Service or a
+	// certificateRef's Secret may appear or change later), so look again
+	// now and then.
 	return reconcile.Result{RequeueAfter: resync}, nil
 }
 
@@ -170,6 +188,24 @@ func (r *Reconciler) classes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// secret reads the Secrets that listeners' certificateRefs name, by name
+// (the controller may only get Secrets, never list or watch them).
+func (r *Reconciler) secret(ctx context.Context) model.SecretLookup {
+	return func(ns, name string) (*corev1.Secret, error) {
+		var s corev1.Secret
+		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case apierrors.IsForbidden(err):
+			return nil, model.ErrSecretForbidden
+		case err != nil:
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, name, err)
+		}
+		return &s, nil
+	}
 }
 
 // namespaceLabels reads the labels of ns for allowedRoutes selectors.

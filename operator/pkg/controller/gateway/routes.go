@@ -20,14 +20,10 @@ import (
 
 // routes writes every HTTPRoute's parent status for the served Gateways and
 // returns, per Gateway, how many routes attached to each listener.
-func (r *Reconciler) routes(ctx context.Context, gws model.Gateways) (map[types.NamespacedName]map[string]int32, error) {
+func (r *Reconciler) routes(ctx context.Context, gws model.Gateways, grants []gwv1.ReferenceGrant) (map[types.NamespacedName]map[string]int32, error) {
 	attached := map[types.NamespacedName]map[string]int32{}
 	var routes gwv1.HTTPRouteList
 	if err := listEach(ctx, r.Client, &routes, r.Namespaces, func() client.ObjectList { return &gwv1.HTTPRouteList{} }, func(l client.ObjectList) { routes.Items = append(routes.Items, l.(*gwv1.HTTPRouteList).Items...) }); err != nil {
-		return nil, err
-	}
-	var grants gwv1.ReferenceGrantList
-	if err := listEach(ctx, r.Client, &grants, r.Namespaces, func() client.ObjectList { return &gwv1.ReferenceGrantList{} }, func(l client.ObjectList) { grants.Items = append(grants.Items, l.(*gwv1.ReferenceGrantList).Items...) }); err != nil {
 		return nil, err
 	}
 	nsLabels := map[string]labels.Set{}
@@ -36,18 +32,15 @@ func (r *Reconciler) routes(ctx context.Context, gws model.Gateways) (map[types.
 		parents := model.Attach(model.RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames,
 			Parents: rt.Spec.ParentRefs, NamespaceLabels: r.namespaceLabels(ctx, rt.Namespace, nsLabels)}, gws)
 		for _, p := range parents {
-			if !p.Accepted {
-				continue
-			}
 			key := client.ObjectKeyFromObject(p.Gateway)
 			if attached[key] == nil {
 				attached[key] = map[string]int32{}
 			}
-			for _, l := range p.Listeners {
+			for _, l := range p.Attached {
 				attached[key][l]++
 			}
 		}
-		resolved, err := r.resolvedRefs(ctx, rt, grants.Items)
+		resolved, err := r.resolvedRefs(ctx, rt, grants)
 		if err != nil {
 			return nil, err
 		}

@@ -39,15 +39,17 @@ func (r *Reconciler) tcpRoutes(ctx context.Context, gws model.Gateways, endpoint
 		backend, resolved := tcpBackend(rt, parents)
 		for pi := range parents {
 			p := &parents[pi]
+			gwKey := client.ObjectKeyFromObject(p.Gateway)
+			if attached[gwKey] == nil {
+				attached[gwKey] = map[string]int32{}
+			}
+			for _, l := range p.Attached {
+				attached[gwKey][l]++
+			}
 			if !p.Accepted {
 				continue
 			}
-			gwKey := client.ObjectKeyFromObject(p.Gateway)
 			for _, l := range p.Listeners {
-				if attached[gwKey] == nil {
-					attached[gwKey] = map[string]int32{}
-				}
-				attached[gwKey][l]++
 				if backend == nil {
 					continue
 				}
