@@ -76,10 +76,11 @@ func TestRBACExact(t *testing.T) {
 		"gateway.networking.k8s.io/referencegrants":    {"get", "list", "watch"},
 		"gateway.networking.k8s.io/backendtlspolicies": {"get", "list", "watch"},
 		"gateway.networking.k8s.io/gatewayclasses":     {"get", "list", "watch"},
-		"/services":            {"get"},
-		"/secrets":             {"get"},
-		"/configmaps":          {"get"},
-		"events.k8s.io/events": {"create", "patch"},
+		"/services":                       {"get"},
+		"/secrets":                        {"get"},
+		"/configmaps":                     {"get"},
+		"discovery.k8s.io/endpointslices": {"list", "watch"},
+		"events.k8s.io/events":            {"create", "patch"},
 	}
 	compareGrants(t, "agent ClusterRole", grants(agent.ClusterRules()), wantAgentCluster)
 	if len(ctrl.Roles) != 1 || ctrl.RoleNamespaces()[0] != DefaultNamespace {
@@ -370,10 +371,11 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"gateway.networking.k8s.io/httproutes":         {"get", "list", "watch"},
 		"gateway.networking.k8s.io/referencegrants":    {"get", "list", "watch"},
 		"gateway.networking.k8s.io/backendtlspolicies": {"get", "list", "watch"},
-		"/services":            {"get"},
-		"/secrets":             {"get"},
-		"/configmaps":          {"get"},
-		"events.k8s.io/events": {"create", "patch"},
+		"/services":                       {"get"},
+		"/secrets":                        {"get"},
+		"/configmaps":                     {"get"},
+		"discovery.k8s.io/endpointslices": {"list", "watch"},
+		"events.k8s.io/events":            {"create", "patch"},
 	}
 	if got, want := agent.RoleNamespaces(), []string{"team-a", "team-b", release}; !slices.Equal(got, want) {
 		t.Errorf("agent Roles in %v, want %v", got, want)

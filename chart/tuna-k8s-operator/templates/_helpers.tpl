@@ -242,7 +242,8 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 {{- if not .Values.secretSync.enabled }}
 # AccessPolicy: the Secrets a policy names (an OIDC client secret, an
 # htpasswd file, a links key) are read with get, by name, in the policy's
-# namespace, and sent to the edge over its API. No list or watch.
+# namespace, and sent to the edge over its API; so are the certificates a
+# Gateway listener's tls.certificateRefs name. No list or watch.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
@@ -328,6 +329,12 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: [""]
   resources: ["services", "secrets", "configmaps"]
   verbs: ["get"]
+# A headless Service (no ClusterIP) is dialed at one of its ready
+# endpoints: its EndpointSlices are listed, and watched (metadata only) so
+# that a change picks another at once.
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list", "watch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

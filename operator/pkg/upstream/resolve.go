@@ -13,9 +13,11 @@ import (
 )
 
 // Resolve turns a target into the address to dial: the Service's ClusterIP
-// and port, as kube-proxy would route it. External targets (allowed by
-// Parse only when external upstreams are on) dial their host directly. reader
-// needs only `get` on Services.
+// and port, as kube-proxy would route it; for a headless Service (no
+// ClusterIP), one of its ready endpoints (headlessEndpoint). External
+// targets (allowed by Parse only when external upstreams are on) dial
+// their host directly. reader needs `get` on Services, and `list` on
+// EndpointSlices for headless ones.
 func Resolve(ctx context.Context, reader client.Reader, namespace string, t Target, allowExternal bool) (string, error) {
 	addr, _, err := ResolvePort(ctx, reader, namespace, t, allowExternal)
 	return addr, err
@@ -25,8 +27,28 @@ func Resolve(ctx context.Context, reader client.Reader, namespace string, t Targ
 // for external hosts and ExternalName Services), whose appProtocol tells
 // how to speak to it.
 func ResolvePort(ctx context.Context, reader client.Reader, namespace string, t Target, allowExternal bool) (string, *corev1.ServicePort, error) {
+	r, err := ResolveService(ctx, reader, namespace, t, allowExternal)
+	return r.Addr, r.Port, err
+}
+
+// Resolution is where a target is dialed.
+type Resolution struct {
+	Addr string
+	// Port is the Service port chosen (nil for external hosts and
+	// ExternalName Services).
+	Port *corev1.ServicePort
+	// Endpoint: Addr is an endpoint of a headless Service, from its
+	// EndpointSlices, which the caller should watch to dial another when
+	// they change.
+	Endpoint bool
+}
+
+// ResolveService is ResolvePort that also says whether the address is a
+// headless Service's endpoint. reader needs `list` on EndpointSlices for
+// those.
+func ResolveService(ctx context.Context, reader client.Reader, namespace string, t Target, allowExternal bool) (Resolution, error) {
 	if t.Service == "" {
-		return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))), nil, nil
+		return Resolution{Addr: net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port)))}, nil
 	}
 	if t.Namespace != "" {
 		namespace = t.Namespace
@@ -34,33 +56,32 @@ func ResolvePort(ctx context.Context, reader client.Reader, namespace string, t 
 	var svc corev1.Service
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: t.Service}, &svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+			return Resolution{}, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 				"Service %s/%s does not exist: create it or fix upstream.url", namespace, t.Service)}
 		}
-		return "", nil, fmt.Errorf("reading Service %s/%s: %w", namespace, t.Service, err)
+		return Resolution{}, fmt.Errorf("reading Service %s/%s: %w", namespace, t.Service, err)
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		if !allowExternal {
-			return "", nil, refuse("upstream Service %s/%s is of type ExternalName (%s): it points outside the namespace; set agentManager.allowExternalUpstreams=true in the chart to allow it",
+			return Resolution{}, refuse("upstream Service %s/%s is of type ExternalName (%s): it points outside the namespace; set agentManager.allowExternalUpstreams=true in the chart to allow it",
 				namespace, t.Service, svc.Spec.ExternalName)
 		}
 		port := t.Port
 		if t.PortName != "" {
-			return "", nil, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("ExternalName Service %s/%s has no named ports: use a port number", namespace, t.Service)}
+			return Resolution{}, &Refusal{Reason: ReasonInvalid, Message: fmt.Sprintf("ExternalName Service %s/%s has no named ports: use a port number", namespace, t.Service)}
 		}
-		return net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port))), nil, nil
-	}
-	ip := svc.Spec.ClusterIP
-	if ip == "" || ip == corev1.ClusterIPNone {
-		return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
-			"Service %s/%s is headless (no ClusterIP): give it a ClusterIP to publish it", namespace, t.Service)}
+		return Resolution{Addr: net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port)))}, nil
 	}
 	for i, p := range svc.Spec.Ports {
 		if (t.PortName != "" && p.Name == t.PortName) || (t.PortName == "" && p.Port == t.Port) {
-			return net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), &svc.Spec.Ports[i], nil
+			if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+				return Resolution{Addr: net.JoinHostPort(ip, strconv.Itoa(int(p.Port))), Port: &svc.Spec.Ports[i]}, nil
+			}
+			addr, err := headlessEndpoint(ctx, reader, &svc, p)
+			return Resolution{Addr: addr, Port: &svc.Spec.Ports[i], Endpoint: true}, err
 		}
 	}
-	return "", nil, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+	return Resolution{}, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 		"Service %s/%s has no port %s: use one of its ports %s", namespace, t.Service, t.PortString(), portList(svc.Spec.Ports))}
 }
 

@@ -71,8 +71,6 @@ var skipped = []string{
 	// Wildcard listener hostnames: tuna publishes one tunnel per host.
 	"HTTPRouteHostnameIntersection",
 	"HTTPRouteListenerHostnameMatching",
-	// Headless Services: the agent dials a Service's ClusterIP.
-	"HTTPRouteServiceTypes",
 }
 
 func TestConformance(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -32,6 +33,9 @@ type gwBackend struct {
 	// skip says why the backend cannot be served: its share of the
 	// requests answers 500, as the Gateway API asks.
 	skip string
+	// endpointOf is the headless Service whose endpoint up dials (zero
+	// for a ClusterIP).
+	endpointOf types.NamespacedName
 }
 
 // gatewayRules returns the HTTPRoute rules served on host: those of routes
@@ -121,7 +125,11 @@ func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b g
 		return gb, nil
 	}
 	t := upstream.Target{Scheme: "http", Host: string(ref.Name), Service: string(ref.Name), Namespace: ns, Port: int32(*ref.Port)}
-	addr, port, err := upstream.ResolvePort(ctx, r.Reader, ns, t, r.AllowExternalUpstreams)
+	res, err := upstream.ResolveService(ctx, r.Reader, ns, t, r.AllowExternalUpstreams)
+	if res.Endpoint {
+		gb.endpointOf = types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	}
+	addr, port := res.Addr, res.Port
 	var refusal *upstream.Refusal
 	switch {
 	case errors.As(err, &refusal):

@@ -91,6 +91,9 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
+	// headless: the hosts that dial an endpoint of a headless Service,
+	// woken when its EndpointSlices change.
+	headless headless
 
 	notes model.Notes
 	// toldAccess remembers the last refusal of an access policy
@@ -153,6 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	h, former := r.state(host, merged.Ingresses)
 	r.applyRoutes(host, h, entries, gwRules)
+	r.headless.set(host, endpointServices(entries, gwRules))
 
 	var routes []*gwv1.HTTPRoute
 	for _, e := range gwRules {
@@ -195,6 +199,9 @@ type entry struct {
 	// tls says why an https backend's certificate does not verify; the
 	// route is served (and answers 502) while it does not.
 	tls string
+	// endpointOf is the headless Service whose endpoint up dials (zero
+	// for a ClusterIP).
+	endpointOf types.NamespacedName
 }
 
 // resolve finds each route's Service address (R18 policy applied), and for
@@ -213,9 +220,12 @@ func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, e
 		}
 		t := upstream.Target{Scheme: "http", Host: b.Service.Name, Service: b.Service.Name, Namespace: rt.Ingress.Namespace,
 			Port: b.Service.Port.Number, PortName: b.Service.Port.Name}
-		addr, port, err := upstream.ResolvePort(ctx, r.Reader, rt.Ingress.Namespace, t, r.AllowExternalUpstreams)
+		res, err := upstream.ResolveService(ctx, r.Reader, rt.Ingress.Namespace, t, r.AllowExternalUpstreams)
+		if res.Endpoint {
+			e.endpointOf = types.NamespacedName{Namespace: rt.Ingress.Namespace, Name: b.Service.Name}
+		}
 		if err == nil {
-			e.up = proxy.Upstream{Scheme: schemeOf(port), Addr: addr, Display: model.BackendString(b)}
+			e.up = proxy.Upstream{Scheme: schemeOf(res.Port), Addr: res.Addr, Display: model.BackendString(b)}
 			if e.up.Scheme == "https" {
 				e.up.TLS, err = r.backendTLS(ctx, rt.Ingress, t)
 			}
@@ -403,6 +413,7 @@ func (r *Reconciler) connection(ctx context.Context, host string, policy func(ow
 
 // stop closes the tunnel of a host no served Ingress has a rule for.
 func (r *Reconciler) stop(ctx context.Context, host string) {
+	r.headless.set(host, nil)
 	r.mu.Lock()
 	h := r.hosts[host]
 	delete(r.hosts, host)

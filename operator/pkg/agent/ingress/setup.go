@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -17,7 +19,8 @@ import (
 )
 
 // SetupWithManager registers the reconciler: Ingress and IngressClass
-// changes wake the hosts they concern, and each host's tunnel wakes its
+// changes wake the hosts they concern, a headless Service's EndpointSlices
+// wake the hosts that dial its endpoints, and each host's tunnel wakes its
 // host when its state changes. Gateway API kinds are watched from
 // ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -28,6 +31,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("ingress-agent").
 		Watches(&networkingv1.Ingress{}, model.Handler(mgr.GetClient(), false), builder.WithPredicates(model.Changed)).
 		Watches(&networkingv1.IngressClass{}, model.ClassHandler(mgr.GetClient(), false)).
+		// Metadata only: which Service a slice is of is all the wake
+		// needs; the endpoints are listed when the host resolves.
+		WatchesMetadata(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.headless.requests)).
 		WatchesRawSource(r.wakes.Source()).
 		Build(r)
 	r.ctl = ctl
