@@ -24,8 +24,8 @@ type Parent struct {
 	// attachedRoutes, as the Gateway API defines it.
 	Attached []string
 	Accepted bool
-	Reason    gwv1.RouteConditionReason
-	Message   string
+	Reason   gwv1.RouteConditionReason
+	Message  string
 }
 
 // Gateways are the served Gateways with their evaluated listeners.

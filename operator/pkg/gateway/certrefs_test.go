@@ -118,9 +118,9 @@ func TestCertificateRefsStatus(t *testing.T) {
 		noHostname(https("no-hostname", ref("", "nope"))),
 	}
 	type row struct {
-		Listener   string             `json:"listener"`
+		Listener   string   `json:"listener"`
 		Conditions []string `json:"conditions"`
-		Certs      []string           `json:"certificates,omitempty"`
+		Certs      []string `json:"certificates,omitempty"`
 	}
 	var got []row
 	for _, spec := range listeners {
