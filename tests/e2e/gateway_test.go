@@ -247,8 +247,9 @@ func TestGatewayCrossNamespaceBackend(t *testing.T) {
 }
 
 // A Gateway may not take a host another namespace reserved: its listener
-// is refused with Conflicted=True HostnameConflict, its route attaches to
-// nothing, and the host keeps serving its owner's route only.
+// is refused with Conflicted=True HostnameConflict, its route is accepted
+// nowhere (though the listener counts it in attachedRoutes), and the host
+// keeps serving its owner's route only.
 func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	ctx := context.Background()
 	ensureGatewayClass(t)
@@ -282,7 +283,10 @@ func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	acc := meta.FindStatusCondition(l.Conditions, "Accepted")
 	require.NotNil(t, acc)
 	assert.Equal(t, metav1.ConditionFalse, acc.Status)
-	assert.Equal(t, int32(0), l.AttachedRoutes)
+	// attachedRoutes counts the routes the listener selects, accepted or
+	// not (the spec: "MUST be set for Listeners with condition Accepted:
+	// false"); the route itself is not accepted.
+	assert.Equal(t, int32(1), l.AttachedRoutes)
 	waitRoute(t, key(intruder, "web"), "NotAllowedByListeners", "ResolvedRefs")
 
 	// The owner's Gateway is programmed and its route alone is served.
