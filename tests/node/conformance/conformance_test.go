@@ -64,7 +64,8 @@ func skipTests() []string {
 // skipped are the suite's tests of the claimed profile that are not run,
 // each with its reason in docs/gateway-api.md (Conformance).
 var skipped = []string{
-	// An HTTPS listener without a hostname: TLS ends at the edge, on names.
+	// An HTTPS listener without a hostname: the Gateway's own address is
+	// served on HTTP only (TLS ends at the edge, on names).
 	"GatewaySecretReferenceGrantAllInNamespace",
 	"GatewaySecretReferenceGrantSpecific",
 	"HTTPRouteHTTPSListener",
