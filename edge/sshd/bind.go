@@ -113,7 +113,7 @@ func (ss *session) bindParsed(req protocol.BindRequest) (protocol.BindReply, *pr
 func (ss *session) checkOneBind(addr string) (protocol.BindReply, bool, *protocol.ErrorReply) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if r, ok := ss.binds[addr]; ok {
+	if r, ok := ss.bound(addr); ok {
 		return r, true, nil
 	}
 	if ss.p.Kind == keys.KindTunnel && len(ss.binds) > 0 {
@@ -137,7 +137,17 @@ func keyElsewhere(addr string) *protocol.ErrorReply {
 func (ss *session) remember(addr string, r protocol.BindReply) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.binds[addr] = r
+	ss.binds = append(ss.binds, boundAddr{addr: addr, reply: r})
+}
+
+// bound is the reply of an address the session binds (under ss.mu).
+func (ss *session) bound(addr string) (protocol.BindReply, bool) {
+	for _, b := range ss.binds {
+		if b.addr == addr {
+			return b.reply, true
+		}
+	}
+	return protocol.BindReply{}, false
 }
 
 // access checks the access policy a bind names: a policy of the session's
@@ -329,6 +339,9 @@ func (ss *session) bindTCP(req protocol.BindRequest, list *acl.List) (protocol.B
 	// bind runs inside run()'s request loop, so the session's teardown,
 	// which detaches ss.ports, cannot have started yet.
 	ss.mu.Lock()
+	if ss.ports == nil {
+		ss.ports = map[int]*registry.Pool{}
+	}
 	ss.ports[ep.Port] = pool
 	ss.mu.Unlock()
 	reply := protocol.BindReply{URL: url, SessionID: ss.id}

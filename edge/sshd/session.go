@@ -45,9 +45,19 @@ type session struct {
 	left    atomic.Bool
 	streams sessionStreams
 
+	// The addresses it binds, and the TCP endpoints' ports it serves (nil
+	// until it binds one): an agent's session binds one address or a few,
+	// and a slice of one costs an idle session less than a map (a map's
+	// first group holds eight).
 	mu    sync.Mutex
-	binds map[string]protocol.BindReply // resolved address -> reply
-	ports map[int]*registry.Pool        // TCP endpoint ports this session serves
+	binds []boundAddr
+	ports map[int]*registry.Pool
+}
+
+// boundAddr is one address a session binds: resolved address, reply.
+type boundAddr struct {
+	addr  string
+	reply protocol.BindReply
 }
 
 func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *session {
@@ -56,8 +66,6 @@ func newSession(s *Server, sc *ssh.ServerConn, p *auth.Principal, id string) *se
 		remote:    sc.RemoteAddr().String(),
 		connected: time.Now().UTC(),
 		done:      make(chan struct{}),
-		binds:     map[string]protocol.BindReply{},
-		ports:     map[int]*registry.Pool{},
 	}
 }
 
