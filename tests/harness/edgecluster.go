@@ -72,8 +72,8 @@ type EdgeClusterOptions struct {
 	APIRateBurst int
 }
 
-// buildEdge builds the tuna-edge binary into dir.
-func buildEdge(dir string) (string, error) {
+// BuildEdge builds the tuna-edge binary into dir.
+func BuildEdge(dir string) (string, error) {
 	bin := filepath.Join(dir, "tuna-edge")
 	cmd := exec.Command("go", "build", "-o", bin, "./edge/cmd/tuna-edge")
 	cmd.Dir = RepoRoot()
@@ -83,11 +83,34 @@ func buildEdge(dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildEdgeAt builds tuna-edge as it was at the git revision rev (a
+// commit, tag or branch of this repository) into dir, from that
+// revision's tree exported to dir/src-<rev>: a benchmark's reference,
+// measured in the same run as the working tree's edge.
+func BuildEdgeAt(dir, rev string) (string, error) {
+	src := filepath.Join(dir, "src-"+strings.NewReplacer("/", "-", ".", "-").Replace(rev))
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	export := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "export", rev, src)
+	export.Dir = RepoRoot()
+	if out, err := export.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("exporting revision %s: %w\n%s", rev, err, out)
+	}
+	bin := filepath.Join(dir, "tuna-edge-"+filepath.Base(src))
+	build := exec.Command("go", "build", "-o", bin, "./edge/cmd/tuna-edge")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building tuna-edge at %s: %w\n%s", rev, err, out)
+	}
+	return bin, nil
+}
+
 // StartEdgeCluster starts a three-member etcd and n edge nodes in dir.
 // Node i's TCP endpoints listen on 127.0.0.(i+2), so every node can hold
 // a reserved port, as separate machines do.
 func StartEdgeCluster(dir string, n int, o EdgeClusterOptions) (*EdgeCluster, error) {
-	bin, err := buildEdge(dir)
+	bin, err := BuildEdge(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -41,11 +41,18 @@ type EdgeProcess struct {
 // StartEdgeProcess builds tuna-edge into dir, runs it with its data in
 // dir/edge and the flags in extra, and returns once its API answers.
 func StartEdgeProcess(dir string, extra ...string) (*EdgeProcess, error) {
-	bin, err := buildEdge(dir)
+	bin, err := BuildEdge(dir)
 	if err != nil {
 		return nil, err
 	}
+	return StartEdgeBinary(bin, dir, extra...)
+}
+
+// StartEdgeBinary is StartEdgeProcess with a tuna-edge binary already
+// built, such as BuildEdgeAt's: a benchmark's reference.
+func StartEdgeBinary(bin, dir string, extra ...string) (*EdgeProcess, error) {
 	addrs := make([]string, 4)
+	var err error
 	for i := range addrs {
 		if addrs[i], err = ports.TakeAddr(); err != nil {
 			return nil, err

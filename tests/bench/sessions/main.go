@@ -4,18 +4,22 @@
 // with the edge's own client (edge/tunnelclient): a tunnel key each, a
 // login and an http bind, as the agent makes one per Tunnel.
 //
-//	go run ./tests/bench/sessions [-sessions 1000,5000,10000 | -full] [-probe 200] [-profile dir]
+//	go run ./tests/bench/sessions [-sessions 1000,5000,10000 | -full] [-probe 200] [-reference main] [-profile dir]
 //
 // The sessions are opened in steps up to each count and held. At each step
 // it reports the edge's resident memory per session (over its memory with
-// the keys issued and no session), its CPU time for the step's logins, and
-// the time a new session takes from dial to bind while the others are held
-// (-probe of them, one after another, each closed after); the reference is
-// the same probe against the edge with no session held, in the same run.
+// the keys issued and no session), and what the Go runtime of the edge
+// says of it: goroutine stacks and heap in use per session; its CPU time
+// for the step's logins; and the time a new session takes from dial to
+// bind while the others are held (-probe of them, one after another, each
+// closed after). The reference of the probe is the same probe against the
+// edge with no session held; with -reference, the whole series runs first
+// against tuna-edge as built at that git revision, in the same run.
 //
 // Each session is one socket in the edge and one in this process: the
-// program raises the open-file limit of both (as root) or says how far it
-// is from enough. -full holds 50,000 (about 3 GiB in each process).
+// program raises the open-file limit of both up to the hard limit, and
+// past it as root with CAP_SYS_RESOURCE, or says how many sessions fit.
+// -full holds 50,000 (about 3 GiB in each process).
 package main
 
 import (
@@ -23,9 +27,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,7 +77,8 @@ func run() error {
 	counts := flag.String("sessions", "1000,5000,10000", "session counts to hold, in steps, comma-separated (-full: "+fullCounts+")")
 	full := flag.Bool("full", false, "the issue's sizes: hold "+fullCounts+" sessions")
 	probes := flag.Int("probe", 200, "new sessions timed at each step, one after another")
-	profile := flag.String("profile", "", "write the edge's heap profile at each step and a CPU profile of the largest fill here")
+	reference := flag.String("reference", "", "first measure tuna-edge as built at this git revision (a commit or branch), as the reference of the same run")
+	profile := flag.String("profile", "", "write the edge's heap profile, goroutines and runtime stats at each step here")
 	flag.Parse()
 	if *full {
 		*counts = fullCounts
@@ -80,25 +87,66 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	largest := steps[len(steps)-1]
-	if err := raiseFiles(largest + *probes); err != nil {
+	if err := raiseFiles(steps[len(steps)-1], *probes); err != nil {
 		return err
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "tuna-sessions-")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	b := &bench{probes: *probes, profile: *profile}
-	if b.edge, err = harness.StartEdgeProcess(dir); err != nil {
+	type edgeBuild struct{ name, bin string }
+	var edges []edgeBuild
+	if *reference != "" {
+		bin, err := harness.BuildEdgeAt(dir, *reference)
+		if err != nil {
+			return err
+		}
+		edges = append(edges, edgeBuild{"tuna-edge at " + *reference + " (reference)", bin})
+	}
+	bin, err := harness.BuildEdge(dir)
+	if err != nil {
 		return err
 	}
-	defer func() { _ = b.edge.Stop() }()
-	defer b.closeAll()
-	if err := b.issueKeys(largest + *probes); err != nil {
+	edges = append(edges, edgeBuild{"tuna-edge of the working tree", bin})
+	for i, e := range edges {
+		fmt.Printf("\n%s\n", e.name)
+		b := &bench{probes: *probes, profile: *profile}
+		err := b.measure(e.bin, filepath.Join(dir, strconv.Itoa(i)), steps)
+		b.closeAll()
+		if b.edge != nil {
+			err = errors.Join(err, b.edge.Stop())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure starts the edge from bin and holds sessions in steps.
+func (b *bench) measure(bin, dir string, steps []int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	if b.edge, err = harness.StartEdgeBinary(bin, dir); err != nil {
+		return err
+	}
+	largest := steps[len(steps)-1]
+	if err := b.issueKeys(largest + b.probes); err != nil {
 		return err
 	}
 	before, err := stats.SettledRSS(b.edge.PID)
+	if err != nil {
+		return err
+	}
+	rt0, err := b.runtimeStats()
 	if err != nil {
 		return err
 	}
@@ -107,8 +155,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("| sessions held | edge RSS | per session | logins: edge CPU per session | new session dial → bind, p50 / p99 / max | load |\n|---|---|---|---|---|---|\n")
-	fmt.Printf("| 0 (reference) | %d KiB | | | %s | %s |\n", before, ref, stats.LoadAvg())
+	fmt.Printf("| sessions held | edge RSS | per session | of which goroutine stacks / heap in use | logins: edge CPU per session | new session dial → bind, p50 / p99 / max | load |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| 0 (reference) | %d KiB | | | | %s | %s |\n", before, ref, stats.LoadAvg())
 	for _, n := range steps {
 		load := stats.LoadAvg()
 		cpu0, err := stats.CPUTime(b.edge.PID)
@@ -127,25 +175,86 @@ func run() error {
 		if err != nil {
 			return err
 		}
+		rt, err := b.runtimeStats()
+		if err != nil {
+			return err
+		}
 		p, err := b.probe()
 		if err != nil {
 			return err
 		}
-		if b.profile != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			err := errors.Join(
-				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap", fmt.Sprintf("%s/edge-%d-sessions.heap.pprof", b.profile, n)),
-				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/goroutine?debug=1", fmt.Sprintf("%s/edge-%d-sessions.goroutines.txt", b.profile, n)),
-				stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap?debug=1", fmt.Sprintf("%s/edge-%d-sessions.memstats.txt", b.profile, n)))
-			cancel()
-			if err != nil {
-				return err
-			}
+		if err := b.writeProfiles(dir, n); err != nil {
+			return err
 		}
-		fmt.Printf("| %d | %d KiB | %.1f KiB | %.2f ms | %s | %s → %s |\n", n, rss, float64(rss-before)/float64(n),
+		perSession := func(v, v0 int64) float64 { return float64(v-v0) / 1024 / float64(n) }
+		fmt.Printf("| %d | %d KiB | %.1f KiB | %.1f / %.1f KiB | %.2f ms | %s | %s → %s |\n", n, rss, float64(rss-before)/float64(n),
+			perSession(rt.stack, rt0.stack), perSession(rt.heapInuse, rt0.heapInuse),
 			float64((cpu1-cpu0).Microseconds())/1000/float64(n-fill), p, load, stats.LoadAvg())
 	}
 	return nil
+}
+
+// runtimeFigures are the edge's Go runtime's own: bytes of goroutine
+// stacks and of heap spans in use (live objects and garbage not yet
+// collected).
+type runtimeFigures struct{ stack, heapInuse int64 }
+
+// runtimeStats reads them from the runtime.MemStats that the edge's heap
+// profile carries in its text form.
+func (b *bench) runtimeStats() (runtimeFigures, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.edge.PprofAddr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return runtimeFigures{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return runtimeFigures{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return runtimeFigures{}, err
+	}
+	var f runtimeFigures
+	found := 0
+	for line := range strings.Lines(string(text)) {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if !ok {
+			continue
+		}
+		value, _, _ = strings.Cut(strings.TrimSpace(value), " ") // "Stack = inuse / sys"
+		v, err := strconv.ParseInt(value, 10, 64)
+		switch {
+		case err != nil:
+		case name == "Stack":
+			f.stack = v
+			found++
+		case name == "HeapInuse":
+			f.heapInuse = v
+			found++
+		}
+	}
+	if found != 2 {
+		return f, fmt.Errorf("the edge's heap profile carries no Stack and HeapInuse figures (GET %s: %s)", req.URL, resp.Status)
+	}
+	return f, nil
+}
+
+// writeProfiles keeps the edge's heap profile, goroutines and runtime
+// stats at n sessions, with -profile.
+func (b *bench) writeProfiles(dir string, n int) error {
+	if b.profile == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("%s/%s-edge-%d-sessions", b.profile, filepath.Base(dir), n)
+	return errors.Join(
+		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap", prefix+".heap.pprof"),
+		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/goroutine?debug=1", prefix+".goroutines.txt"),
+		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap?debug=1", prefix+".memstats.txt"))
 }
 
 func parseCounts(spec string) ([]int, error) {
@@ -160,22 +269,25 @@ func parseCounts(spec string) ([]int, error) {
 	return out, nil
 }
 
-// raiseFiles makes room for n sessions: each is one socket here and one in
-// the edge, which inherits this process's limit. Beyond the hard limit it
-// takes the privilege to raise it (root); without it, it says what to do.
-func raiseFiles(n int) error {
+// raiseFiles makes room for n held sessions and the probes: each is one
+// socket here and one in the edge, which inherits this process's limit.
+// Up to the hard limit anyone may raise it; past it only root with
+// CAP_SYS_RESOURCE, and without that it says how many sessions fit.
+func raiseFiles(n, probes int) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return err
 	}
-	need := uint64(n) + 1000
+	const spare = 1000 // the edge's listeners, store, logs; the probes' sockets
+	need := uint64(n+probes) + spare
 	if lim.Cur >= need {
 		return nil
 	}
 	want := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
-		return fmt.Errorf("%d sessions need about %d open files here and in the edge; the limit is %d (hard %d) and raising it failed (%w): raise it (ulimit -n) or hold fewer",
-			n, need, lim.Cur, lim.Max, err)
+		fit := int(lim.Max) - spare - probes
+		return fmt.Errorf("%d sessions need about %d open files here and in the edge; the hard limit is %d and raising it failed (%w): "+
+			"raise it (ulimit -Hn, as root with CAP_SYS_RESOURCE) or hold at most %d", n, need, lim.Max, err, fit)
 	}
 	return nil
 }
