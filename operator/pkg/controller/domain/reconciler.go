@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -104,43 +103,23 @@ func (r *Reconciler) fqdn(ctx context.Context, d *tunav1.Domain) (string, error)
 	return d.Spec.Subdomain + "." + info.BaseDomain, nil
 }
 
-// ensure finds or makes the reservation. One that exists is this
-// namespace's, adopted or refused (reservation.Existing); one that this
-// resource recorded but that is gone on the edge is re-created (R14).
+// ensure finds or makes the reservation (reservation.Ensure): the
+// Domain's status recorded it when status.fqdn names it.
 func (r *Reconciler) ensure(ctx context.Context, d *tunav1.Domain, fqdn string) (*apiwire.Domain, bool, error) {
 	owner := edgeapi.Owner(r.ClusterID, d.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, d.Spec.SharedWith)
-	existing, err := r.Edge.GetDomain(ctx, fqdn)
-	switch {
-	case err == nil:
-		return r.existing(ctx, d, fqdn, existing, owner, shared)
-	case !apiwire.IsNotFound(err):
-		return nil, false, err
-	}
-	if d.Status.FQDN == fqdn {
-		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "domain", fqdn)
-		r.Recorder.Eventf(d, nil, "Warning", "ReservationRecreated", "Reserve", "domain %s was deleted on the edge; reserved it again", fqdn)
-	}
-	in := apiwire.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain,
-		Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}}
-	created, err := r.Edge.CreateDomain(ctx, in)
-	if apiwire.IsNameTaken(err) {
-		// Reserved meanwhile on the account (by hand or another cluster).
-		if existing, err = r.Edge.GetDomain(ctx, fqdn); err != nil {
-			return nil, false, err
-		}
-		return r.existing(ctx, d, fqdn, existing, owner, shared)
-	}
-	// Made with this namespace as owner: not adopted, whatever was before.
-	return created, false, err
-}
-
-// existing takes a reservation found on the edge (reservation.Take).
-func (r *Reconciler) existing(ctx context.Context, d *tunav1.Domain, fqdn string, have *apiwire.Domain, owner string, shared []string) (*apiwire.Domain, bool, error) {
-	return reservation.Take(ctx, r.Reader, d, fqdn, have, func(x *apiwire.Domain) apiwire.Sharing { return x.Sharing }, owner, shared,
-		func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
-		func(x *tunav1.Domain) bool { return x.Status.Adopted },
-		r.Edge.ShareDomain)
+	return reservation.Ensure(ctx, r.Reader, r.Recorder, d, reservation.Ensuring[*tunav1.Domain, apiwire.Domain]{
+		Address: fqdn, What: "domain " + fqdn, Owner: owner, SharedWith: shared,
+		Recorded: func(x *tunav1.Domain) bool { return x.Status.FQDN == fqdn },
+		Adopted:  func(x *tunav1.Domain) bool { return x.Status.Adopted },
+		Get:      r.Edge.GetDomain,
+		Create: func(ctx context.Context) (*apiwire.Domain, error) {
+			return r.Edge.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: d.Spec.Subdomain, Domain: d.Spec.Domain,
+				Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}})
+		},
+		Sharing: func(x *apiwire.Domain) apiwire.Sharing { return x.Sharing },
+		Share:   r.Edge.ShareDomain,
+	})
 }
 
 func (r *Reconciler) verifyDue(d *tunav1.Domain) bool {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -73,42 +72,24 @@ func (r *Reconciler) converge(ctx context.Context, e *tunav1.TCPEndpoint) (recon
 	return reconcile.Result{RequeueAfter: reservation.Resync(r.Resync)}, nil
 }
 
-// ensure finds or makes the reservation. One that exists is this
-// namespace's, adopted or refused (reservation.Existing); one that this
-// resource recorded but that is gone on the edge is re-created (R14).
+// ensure finds or makes the reservation (reservation.Ensure): the
+// TCPEndpoint's status recorded it when it holds a port.
 func (r *Reconciler) ensure(ctx context.Context, e *tunav1.TCPEndpoint) (*apiwire.TCPEndpoint, bool, error) {
 	alias := e.Spec.Alias
 	owner := edgeapi.Owner(r.ClusterID, e.Namespace)
 	shared := edgeapi.Owners(r.ClusterID, e.Spec.SharedWith)
-	existing, err := r.Edge.GetTCPEndpoint(ctx, alias)
-	switch {
-	case err == nil:
-		return r.existing(ctx, e, existing, owner, shared)
-	case !apiwire.IsNotFound(err):
-		return nil, false, err
-	}
-	if e.Status.Port != 0 {
-		log.FromContext(ctx).Info("reservation is gone on the edge, re-creating it", "alias", alias)
-		r.Recorder.Eventf(e, nil, "Warning", "ReservationRecreated", "Reserve", "TCP endpoint %s was deleted on the edge; reserved it again", alias)
-	}
-	created, err := r.Edge.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias,
-		Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}})
-	if apiwire.IsNameTaken(err) {
-		if existing, err = r.Edge.GetTCPEndpoint(ctx, alias); err != nil {
-			return nil, false, err
-		}
-		return r.existing(ctx, e, existing, owner, shared)
-	}
-	// Made with this namespace as owner: not adopted, whatever was before.
-	return created, false, err
-}
-
-// existing takes a reservation found on the edge (reservation.Take).
-func (r *Reconciler) existing(ctx context.Context, e *tunav1.TCPEndpoint, have *apiwire.TCPEndpoint, owner string, shared []string) (*apiwire.TCPEndpoint, bool, error) {
-	return reservation.Take(ctx, r.Reader, e, e.Spec.Alias, have, func(x *apiwire.TCPEndpoint) apiwire.Sharing { return x.Sharing }, owner, shared,
-		func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
-		func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted },
-		r.Edge.ShareTCPEndpoint)
+	return reservation.Ensure(ctx, r.Reader, r.Recorder, e, reservation.Ensuring[*tunav1.TCPEndpoint, apiwire.TCPEndpoint]{
+		Address: alias, What: "TCP endpoint " + alias, Owner: owner, SharedWith: shared,
+		Recorded: func(x *tunav1.TCPEndpoint) bool { return x.Status.Port != 0 },
+		Adopted:  func(x *tunav1.TCPEndpoint) bool { return x.Status.Adopted },
+		Get:      r.Edge.GetTCPEndpoint,
+		Create: func(ctx context.Context) (*apiwire.TCPEndpoint, error) {
+			return r.Edge.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias,
+				Sharing: apiwire.Sharing{Owner: owner, SharedWith: shared}})
+		},
+		Sharing: func(x *apiwire.TCPEndpoint) apiwire.Sharing { return x.Sharing },
+		Share:   r.Edge.ShareTCPEndpoint,
+	})
 }
 
 // finalize releases the port unless it is adopted, retained, or another
