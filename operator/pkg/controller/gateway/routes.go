@@ -3,12 +3,9 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,7 +48,7 @@ func (r *Reconciler) routes(ctx context.Context, gws model.Gateways, grants []gw
 				break
 			}
 		}
-		if err := r.writeRoute(ctx, rt, parents, resolved, problem); err != nil {
+		if err := writeParents(ctx, r.Client, "HTTPRoute", rt, func(x *gwv1.HTTPRoute) *gwv1.RouteStatus { return &x.Status.RouteStatus }, parents, resolved, problem); err != nil {
 			return nil, err
 		}
 	}
@@ -101,61 +98,23 @@ func (r *Reconciler) resolvedRefs(ctx context.Context, rt *gwv1.HTTPRoute, grant
 	return c, nil
 }
 
-// writeRoute replaces this controller's entries in status.parents and
-// keeps other controllers' ones.
-func (r *Reconciler) writeRoute(ctx context.Context, rt *gwv1.HTTPRoute, parents []model.Parent, resolved metav1.Condition, problem string) error {
-	var next []gwv1.RouteParentStatus
-	for _, p := range rt.Status.Parents {
-		if p.ControllerName != model.ControllerName {
-			next = append(next, p)
-		}
-	}
-	for _, p := range parents {
-		st := gwv1.RouteParentStatus{ParentRef: p.Ref, ControllerName: model.ControllerName}
-		for _, old := range rt.Status.Parents {
-			if old.ControllerName == model.ControllerName && sameRef(old.ParentRef, p.Ref, rt.Namespace) {
-				st.Conditions = append(st.Conditions, old.Conditions...)
-			}
-		}
-		accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: string(p.Reason),
-			Message: p.Message, ObservedGeneration: rt.Generation}
-		if !p.Accepted {
-			accepted.Status = metav1.ConditionFalse
-		} else if problem != "" {
-			accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedValue), problem
-		}
-		meta.SetStatusCondition(&st.Conditions, accepted)
-		meta.SetStatusCondition(&st.Conditions, resolved)
-		next = append(next, st)
-	}
-	if equality.Semantic.DeepEqual(next, rt.Status.Parents) || (len(next) == 0 && len(rt.Status.Parents) == 0) {
+// writeParents writes rt's status.parents (model.RouteParents) when they
+// changed; status reaches the route's RouteStatus, and kind names it in
+// errors. HTTPRoutes and TCPRoutes share it.
+func writeParents[T client.Object](ctx context.Context, c client.Client, kind string, rt T, status func(T) *gwv1.RouteStatus,
+	parents []model.Parent, resolved metav1.Condition, problem string) error {
+	old := status(rt).Parents
+	next := model.RouteParents(old, parents, rt.GetNamespace(), rt.GetGeneration(), resolved, problem)
+	if !model.ParentsChanged(old, next) {
 		return nil
 	}
-	out := rt.DeepCopy()
-	out.Status.Parents = next
-	if out.Status.Parents == nil {
-		out.Status.Parents = []gwv1.RouteParentStatus{}
+	out := rt.DeepCopyObject().(T)
+	if next == nil {
+		next = []gwv1.RouteParentStatus{}
 	}
-	if err := r.Client.Status().Update(ctx, out); err != nil {
-		return fmt.Errorf("writing the status of HTTPRoute %s/%s: %w", rt.Namespace, rt.Name, err)
+	status(out).Parents = next
+	if err := c.Status().Update(ctx, out); err != nil {
+		return fmt.Errorf("writing the status of %s %s/%s: %w", kind, rt.GetNamespace(), rt.GetName(), err)
 	}
 	return nil
-}
-
-func sameRef(a, b gwv1.ParentReference, ns string) bool {
-	str := func(p gwv1.ParentReference) string {
-		n := ns
-		if p.Namespace != nil {
-			n = string(*p.Namespace)
-		}
-		s := n + "/" + string(p.Name)
-		if p.SectionName != nil {
-			s += "#" + string(*p.SectionName)
-		}
-		if p.Port != nil {
-			s += fmt.Sprintf(":%d", *p.Port)
-		}
-		return strings.ToLower(s)
-	}
-	return str(a) == str(b)
 }

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,7 +59,7 @@ func (r *Reconciler) tcpRoutes(ctx context.Context, gws model.Gateways, endpoint
 				}
 			}
 		}
-		if err := r.writeTCPRoute(ctx, rt, parents, resolved); err != nil {
+		if err := writeParents(ctx, r.Client, "TCPRoute", rt, func(x *gwv1.TCPRoute) *gwv1.RouteStatus { return &x.Status.RouteStatus }, parents, resolved, ""); err != nil {
 			return err
 		}
 	}
@@ -189,41 +188,4 @@ func ownedByGateway(t *tunav1.Tunnel) bool {
 		}
 	}
 	return false
-}
-
-func (r *Reconciler) writeTCPRoute(ctx context.Context, rt *gwv1.TCPRoute, parents []model.Parent, resolved metav1.Condition) error {
-	var next []gwv1.RouteParentStatus
-	for _, p := range rt.Status.Parents {
-		if p.ControllerName != model.ControllerName {
-			next = append(next, p)
-		}
-	}
-	for _, p := range parents {
-		st := gwv1.RouteParentStatus{ParentRef: p.Ref, ControllerName: model.ControllerName}
-		for _, old := range rt.Status.Parents {
-			if old.ControllerName == model.ControllerName && sameRef(old.ParentRef, p.Ref, rt.Namespace) {
-				st.Conditions = append(st.Conditions, old.Conditions...)
-			}
-		}
-		accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionFalse, Reason: string(p.Reason),
-			Message: p.Message, ObservedGeneration: rt.Generation}
-		if p.Accepted {
-			accepted.Status = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, accepted)
-		meta.SetStatusCondition(&st.Conditions, resolved)
-		next = append(next, st)
-	}
-	if equality.Semantic.DeepEqual(next, rt.Status.Parents) || (len(next) == 0 && len(rt.Status.Parents) == 0) {
-		return nil
-	}
-	out := rt.DeepCopy()
-	out.Status.Parents = next
-	if out.Status.Parents == nil {
-		out.Status.Parents = []gwv1.RouteParentStatus{}
-	}
-	if err := r.Client.Status().Update(ctx, out); err != nil {
-		return fmt.Errorf("writing the status of TCPRoute %s/%s: %w", rt.Namespace, rt.Name, err)
-	}
-	return nil
 }
