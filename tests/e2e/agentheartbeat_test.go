@@ -59,7 +59,7 @@ func TestVanishedReplicaEntryIsRemoved(t *testing.T) {
 	entry, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ghost)
 	require.NoError(t, err)
 	require.NoError(t, status.Apply(ctx, env.cp.Client, tunav1.GroupVersion.WithKind("Tunnel"), key(ns, "web"),
-		agent.FieldOwner+"/pool-ghost", status.Fields{Values: map[string]any{"agents": []any{entry}}}))
+		status.AgentEntryOwner("pool-ghost"), status.Fields{Values: map[string]any{"agents": []any{entry}}}))
 
 	// Removed, and the merged status is that of the two live replicas.
 	web = waitPool(t, key(ns, "web"), "pool-a", "pool-b")

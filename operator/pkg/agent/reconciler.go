@@ -30,9 +30,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
 )
 
-// FieldOwner is the agent's field manager for status.
-const FieldOwner = status.AgentFieldOwner
-
 // resync re-reads each tunnel's Service, and the Secret of a tunnel's own
 // key (spec.apiKeySecretRef), this often: the agent may only `get` Services
 // and Secrets (R21), so it cannot watch them. A changed own key is thus
@@ -308,7 +305,7 @@ func (r *Reconciler) writePool(ctx context.Context, tun *tunav1.Tunnel, entries 
 		tun.Status.ObservedGeneration == tun.Generation {
 		return nil
 	}
-	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), FieldOwner, status.Fields{
+	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), client.ObjectKeyFromObject(tun), status.AgentFieldOwner, status.Fields{
 		Conditions: []metav1.Condition{cond, degraded},
 		Values: map[string]any{"url": p.URL, "sessionID": p.SessionID, "sessions": int64(p.Sessions),
 			"observedGeneration": tun.Generation},

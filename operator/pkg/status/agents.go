@@ -9,11 +9,6 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
 
-// AgentFieldOwner is the field manager under which the agent replicas
-// write a Tunnel's status merged from their entries (Ready, url, sessions,
-// Degraded).
-const AgentFieldOwner = "tuna-agent"
-
 // AgentEntryOwner is the field manager of one agent replica's own entry in
 // a Tunnel's status.agents: a manager per replica, so that server-side
 // apply keeps each replica's entry apart and drops it when the replica

@@ -44,9 +44,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
 )
 
-// FieldOwner is the agent's field manager for Ingress status.
-const FieldOwner = "tuna-agent"
-
 // Event reasons on Ingresses (R17); PathConflict goes beyond the seeds,
 // which leave Ingresses sharing a host unreconciled.
 const (

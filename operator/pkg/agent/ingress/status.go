@@ -60,7 +60,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, keys []types.NamespacedNam
 			}
 			values["loadBalancer"] = map[string]any{"ingress": entries}
 		}
-		err := status.Apply(ctx, r.Client, networkingv1.SchemeGroupVersion.WithKind("Ingress"), key, FieldOwner, status.Fields{Values: values})
+		err := status.Apply(ctx, r.Client, networkingv1.SchemeGroupVersion.WithKind("Ingress"), key, status.AgentFieldOwner, status.Fields{Values: values})
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				log.FromContext(ctx).Error(err, "writing Ingress status", "ingress", key.String())

@@ -32,9 +32,6 @@ type Edge interface {
 	DeleteAccessPolicy(ctx context.Context, owner, name string) error
 }
 
-// FieldOwner writes the AccessPolicy's status.
-const FieldOwner = "tuna-controller"
-
 // DefaultResync is how often a policy is looked at again without a
 // change of its own: a changed Secret is picked up within it (the
 // controller reads Secrets with get, never watches them).
@@ -161,7 +158,7 @@ func (r *Reconciler) report(ctx context.Context, p *tunav1.AccessPolicy, users [
 		}
 		addrs = append(addrs, a)
 	}
-	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("AccessPolicy"), client.ObjectKeyFromObject(p), FieldOwner,
+	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("AccessPolicy"), client.ObjectKeyFromObject(p), status.ControllerFieldOwner,
 		status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{
 			"addresses": addrs, "digest": digest, "observedGeneration": p.Generation}})
 	if err != nil {

@@ -41,9 +41,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
-// FieldOwner is the controller's field manager for the key Secrets.
-const FieldOwner = "tuna-controller"
-
 // Event reasons on Ingresses (R17). An edge API refusal has the reason
 // edgeapi.Classify gives it (APIKeyInvalid, say), else EdgeRefused.
 const (
@@ -391,7 +388,7 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 		TunnelKey: key.Key, KeyID: key.ID, SSHAddr: info.SSHAddr, HostKey: info.SSHHostKey,
 		Address: key.Address, LBHostname: lb, Namespaces: ten.allowed, Owner: ten.owner,
 	})
-	if err := r.Client.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, secret, client.FieldOwner(status.ControllerFieldOwner), client.ForceOwnership); err != nil {
 		return 0, fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
 	}
 	r.handedOver.Store(host, key.ID)

@@ -22,11 +22,8 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
-
-// FieldOwner is the controller's field manager for Services (finalizer,
-// status.loadBalancer) and for the Tunnels and TCPEndpoints it makes.
-const FieldOwner = "tuna-controller"
 
 // Finalizer is the standard finalizer of load balancer controllers: the
 // Service goes only once its Tunnels and TCPEndpoints are gone, so its
@@ -128,7 +125,7 @@ func ours(svc *corev1.Service) bool {
 	if c := svc.Spec.LoadBalancerClass; c != nil && (*c == tunav1.LoadBalancerClass || *c == tunav1.LoadBalancerClassShort) {
 		return true
 	}
-	return slices.ContainsFunc(svc.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == FieldOwner })
+	return slices.ContainsFunc(svc.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == status.ControllerFieldOwner })
 }
 
 // unpublish deletes what the Service owns, waits until its Tunnels and
@@ -178,7 +175,7 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, svc *corev1.Service, ad
 		controllerutil.RemoveFinalizer(svc, Finalizer)
 	}
 	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Patch(ctx, svc, patch, client.FieldOwner(FieldOwner)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Patch(ctx, svc, patch, client.FieldOwner(status.ControllerFieldOwner)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("updating the finalizer %s of Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)
 	}
 	return nil
@@ -258,7 +255,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(tunav1.GroupVersion.WithKind(kindOf(obj)))
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(status.ControllerFieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s/%s: %w", kindOf(obj), obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
@@ -330,7 +327,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ing [
 	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Service"})
 	u.SetNamespace(svc.Namespace)
 	u.SetName(svc.Name)
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(status.ControllerFieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying status.loadBalancer of Service %s/%s: %w", svc.Namespace, svc.Name, client.IgnoreNotFound(err))
 	}
 	return nil

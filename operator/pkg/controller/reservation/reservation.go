@@ -25,9 +25,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
-// FieldOwner is the controller's field manager for reservation status.
-const FieldOwner = "tuna-controller"
-
 // Release reports whether deleting the resource releases the reservation:
 // never for an adopted one (R12), and only with reclaimPolicy Delete (R13).
 func Release(adopted bool, policy tunav1.ReclaimPolicy) bool {
@@ -57,7 +54,7 @@ var transitions status.Transitions
 func writeStatus(ctx context.Context, c client.Client, rec recorder.EventRecorder, obj client.Object, kind string,
 	existing []metav1.Condition, cond metav1.Condition, values map[string]any) error {
 	old := status.Find(existing, tunav1.ConditionReady)
-	err := status.Apply(ctx, c, tunav1.GroupVersion.WithKind(kind), client.ObjectKeyFromObject(obj), FieldOwner,
+	err := status.Apply(ctx, c, tunav1.GroupVersion.WithKind(kind), client.ObjectKeyFromObject(obj), status.ControllerFieldOwner,
 		status.Fields{Conditions: []metav1.Condition{cond}, Values: values})
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func (d *Disabled) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if status.Same(status.Find(ss.Status.Conditions, tunav1.ConditionReady), cond) {
 		return reconcile.Result{}, nil
 	}
-	err := status.Apply(ctx, d.Client, tunav1.GroupVersion.WithKind("SecretSync"), req.NamespacedName, FieldOwner,
+	err := status.Apply(ctx, d.Client, tunav1.GroupVersion.WithKind("SecretSync"), req.NamespacedName, status.SecretSyncFieldOwner,
 		status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{"observedGeneration": ss.Generation}})
 	if err != nil {
 		return reconcile.Result{}, err

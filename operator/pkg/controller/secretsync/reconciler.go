@@ -35,10 +35,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
-// FieldOwner is the field manager of the Secrets and the status this
-// controller writes.
-const FieldOwner = "tuna-secretsync"
-
 // DefaultRefresh is spec.refreshInterval's default.
 const DefaultRefresh = 5 * time.Minute
 
@@ -88,7 +84,7 @@ func (r *Reconciler) converge(ctx context.Context, ss *tunav1.SecretSync) (recon
 	synced := syncedOf(sources)
 	changed := existing == nil || existing.Annotations[tunav1.AnnotationSecretSyncSource] != sourceAnnotation(synced) ||
 		ss.Status.ObservedGeneration != ss.Generation
-	if err := r.Client.Apply(ctx, r.secret(ss, target, data, synced), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, r.secret(ss, target, data, synced), client.FieldOwner(status.SecretSyncFieldOwner), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("applying Secret %s/%s: %w", ss.Namespace, target, err)
 	}
 	result := metrics.SyncUnchanged
@@ -306,7 +302,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *tunav1.SecretSync, st 
 	if t := ss.Status.LastSyncTime; t != nil {
 		values["lastSyncTime"] = t.UTC().Format(time.RFC3339)
 	}
-	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("SecretSync"), client.ObjectKeyFromObject(ss), FieldOwner,
+	err := status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("SecretSync"), client.ObjectKeyFromObject(ss), status.SecretSyncFieldOwner,
 		status.Fields{Conditions: []metav1.Condition{cond}, Values: values})
 	if err != nil {
 		return err

@@ -28,9 +28,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
 )
 
-// FieldOwner is the controller's field manager for status and Secrets.
-const FieldOwner = "tuna-controller"
-
 // DefaultWorkers is the Tunnel reconciler's concurrency unless
 // --concurrency asks for more: most of them wait on the edge's budget,
 // where their key requests join one batch (edgeapi.Batcher).
@@ -254,7 +251,7 @@ func (r *Reconciler) writeSecret(ctx context.Context, tun *tunav1.Tunnel, c keys
 	}
 	c.SSHAddr, c.HostKey = info.SSHAddr, info.SSHHostKey
 	secret := keysecret.Apply(r.Namespace, "Tunnel", tun, c)
-	if err := r.Client.Apply(ctx, secret, ctrl.FieldOwner(FieldOwner), ctrl.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, secret, ctrl.FieldOwner(status.ControllerFieldOwner), ctrl.ForceOwnership); err != nil {
 		return fmt.Errorf("writing key Secret %s/%s: %w", r.Namespace, *secret.Name, err)
 	}
 	return nil
@@ -388,7 +385,7 @@ func (r *Reconciler) setKeyIssued(ctx context.Context, tun *tunav1.Tunnel, st me
 		return nil
 	}
 	return status.Apply(ctx, r.Client, tunav1.GroupVersion.WithKind("Tunnel"), types.NamespacedName{Namespace: tun.Namespace, Name: tun.Name},
-		FieldOwner, status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{"keyID": keyID}})
+		status.ControllerFieldOwner, status.Fields{Conditions: []metav1.Condition{cond}, Values: map[string]any{"keyID": keyID}})
 }
 
 func describe(k apiwire.CreateTunnelKey) string {
