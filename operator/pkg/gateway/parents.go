@@ -50,7 +50,7 @@ func RouteParents(old []gwv1.RouteParentStatus, parents []Parent, ns string, gen
 // ParentsChanged reports whether next differs from old: a route needs no
 // status write otherwise (nil and empty are the same).
 func ParentsChanged(old, next []gwv1.RouteParentStatus) bool {
-	return !(len(next) == 0 && len(old) == 0) && !equality.Semantic.DeepEqual(next, old)
+	return (len(next) != 0 || len(old) != 0) && !equality.Semantic.DeepEqual(next, old)
 }
 
 // SameParentRef reports whether a and b name the same parent (Gateway,
