@@ -68,6 +68,9 @@ type Config struct {
 	// Access serves /v1/access-policies and /v1/access; nil leaves those
 	// routes out.
 	Access *edgeaccess.Keeper
+	// Certificates serves /v1/certificates (hosts' own certificates); nil
+	// (an edge without HTTPS) leaves those routes out.
+	Certificates Certificates
 	// DefaultPoolSize is the session pool of a tunnel key issued without
 	// max_sessions, as reported in its max_sessions.
 	DefaultPoolSize int
@@ -194,6 +197,10 @@ func (s *Server) routes() {
 
 	if s.cfg.Access != nil {
 		s.accessRoutes()
+	}
+
+	if s.cfg.Certificates != nil {
+		s.certificateRoutes()
 	}
 
 	// Everything else gets a JSON not_found rather than the mux's text.

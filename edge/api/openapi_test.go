@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
@@ -31,7 +32,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Secrets: m, Access: keeper}, st, nil, nil)
+	certificates, err := certs.New(certs.Config{Store: st, Seal: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Secrets: m, Access: keeper, Certificates: certificates}, st, nil, nil)
 
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`

@@ -18,6 +18,10 @@ type entry struct {
 	issuer   *x509.Certificate // nil for a self-signed or single cert
 	managed  bool
 	notAfter time.Time
+	// owner uploaded the certificate ("" for the edge's own); ownerChecked
+	// is when it was last found to hold the host.
+	owner        string
+	ownerChecked atomic.Int64
 
 	served atomic.Pointer[tls.Certificate]
 	// ocsp is the staple's state (ocsp.go); busy marks a fetch or a

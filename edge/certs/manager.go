@@ -38,6 +38,10 @@ type Config struct {
 	ACME *ACME
 	// Node names this node in order claims.
 	Node string
+	// Holder says who holds a host (store.Store.HostHolder): a
+	// certificate its owner uploaded is served only while that owner holds
+	// the host. nil: the store's.
+	Holder func(host string) (owner string, held bool, err error)
 	// OCSPClient fetches OCSP responses (default: a client with a 10s
 	// timeout).
 	OCSPClient *http.Client
@@ -86,6 +90,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.OCSPClient == nil {
 		cfg.OCSPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if cfg.Holder == nil {
+		cfg.Holder = cfg.Store.HostHolder
+	}
 	if cfg.HostPolicy == nil {
 		cfg.HostPolicy = func(context.Context, string) error { return nil }
 	}
@@ -129,7 +136,7 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if host == "" {
 		return m.fallback(errors.New("tuna-edge: the client sent no server name"))
 	}
-	if e := m.cached(host); e != nil {
+	if e := m.cached(host); e != nil && m.stillOwned(e) {
 		return m.serve(e), nil
 	}
 	if err := m.cfg.HostPolicy(ctx, host); err != nil {
@@ -197,16 +204,65 @@ func (m *Manager) load(host string) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.holds(rec.Host, rec.Owner); err != nil {
+		return nil, err
+	}
 	e, err := m.open(rec)
 	if err != nil {
 		return nil, err
 	}
+	e.owner = rec.Owner
+	e.ownerChecked.Store(m.cfg.Now().UnixNano())
 	if !m.cfg.Now().Before(e.notAfter) {
 		return nil, fmt.Errorf("the stored certificate for %s expired at %s: %w", rec.Host, e.notAfter.Format(time.RFC3339), store.ErrNotFound)
 	}
 	e.checked.Store(m.cfg.Now().UnixNano())
 	m.cache.put(rec.Host, e)
 	return e, nil
+}
+
+// ownerRecheck is how long a cached certificate an owner uploaded is
+// served before the store is asked again whether the owner still holds
+// the host.
+const ownerRecheck = 10 * time.Second
+
+// holds refuses, as not found, a certificate owner uploaded for host once
+// owner no longer holds it: another owner's clients must not get it.
+func (m *Manager) holds(host, owner string) error {
+	if owner == "" {
+		return nil
+	}
+	holder, held, err := m.cfg.Holder(host)
+	if err != nil {
+		return err
+	}
+	if !held || holder != owner {
+		return fmt.Errorf("the certificate %s uploaded for %s is not served: the host is no longer theirs: %w", owner, host, store.ErrNotFound)
+	}
+	return nil
+}
+
+// stillOwned reports whether a cached entry may still be served: the
+// edge's own always; an owner's while the owner holds the host, looked up
+// again every ownerRecheck. One no longer held leaves the cache.
+func (m *Manager) stillOwned(e *entry) bool {
+	if e.owner == "" {
+		return true
+	}
+	now := m.cfg.Now()
+	if now.Sub(time.Unix(0, e.ownerChecked.Load())) < ownerRecheck {
+		return true
+	}
+	if err := m.holds(e.name, e.owner); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			m.cfg.Logger.Warn("checking who holds a host", "host", e.name, "err", err)
+			return true // fail static: the store did not answer
+		}
+		m.cache.remove(e.name)
+		return false
+	}
+	e.ownerChecked.Store(now.UnixNano())
+	return true
 }
 
 // open parses a stored certificate and opens its key.
@@ -258,6 +314,39 @@ func (m *Manager) Put(host string, chainPEM, keyPEM []byte, managed bool) error 
 		return err
 	}
 	if err := m.cfg.Store.PutTLSCert(rec); err != nil {
+		return err
+	}
+	m.cache.remove(host)
+	return nil
+}
+
+// PutOwned seals and stores the certificate owner uploads for host (the
+// API checks that owner holds it), replacing any other, and drops any copy
+// in memory. It is served while owner holds the host.
+func (m *Manager) PutOwned(host, owner string, chainPEM, keyPEM []byte) error {
+	rec, err := m.record(host, chainPEM, keyPEM, false)
+	if err != nil {
+		return err
+	}
+	rec.Owner = owner
+	if err := m.cfg.Store.PutTLSCert(rec); err != nil {
+		return err
+	}
+	m.cache.remove(host)
+	return nil
+}
+
+// Stored is the certificate stored for host, without its key, or
+// store.ErrNotFound.
+func (m *Manager) Stored(host string) (store.TLSCert, error) {
+	rec, err := m.cfg.Store.TLSCert(host)
+	rec.Key = store.Sealed{}
+	return rec, err
+}
+
+// Remove deletes host's stored certificate and drops any copy in memory.
+func (m *Manager) Remove(host string) error {
+	if err := m.cfg.Store.DeleteTLSCert(host); err != nil {
 		return err
 	}
 	m.cache.remove(host)

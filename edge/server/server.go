@@ -163,6 +163,14 @@ func New(cfg Config) (*Edge, error) {
 		},
 		Logger: cfg.Logger,
 	}, st, e.reg, e.m)
+	var ownCerts api.Certificates
+	if cfg.HTTPSListen != "" {
+		if e.certs, err = e.newCertManager(); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+		ownCerts = e.certs
+	}
 	e.api = api.New(api.Config{
 		DefaultPoolSize:  cfg.MaxSessionsPerTunnelKey,
 		BaseDomain:       cfg.BaseDomain,
@@ -182,6 +190,7 @@ func New(cfg Config) (*Edge, error) {
 		RateBurst:        cfg.APIRateBurst,
 		Secrets:          e.secrets,
 		Access:           e.access,
+		Certificates:     ownCerts,
 	}, st, e.reg, e.m)
 	e.public = public.New(e.reg, e.knownHost, public.Timeouts{
 		ReadHeader: cfg.PublicReadHeaderTimeout,
@@ -192,12 +201,6 @@ func New(cfg Config) (*Edge, error) {
 		Exchange:   cfg.PublicExchangeTimeout,
 	}, e.m, cfg.MaxConnectionsPerTunnel, cfg.Logger)
 	e.public.UseAccess(e.access.Engine())
-	if cfg.HTTPSListen != "" {
-		if e.certs, err = e.newCertManager(); err != nil {
-			_ = st.Close()
-			return nil, err
-		}
-	}
 	return e, nil
 }
 

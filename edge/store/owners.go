@@ -121,6 +121,32 @@ func (s *Store) CheckHost(host, owner string) error {
 	})
 }
 
+// HostHolder is who holds host: the owner of its reservation (a Domain),
+// else of its claim (the first owner of a key for it). held is false when
+// neither exists; a reservation made without an owner is held by "".
+func (s *Store) HostHolder(host string) (owner string, held bool, err error) {
+	err = s.be.view(func(tx tx) error {
+		d, err := get[Domain](tx, bucketDomains, host)
+		if err == nil {
+			owner, held = d.Owner, true
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		c, err := get[Claim](tx, bucketClaims, host)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		owner, held = c.Owner, true
+		return nil
+	})
+	return owner, held, err
+}
+
 // IssueTunnelKey stores a new tunnel key after checking that its owner may
 // use its address. With claimable set (a bare subdomain of the base
 // domain), the first owner to get a key for an address no reservation

@@ -46,6 +46,10 @@ type TLSCert struct {
 	// Managed certificates were obtained through ACME and are renewed;
 	// others (written by an operator or a test CA) are served as they are.
 	Managed bool `json:"managed,omitempty"`
+	// Owner is the host's owner that uploaded it (PUT
+	// /v1/certificates/{host}); it is served only while that owner holds
+	// the host (HostHolder). "" for the edge's own certificates.
+	Owner string `json:"owner,omitempty"`
 }
 
 // TLSCertDate is what renewal needs of a certificate, kept apart from the
