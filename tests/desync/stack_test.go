@@ -61,6 +61,9 @@ type options struct {
 	// https: clients come over TLS (HTTP/1.1) to the edge's HTTPS
 	// listener, with a certificate of a test CA.
 	https bool
+	// readHeader bounds the edge's wait for a head, and its TLS
+	// handshakes; 0: 1 s.
+	readHeader time.Duration
 }
 
 func startStack(t *testing.T, o options) *stack {
@@ -73,11 +76,14 @@ func startStack(t *testing.T, o options) *stack {
 	// As a backend does: the agent's pooled keep-alives (upgrades go
 	// through its shared transport) end after a while.
 	rec.IdleTimeout = time.Second
+	if o.readHeader == 0 {
+		o.readHeader = time.Second
+	}
 	eo := harness.EdgeOptions{
 		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
 		// Short, so that a connection waiting for bytes that never come
 		// ends within a test's patience.
-		Public:                  harness.PublicTimeouts{ReadHeader: time.Second, Idle: 2 * time.Second, Body: 2 * time.Second},
+		Public:                  harness.PublicTimeouts{ReadHeader: o.readHeader, Idle: 2 * time.Second, Body: 2 * time.Second},
 		NoHTTPRelay:             o.netHTTP,
 		MaxConnectionsPerTunnel: o.maxInFlight,
 	}
