@@ -186,7 +186,14 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 
 	stopped := map[string]bool{}
 	agents := map[string]*harness.Component{}
-	start := func(name string) { agents[name] = poolAgent(name) }
+	// A drain ends as soon as the edge has closed what the session carried,
+	// so a long grace costs the test nothing; a short one (the harness's
+	// 5 s) could run out on a loaded machine between the drain's start and
+	// the stream's last line, and end the stream this test checks.
+	const grace = 20 * time.Second // under the wait for a stop (30 s)
+	start := func(name string) {
+		agents[name] = poolAgent(name, func(o *app.AgentOptions) { o.DrainGrace = grace })
+	}
 	t.Cleanup(func() {
 		for name, a := range agents {
 			if !stopped[name] {
@@ -226,7 +233,7 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	stopHostLoad := poolLoad(t, hostURL(host)+"/", 4)
 
 	// Replace pool-a: pool-c first, then pool-a stops and drains while the
-	// stream on it goes on for a second, well within the 5s grace.
+	// stream on it goes on for a second, well within the grace.
 	start("pool-c")
 	waitPool(t, key(ns, "web"), "pool-a", "pool-b", "pool-c")
 	waitHostSessions(t, host, 3)
