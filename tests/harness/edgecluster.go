@@ -253,6 +253,17 @@ func (c *EdgeCluster) Start(i int) error {
 	}
 }
 
+// PID is node i's process id (0 before it starts).
+func (c *EdgeCluster) PID(i int) int {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Kill ends node i with SIGKILL, as a crashed machine: no agent is told,
 // its record stays until its lease expires.
 func (c *EdgeCluster) Kill(i int) { c.signal(i, syscall.SIGKILL) }

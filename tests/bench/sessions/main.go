@@ -5,6 +5,7 @@
 // login and an http bind, as the agent makes one per Tunnel.
 //
 //	go run ./tests/bench/sessions [-sessions 1000,5000,10000 | -full] [-probe 200] [-reference main] [-profile dir]
+//	go run ./tests/bench/sessions -nodes 3 -sessions 1000,10000,50000
 //
 // The sessions are opened in steps up to each count and held. At each step
 // it reports the edge's resident memory per session (over its memory with
@@ -19,7 +20,9 @@
 // Each session is one socket in the edge and one in this process: the
 // program raises the open-file limit of both up to the hard limit, and
 // past it as root with CAP_SYS_RESOURCE, or says how many sessions fit.
-// -full holds 50,000 (about 3 GiB in each process).
+// -full holds 50,000 (about 3 GiB in each process). Where one process may
+// not hold that many, -nodes spreads them over a cluster of edges
+// (cluster.go).
 package main
 
 import (
@@ -58,6 +61,10 @@ const fullCounts = "10000,25000,50000"
 const connecting = 48
 
 func main() {
+	run := run
+	if len(os.Args) == 2 && os.Args[1] == workerArg {
+		run = runWorker
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "sessions:", err)
 		os.Exit(1)
@@ -65,10 +72,8 @@ func main() {
 }
 
 type bench struct {
+	load    // a session per key, then the probes' keys
 	edge    *harness.EdgeProcess
-	info    *apiwire.EdgeInfo
-	keys    []string // one per session, then the probes'
-	held    []*tunnelclient.Session
 	probes  int
 	profile string
 }
@@ -78,6 +83,7 @@ func run() error {
 	full := flag.Bool("full", false, "the issue's sizes: hold "+fullCounts+" sessions")
 	probes := flag.Int("probe", 200, "new sessions timed at each step, one after another")
 	reference := flag.String("reference", "", "first measure tuna-edge as built at this git revision (a commit or branch), as the reference of the same run")
+	nodes := flag.Int("nodes", 1, "hold the sessions on a cluster of this many edges (on etcd), an equal share each, with a load process per node: for more sessions than one process may open files")
 	profile := flag.String("profile", "", "write the edge's heap profile, goroutines and runtime stats at each step here")
 	flag.Parse()
 	if *full {
@@ -87,7 +93,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := raiseFiles(steps[len(steps)-1], *probes); err != nil {
+	if *nodes > 1 && *reference != "" {
+		return errors.New("-reference measures one edge; use it without -nodes")
+	}
+	if err := raiseFiles((steps[len(steps)-1]+*nodes-1) / *nodes, *probes); err != nil {
 		return err
 	}
 	if *profile != "" {
@@ -100,6 +109,9 @@ func run() error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if *nodes > 1 {
+		return runCluster(dir, *nodes, steps, *probes)
+	}
 	type edgeBuild struct{ name, bin string }
 	var edges []edgeBuild
 	if *reference != "" {
@@ -303,19 +315,11 @@ var sources = func() []net.Addr {
 	return out
 }()
 
-// issueKeys issues n http tunnel keys, in batches, within the edge's
-// default API budget (the operator's pacer keeps to it).
-func (b *bench) issueKeys(n int) error {
-	tr, err := client.Trust{Fingerprint: b.edge.APIFingerprint()}.Transport()
-	if err != nil {
-		return err
-	}
-	api := client.New(b.edge.APIURL(), b.edge.AdminKey, client.WithHTTPClient(&http.Client{
-		Timeout: time.Minute, Transport: edgeapi.NewPacer().Transport(tr)}))
+// issueKeys issues n http tunnel keys through api, in batches, within
+// the edge's default API budget (the operator's pacer keeps to it).
+func issueKeys(api *client.Client, n int) ([]string, error) {
 	ctx := context.Background()
-	if b.info, err = api.Edge(ctx); err != nil {
-		return err
-	}
+	var keys []string
 	for from := 0; from < n; from += apiwire.MaxBatch {
 		var batch []apiwire.CreateTunnelKey
 		for i := from; i < min(from+apiwire.MaxBatch, n); i++ {
@@ -327,25 +331,59 @@ func (b *bench) issueKeys(n int) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("issuing tunnel keys: %w", err)
+			return nil, fmt.Errorf("issuing tunnel keys: %w", err)
 		}
 		for _, r := range res {
 			if err := r.Err(); err != nil {
-				return fmt.Errorf("issuing a tunnel key: %w", err)
+				return nil, fmt.Errorf("issuing a tunnel key: %w", err)
 			}
-			b.keys = append(b.keys, r.Key.Key)
+			keys = append(keys, r.Key.Key)
 		}
 	}
-	return nil
+	return keys, nil
+}
+
+// pacedClient is an API client of the edge at url that keeps to its
+// advertised budget, as the operator does.
+func pacedClient(url string, trust client.Trust, key string) (*client.Client, error) {
+	tr, err := trust.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(url, key, client.WithHTTPClient(&http.Client{
+		Timeout: time.Minute, Transport: edgeapi.NewPacer().Transport(tr)})), nil
+}
+
+// issueKeys issues the bench's keys, one per session and the probes'.
+func (b *bench) issueKeys(n int) error {
+	api, err := pacedClient(b.edge.APIURL(), client.Trust{Fingerprint: b.edge.APIFingerprint()}, b.edge.AdminKey)
+	if err != nil {
+		return err
+	}
+	info, err := api.Edge(context.Background())
+	if err != nil {
+		return err
+	}
+	b.addr, b.hostKey = info.SSHAddr, info.SSHHostKey
+	b.keys, err = issueKeys(api, n)
+	return err
+}
+
+// load is the sessions one process holds on one edge: a session per key,
+// in order.
+type load struct {
+	addr, hostKey string
+	keys          []string
+	held          []*tunnelclient.Session
 }
 
 // open dials the edge with key i and binds its address; it returns the
 // session and the time from dial to bind.
-func (b *bench) open(i int) (*tunnelclient.Session, time.Duration, error) {
+func (l *load) open(i int) (*tunnelclient.Session, time.Duration, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := tunnelclient.Dial(ctx, tunnelclient.Config{Addr: b.info.SSHAddr, Key: b.keys[i], HostKey: b.info.SSHHostKey,
+	s, err := tunnelclient.Dial(ctx, tunnelclient.Config{Addr: l.addr, Key: l.keys[i], HostKey: l.hostKey,
 		KeepaliveInterval: time.Minute, LocalAddr: sources[i%len(sources)]})
 	if err != nil {
 		return nil, 0, err
@@ -358,9 +396,9 @@ func (b *bench) open(i int) (*tunnelclient.Session, time.Duration, error) {
 }
 
 // fill opens sessions until n are held.
-func (b *bench) fill(n int) error {
+func (l *load) fill(n int) error {
 	var next atomic.Int64
-	next.Store(int64(len(b.held)))
+	next.Store(int64(len(l.held)))
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
@@ -371,12 +409,12 @@ func (b *bench) fill(n int) error {
 				if i >= n {
 					return
 				}
-				s, _, err := b.open(i)
+				s, _, err := l.open(i)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("session %d: %w", i, err))
 				} else {
-					b.held = append(b.held, s)
+					l.held = append(l.held, s)
 				}
 				mu.Unlock()
 				if err != nil {
@@ -387,6 +425,13 @@ func (b *bench) fill(n int) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+func (l *load) closeAll() {
+	for _, s := range l.held {
+		_ = s.Close()
+	}
+	l.held = nil
 }
 
 // probe times new sessions one after another, with the probes' own keys,
@@ -405,10 +450,4 @@ func (b *bench) probe() (string, error) {
 	}
 	return fmt.Sprintf("%.1f / %.1f / %.1f ms", stats.Millis(stats.Percentile(took, 50)), stats.Millis(stats.Percentile(took, 99)),
 		stats.Millis(slices.Max(took))), nil
-}
-
-func (b *bench) closeAll() {
-	for _, s := range b.held {
-		_ = s.Close()
-	}
 }
