@@ -163,8 +163,9 @@ const (
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeKeyExpired: the key's expiry passed without a renewal.
 	CodeKeyExpired = "key_expired"
-	// CodeStateUnavailable refuses a login while a cluster's edge cannot
-	// reach its state store (etcd without quorum): retry shortly.
+	// CodeStateUnavailable refuses a login or a bind while the edge cannot
+	// reach its state store (a cluster's etcd without quorum, or too slow
+	// to answer): retry shortly.
 	CodeStateUnavailable = "state_unavailable"
 )
 

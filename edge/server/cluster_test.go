@@ -340,6 +340,17 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	s := b.mustDial(t, tk.Key)
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "app"})
 	serveHTTP(t, s, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
+	// A session that logs in now and binds only once quorum is lost. The
+	// bind waits for the store (5 s) with the session's requests, its
+	// keepalives too, behind it: this one waits longer for their answers
+	// than the helper's 2 s, as the agent does (45 s).
+	lateKey := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "late." + baseDomain})
+	late, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: b.SSHAddr(), Key: lateKey.Key, HostKey: b.HostKey(),
+		KeepaliveInterval: time.Second, KeepaliveTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = late.Close() })
 
 	// One member away: nothing visible changes.
 	c.etcd.Stop(2)
@@ -367,10 +378,19 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	default:
 	}
 	// A new login cannot check its key: refused as retryable, not revoked.
-	_, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: a.SSHAddr(), Key: tk.Key, HostKey: a.HostKey()})
+	_, err = tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: a.SSHAddr(), Key: tk.Key, HostKey: a.HostKey()})
 	var ae *tunnelclient.AuthError
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeStateUnavailable {
 		t.Fatalf("login without quorum: %v, want a state_unavailable refusal", err)
+	}
+	// A bind cannot check its address's owner: refused as retryable too,
+	// not as a bad request.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = late.Bind(ctx, protocol.BindRequest{Protocol: "http", Subdomain: "late"})
+	var be *tunnelclient.BindError
+	if !errors.As(err, &be) || be.Code != protocol.CodeStateUnavailable {
+		t.Fatalf("bind without quorum: %v, want a state_unavailable refusal", err)
 	}
 	// The refused write failed on its transaction's first read.
 	if metric := scrape(t, a, `tuna_edge_store_errors_total{op="read"}`); metric == "" || strings.HasSuffix(metric, " 0") {

@@ -35,11 +35,23 @@ func (ss *session) owner() string {
 	return "key:" + ss.p.ID
 }
 
+// storeRefusal answers a bind that the edge could not check because a
+// read of its state failed: state_unavailable when the store is slow or
+// out of reach (a cluster's etcd without quorum), which the agent retries
+// shortly, as it does a login refused so; otherwise invalid_request.
+func storeRefusal(err error, format string, args ...any) *protocol.ErrorReply {
+	what := fmt.Sprintf(format, args...)
+	if errors.Is(err, store.ErrUnavailable) {
+		return refusal(protocol.CodeStateUnavailable, "%s: the edge cannot reach its state store (%v); retry shortly", what, err)
+	}
+	return refusal(protocol.CodeInvalidRequest, "%s: %v", what, err)
+}
+
 // ownedRefusal answers a bind of an address another owner holds.
 func ownedRefusal(err error) *protocol.ErrorReply {
 	var oe *store.OwnedError
 	if !errors.As(err, &oe) {
-		return refusal(protocol.CodeInvalidRequest, "checking the owner of the address: %v", err)
+		return storeRefusal(err, "checking the owner of the address")
 	}
 	r := refusal(protocol.CodeAddressOwned,
 		"address %s belongs to owner %s: ask that owner to share it with yours, or choose another address", oe.Address, oe.Owner)
@@ -171,7 +183,7 @@ func (ss *session) access(proto, addr, name string) (registry.Access, *protocol.
 			r.Owner = oe.Owner
 			return registry.Access{}, r
 		}
-		return registry.Access{}, refusal(protocol.CodeInvalidRequest, "checking the owner of %s: %v", addr, err)
+		return registry.Access{}, storeRefusal(err, "checking the owner of %s", addr)
 	}
 	return registry.Access{Bound: owner + "/" + name}, nil
 }
@@ -224,7 +236,7 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 			return "", refusal(protocol.CodeAddressNotFound, "domain %s is not reserved on this edge", host)
 		}
 		if err != nil {
-			return "", refusal(protocol.CodeInvalidRequest, "looking up domain %s: %v", host, err)
+			return "", storeRefusal(err, "looking up domain %s", host)
 		}
 		if d.Custom && !d.Verified {
 			return "", refusal(protocol.CodeForbidden, "custom domain %s is not verified yet: create its DNS records and verify it", host)
@@ -277,12 +289,18 @@ func (ss *session) resolveEndpoint(alias string) (store.TCPEndpoint, *protocol.E
 			return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "port %d is outside the edge's TCP range %d-%d", port, cfg.TCPPortFirst, cfg.TCPPortLast)
 		}
 		ep, err := ss.srv.st.TCPEndpointByPort(port)
+		if errors.Is(err, store.ErrUnavailable) {
+			return store.TCPEndpoint{}, storeRefusal(err, "looking up port %d", port)
+		}
 		if err != nil {
 			return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "port %d is not reserved: create a TCP endpoint first", port)
 		}
 		return ep, nil
 	}
 	ep, err := ss.srv.st.GetTCPEndpoint(alias)
+	if errors.Is(err, store.ErrUnavailable) {
+		return store.TCPEndpoint{}, storeRefusal(err, "looking up TCP endpoint %q", alias)
+	}
 	if err != nil {
 		return store.TCPEndpoint{}, refusal(protocol.CodeAddressNotFound, "TCP endpoint %q is not reserved on this edge", alias)
 	}
