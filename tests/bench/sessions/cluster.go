@@ -41,8 +41,9 @@ type workerStep struct {
 }
 
 type workerReply struct {
-	Held  int    `json:"held"`
-	Error string `json:"error,omitempty"`
+	Held    int    `json:"held"`
+	Retried int64  `json:"retried"`
+	Error   string `json:"error,omitempty"`
 }
 
 // runWorker holds sessions as its parent asks, on stdin, until stdin ends.
@@ -68,7 +69,7 @@ func runWorker() error {
 		if err := l.fill(step.Fill); err != nil {
 			r.Error = err.Error()
 		}
-		r.Held = len(l.held)
+		r.Held, r.Retried = len(l.held), l.retried.Load()
 		if err := out.Encode(r); err != nil {
 			return err
 		}
@@ -163,7 +164,7 @@ func runCluster(dir string, nodes int, steps []int, probes int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("| sessions held (per node) | edge RSS per node | per session | logins: edge CPU per session | new session on node 0: dial → bind, p50 / p99 / max | load |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| sessions held (per node) | edge RSS per node | per session | logins: edge CPU per session, retried | new session on node 0: dial → bind, p50 / p99 / max | load |\n|---|---|---|---|---|---|\n")
 	fmt.Printf("| 0 (reference) | %s KiB | | | %s | %s |\n", join(before), ref, stats.LoadAvg())
 	held := 0
 	for _, n := range steps {
@@ -179,9 +180,12 @@ func runCluster(dir string, nodes int, steps []int, probes int) error {
 			}
 		}
 		var errs []error
+		var retried int64
 		for i, w := range workers {
 			var r workerReply
-			if err := w.out.Decode(&r); err != nil {
+			err := w.out.Decode(&r)
+			retried += r.Retried
+			if err != nil {
 				errs = append(errs, fmt.Errorf("worker of node %d: %w", i, err))
 			} else if r.Error != "" {
 				errs = append(errs, fmt.Errorf("worker of node %d: %s", i, r.Error))
@@ -207,8 +211,8 @@ func runCluster(dir string, nodes int, steps []int, probes int) error {
 			grew += rss[i] - before[i]
 		}
 		total := share * nodes
-		fmt.Printf("| %d (%d) | %s KiB | %.1f KiB | %.2f ms | %s | %s → %s |\n", total, share, join(rss), float64(grew)/float64(total),
-			float64((cpu1-cpu0).Microseconds())/1000/float64(total-held), p, load, stats.LoadAvg())
+		fmt.Printf("| %d (%d) | %s KiB | %.1f KiB | %.2f ms, %d | %s | %s → %s |\n", total, share, join(rss), float64(grew)/float64(total),
+			float64((cpu1-cpu0).Microseconds())/1000/float64(total-held), retried, p, load, stats.LoadAvg())
 		held = total
 	}
 	return nil

@@ -375,7 +375,13 @@ type load struct {
 	addr, hostKey string
 	keys          []string
 	held          []*tunnelclient.Session
+	// retried counts logins tried again after a failure.
+	retried atomic.Int64
 }
+
+// openTries is how many times fill tries each session before it gives up
+// on the run.
+const openTries = 5
 
 // open dials the edge with key i and binds its address; it returns the
 // session and the time from dial to bind.
@@ -410,6 +416,14 @@ func (l *load) fill(n int) error {
 					return
 				}
 				s, _, err := l.open(i)
+				for try := 1; err != nil && try < openTries; try++ {
+					// As an agent does: the edge said to retry shortly
+					// (its state store is slow or unreachable), or the
+					// handshake timed out on a starved machine.
+					l.retried.Add(1)
+					time.Sleep(time.Second) // the agent's backoff, shortened: nothing to await
+					s, _, err = l.open(i)
+				}
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("session %d: %w", i, err))
