@@ -6,6 +6,8 @@ package access_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -25,6 +27,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 	"code.tuna.am/tuna/k8s-operator/tests/oidcop"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
 const (
@@ -46,6 +49,10 @@ type world struct {
 	op       *oidcop.Provider
 	api      *client.Client
 	httpAddr string
+	// httpsAddr is the edge's HTTPS listener, with a certificate for
+	// *.baseDomain from a test CA whose key's hash is edgeSPKI (what a
+	// browser is told to trust).
+	httpsAddr, edgeSPKI string
 }
 
 // hosts the test publishes; the provider has each one's callback.
@@ -53,20 +60,24 @@ var hosts = []string{"app", "brief", "maint", "other", "basic", "share", "split"
 
 func start(t testing.TB) *world {
 	t.Helper()
-	httpAddr := ports.Addr(t)
+	httpAddr, httpsAddr := ports.Addr(t), ports.Addr(t)
 	_, port, _ := net.SplitHostPort(httpAddr)
+	_, tlsPort, _ := net.SplitHostPort(httpsAddr)
 	var redirects []string
 	for _, h := range hosts {
-		redirects = append(redirects, "http://"+h+"."+baseDomain+":"+port+"/.tuna/callback")
+		redirects = append(redirects, "http://"+h+"."+baseDomain+":"+port+"/.tuna/callback",
+			"https://"+h+"."+baseDomain+":"+tlsPort+"/.tuna/callback")
 	}
 	op := oidcop.Start(t, []oidcop.User{alice, mallory}, []oidcop.Client{{ID: clientID, Secret: secret, RedirectURIs: redirects}})
 	caFile := filepath.Join(t.TempDir(), "idp-ca.pem")
 	if err := os.WriteFile(caFile, op.CA.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	certFile, keyFile, spki := edgeCertificate(t)
 	cfg := server.Config{
 		DataDir: t.TempDir(), BaseDomain: baseDomain,
 		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: httpAddr,
+		HTTPSListen: httpsAddr, TLSCertFile: certFile, TLSKeyFile: keyFile,
 		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 4),
 		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
 		AccessIdPCAFile: caFile,
@@ -86,15 +97,49 @@ func start(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, edge: e, op: op, httpAddr: e.HTTPAddr(),
+	w := &world{t: t, edge: e, op: op, httpAddr: e.HTTPAddr(), httpsAddr: e.HTTPSAddr(), edgeSPKI: spki,
 		api: client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))}
 	return w
 }
 
-// origin is how a browser reaches a host of the edge.
+// edgeCertificate writes the edge's certificate for *.baseDomain, from a
+// test CA, and returns its files and its key's base64 SHA-256.
+func edgeCertificate(t testing.TB) (certFile, keyFile, spki string) {
+	t.Helper()
+	ca, err := testca.New("tuna access test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue("*." + baseDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := testca.PEMFiles(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(cert.Leaf.RawSubjectPublicKeyInfo)
+	return certFile, keyFile, base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// origin is how a browser reaches a host of the edge over plain HTTP.
 func (w *world) origin(host string) string {
 	_, port, _ := net.SplitHostPort(w.httpAddr)
 	return "http://" + host + "." + baseDomain + ":" + port
+}
+
+// tlsOrigin is how a browser reaches a host of the edge over HTTPS.
+func (w *world) tlsOrigin(host string) string {
+	_, port, _ := net.SplitHostPort(w.httpsAddr)
+	return "https://" + host + "." + baseDomain + ":" + port
 }
 
 func (w *world) oidcRule(allowed ...string) *apiwire.OIDCRule {
@@ -177,10 +222,19 @@ func (w *world) reporter(label string) http.Handler {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", w.httpAddr)
 		}}}
 	ctx := oidc.ClientContext(context.Background(), toEdge)
-	issuer := w.origin(label) + "/.tuna"
-	keys := oidc.NewRemoteKeySet(ctx, issuer+"/jwks.json")
-	verifier := oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: host, SupportedSigningAlgs: []string{oidc.ES256}})
+	keys := oidc.NewRemoteKeySet(ctx, w.origin(label)+"/.tuna/jwks.json")
+	// The assertion's issuer is the origin the client reached: the same
+	// keys, another name over HTTPS.
+	verifiers := map[string]*oidc.IDTokenVerifier{}
+	for scheme, origin := range map[string]string{"http": w.origin(label), "https": w.tlsOrigin(label)} {
+		verifiers[scheme] = oidc.NewVerifier(origin+"/.tuna", keys, &oidc.Config{ClientID: host, SupportedSigningAlgs: []string{oidc.ES256}})
+	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		verifier := verifiers[r.Header.Get(httprule.ForwardedProto)]
+		if verifier == nil {
+			http.Error(rw, "no "+httprule.ForwardedProto, http.StatusBadRequest)
+			return
+		}
 		out := seen{Path: r.URL.Path, User: r.Header.Get(httprule.IdentityUser), Email: r.Header.Get(httprule.IdentityEmail),
 			Groups: r.Header.Get(httprule.IdentityGroups), Assertion: r.Header.Get(httprule.IdentityAssertion),
 			Cookie: strings.Join(r.Header.Values("Cookie"), "; "), Auth: r.Header.Get("Authorization"), Custom: r.Header.Get("X-Custom")}
