@@ -92,7 +92,8 @@ func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edit
 	if secure {
 		scheme = "https"
 	}
-	req := &request{method: string(hd.Method), target: string(hd.Target), path: path, host: names.Normalize(string(hd.Host)),
+	// No target: the relay never sends a request to log in.
+	req := &request{method: methodString(hd.Method), path: path, host: names.Normalize(string(hd.Host)),
 		origin: scheme + "://" + string(hd.Host), secure: secure, remote: hostOnly(remote)}
 	cookies := 0
 	for _, f := range hd.Fields {
@@ -146,6 +147,17 @@ func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edit
 	}
 	ed.Drop = l.dropLists[dropCookie][dropAuth]
 	return ed, true
+}
+
+// methodString is the method as a string, the common ones without an
+// allocation.
+func methodString(m []byte) string {
+	for _, known := range [...]string{"GET", "POST", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		if string(m) == known {
+			return known
+		}
+	}
+	return string(m)
 }
 
 // identityName is the canonical name as bytes, without an allocation.
