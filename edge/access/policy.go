@@ -1,9 +1,6 @@
 package access
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -105,16 +102,6 @@ func invalid(format string, args ...any) error {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Digest is the SHA-256 of a policy's content, secrets included, as it
-// would be stored: a writer compares it to skip a write that changes
-// nothing.
-func Digest(p apiwire.AccessPolicy) string {
-	p.Digest, p.UpdatedAt = "", time.Time{}
-	b, _ := json.Marshal(p)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // Redacted is p without its secrets, as the API shows it.
 func Redacted(p apiwire.AccessPolicy) apiwire.AccessPolicy {
 	rules := make([]apiwire.AccessRule, len(p.Rules))
@@ -144,7 +131,7 @@ func Compile(in apiwire.AccessPolicy, e *Engine) (*Policy, error) {
 	if in.Owner == "" || in.Name == "" {
 		return nil, invalid("a policy needs an owner and a name")
 	}
-	p := &Policy{ID: in.Owner + "/" + in.Name, Owner: in.Owner, Name: in.Name, Digest: Digest(in),
+	p := &Policy{ID: in.Owner + "/" + in.Name, Owner: in.Owner, Name: in.Name, Digest: apiwire.PolicyDigest(in),
 		identity: !in.NoIdentityHeaders, denyPage: in.DenyPage, maintPage: in.MaintenancePage, maintenance: in.Maintenance}
 	if len(in.Rules) == 0 {
 		return nil, invalid("a policy needs at least one rule")

@@ -1,6 +1,9 @@
 package apiwire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"time"
 )
 
@@ -126,4 +129,14 @@ type AccessKeys struct {
 	SessionKeys   []string  `json:"session_keys"`
 	AssertionKeys []string  `json:"assertion_keys"`
 	RotatedAt     time.Time `json:"rotated_at,omitzero"`
+}
+
+// PolicyDigest is the SHA-256 of a policy's content, secrets included, as it
+// would be stored: a writer compares it to skip a write that changes
+// nothing. The edge stores it as the policy's Digest.
+func PolicyDigest(p AccessPolicy) string {
+	p.Digest, p.UpdatedAt = "", time.Time{}
+	b, _ := json.Marshal(p)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

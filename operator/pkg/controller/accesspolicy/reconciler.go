@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
@@ -108,7 +107,7 @@ func (r *Reconciler) converge(ctx context.Context, p *tunav1.AccessPolicy) (reco
 	case err != nil:
 		return reconcile.Result{}, err
 	}
-	digest := access.Digest(in)
+	digest := apiwire.PolicyDigest(in)
 	if digest != p.Status.Digest || !accepted(p) {
 		out, err := r.Edge.PutAccessPolicy(ctx, in)
 		if err != nil {
