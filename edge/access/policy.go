@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access/link"
-	"code.tuna.am/tuna/k8s-operator/edge/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/acl"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"code.tuna.am/tuna/k8s-operator/edge/acl"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 

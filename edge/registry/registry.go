@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/acl"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
