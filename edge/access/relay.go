@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )

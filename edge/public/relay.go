@@ -11,8 +11,8 @@ import (
 	"golang.org/x/crypto/acme"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
-	"code.tuna.am/tuna/k8s-operator/edge/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"

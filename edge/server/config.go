@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
-	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 

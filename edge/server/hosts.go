@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 )
 
 // knownHost decides 502 (ours, not connected) against 404 (not ours) for a

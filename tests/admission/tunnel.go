@@ -83,7 +83,7 @@ var Tunnel = []Case{
 	{Name: "http with a tcp upstream", Spec: httpTo(db), Field: url, Message: "protocol http needs an upstream.url that starts with http://, https:// or h2c://"},
 	{Name: "tcp with an http upstream", Spec: tcpTo(web), Field: url, Message: "protocol tcp needs an upstream.url that starts with tcp://"},
 
-	// Public names (edge/names).
+	// Public names (edge/internal/names).
 	{Name: "subdomain ends with '-'", Spec: "{protocol: http, subdomain: a-, upstream: {url: 'http://web:8080'}}", Field: "spec.subdomain", Message: "subdomain must be a DNS label"},
 	{Name: "subdomain upper case", Spec: "{protocol: http, subdomain: My-App, upstream: {url: 'http://web:8080'}}", Field: "spec.subdomain", Message: "subdomain must be a DNS label"},
 	{Name: "subdomain with a dot", Spec: "{protocol: http, subdomain: a.b, upstream: {url: 'http://web:8080'}}", Field: "spec.subdomain", Message: "subdomain must be a DNS label"},
