@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/proxyproto"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/proxyproto"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 )
 
