@@ -23,7 +23,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/certs"
-	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"

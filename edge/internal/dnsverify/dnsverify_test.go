@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
-	"code.tuna.am/tuna/k8s-operator/edge/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
 )
 
 func TestCheck(t *testing.T) {
