@@ -21,12 +21,12 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
-	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 )
 
 // MaxBody bounds request bodies; every valid body is tiny, so a larger one

@@ -24,6 +24,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
@@ -31,7 +32,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/sshd"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
-	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 	"code.tuna.am/tuna/k8s-operator/internal/accept"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )

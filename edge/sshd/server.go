@@ -17,13 +17,13 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/edge/streams"
-	"code.tuna.am/tuna/k8s-operator/edge/tcpports"
 	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
