@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 )
 
 // openAPIDoc is the hand-written OpenAPI 3 description of this API.

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
-	"code.tuna.am/tuna/k8s-operator/edge/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
