@@ -92,7 +92,7 @@ type Config struct {
 	// TLSTicketRotation is how long one session ticket key encrypts new
 	// tickets (default 6h); TLSTicketKeysKept is for how many such periods
 	// it still decrypts them afterwards (default 3). The keys are shared by
-	// every node through the store (package edge/certs).
+	// every node through the store (package edge/internal/certs).
 	TLSTicketRotation time.Duration
 	TLSTicketKeysKept int
 	// TLSCertCacheSize bounds the certificates each node keeps in memory

@@ -22,7 +22,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/certs"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
@@ -53,7 +53,7 @@ type Edge struct {
 	// certs serves the HTTPS listener's certificates (nil without it).
 	certs *certs.Manager
 	// ring is the secrets keyring: it seals the HTTPS listener's shared
-	// secrets (edge/certs) and the access records too.
+	// secrets (edge/internal/certs) and the access records too.
 	ring *secrets.Keyring
 	// tickets are the session ticket keys shared through the store.
 	tickets *certs.Tickets

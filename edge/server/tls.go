@@ -5,7 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/certs"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 )
 
 // newCertManager builds the HTTPS listener's certificate manager: the

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
-	"code.tuna.am/tuna/k8s-operator/edge/certs"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/internal/version"

@@ -21,7 +21,7 @@ func heapInuse() uint64 {
 // certificate look-ups cycle over them (ns/op). The reference row keeps
 // all 10,000 in memory, as autocert does.
 //
-//	go test ./edge/certs -run '^$' -bench CertificateMemory -benchtime 20000x
+//	go test ./edge/internal/certs -run '^$' -bench CertificateMemory -benchtime 20000x
 func BenchmarkCertificateMemory(b *testing.B) {
 	h := storeWithManyHosts(b)
 	for _, c := range []struct {
