@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
-	"code.tuna.am/tuna/k8s-operator/edge/certs"
-	"code.tuna.am/tuna/k8s-operator/edge/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
-	"code.tuna.am/tuna/k8s-operator/edge/secrets"
 )
 
 // secretsKeyFileName is the generated key file in the data dir.

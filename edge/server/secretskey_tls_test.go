@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )

@@ -7,7 +7,7 @@ import (
 )
 
 // Access policies and the access keys are stored sealed by the secrets
-// keyring (edge/secrets): a policy holds an OIDC client secret, an
+// keyring (edge/internal/secrets): a policy holds an OIDC client secret, an
 // htpasswd file or a links key, the keys seal sessions and sign
 // assertions. Their metadata is in clear, so that lists read no secret.
 // The uses of shareable links are counted here too, so every node of a

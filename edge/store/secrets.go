@@ -9,7 +9,7 @@ import (
 
 // Secrets are kept in two buckets: their metadata, in clear so lists and
 // long polls never read or decrypt values, and their sealed data (nonce
-// and ciphertext, sealed by edge/secrets). Both change in one transaction.
+// and ciphertext, sealed by edge/internal/secrets). Both change in one transaction.
 
 // SecretMeta is what the edge knows of a secret without decrypting it.
 // Keys (the names of its values) are in clear: they name, not hold, data.

@@ -1,6 +1,6 @@
 // Package store persists the edge's state: API keys and tunnel keys
 // (hashes only), reserved domains and TCP endpoints, address claims, and
-// named secrets sealed by edge/secrets (secrets.go). It lives in one bbolt
+// named secrets sealed by edge/internal/secrets (secrets.go). It lives in one bbolt
 // file (the default, for one edge) or in etcd, shared by the nodes of a
 // cluster (etcd.go). No key is kept in it: the SSH host key and the
 // secrets keys live in their own files (edge/server), and an old

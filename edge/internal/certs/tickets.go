@@ -31,7 +31,7 @@ import (
 // the next key, in a store transaction, so two nodes never add two.
 
 // Sealer seals and opens the secret parts of what the store keeps:
-// edge/secrets.Keyring.
+// edge/internal/secrets.Keyring.
 type Sealer interface {
 	Seal(name string, plain []byte) (keyID string, nonce, ct []byte, err error)
 	Open(name, keyID string, nonce, ct []byte) ([]byte, error)
