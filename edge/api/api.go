@@ -21,11 +21,11 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 

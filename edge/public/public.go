@@ -19,9 +19,9 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 )

@@ -13,10 +13,10 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/internal/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 

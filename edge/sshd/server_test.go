@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 )
 
 // The edge starts Serve in a goroutine, so Close can come first (an edge

@@ -14,9 +14,9 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 	"code.tuna.am/tuna/k8s-operator/internal/connio"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/proxyproto"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/registry"
 )
 
 // openTimeout bounds how long a public client waits for the agent to accept
