@@ -5,8 +5,8 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // actor is whom a write to a reservation or a tunnel key acts for: the

@@ -7,8 +7,8 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // transferOwners hands the reservations and claims of the owners under one

@@ -12,7 +12,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // DefaultTunnelKeyTTL is a tunnel key's lifetime without renewal: a key

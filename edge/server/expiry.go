@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // expiryCheck is how often the edge looks for expired keys: a twentieth of

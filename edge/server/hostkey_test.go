@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 

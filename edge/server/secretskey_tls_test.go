@@ -12,8 +12,8 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // Rotating the secrets key reseals the HTTPS listener's keys too: a

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // etcdFlags are the settings of the etcd a cluster keeps its state in,

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
 )
 
 // ErrInvalidKey is returned for unknown, malformed or revoked keys. One error

@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // ACME orders certificates with golang.org/x/crypto/acme's client directly

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // DefaultCacheSize bounds the certificates a node keeps in memory.

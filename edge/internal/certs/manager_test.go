@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // manyHosts is a store holding certificates for n hosts, made by the local

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // Session tickets: every node of a cluster encrypts the tickets it issues

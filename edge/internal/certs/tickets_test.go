@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // recordingSealer seals with a real keyring and remembers every plaintext

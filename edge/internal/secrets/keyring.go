@@ -2,7 +2,7 @@
 // keyring (AES-256-GCM keys that live outside the database), sealing and
 // opening of records, validation of names and data, and the Manager that
 // the API calls, with its change broadcast for long polls. The bbolt
-// bucket itself is edge/store's (secrets.go there).
+// bucket itself is edge/internal/store's (secrets.go there).
 package secrets
 
 import (
@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // KeySize is the size of an encryption key: AES-256.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 func newKey(t *testing.T) []byte {
