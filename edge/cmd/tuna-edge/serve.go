@@ -16,7 +16,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
-	"code.tuna.am/tuna/k8s-operator/edge/public"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
