@@ -100,7 +100,7 @@ var Tunnel = []Case{
 	{Name: "apiKeySecretRef bad name", Spec: httpTo(web, "apiKeySecretRef: {name: team_key}"), Field: "spec.apiKeySecretRef.name", Message: "apiKeySecretRef.name must be the name of a Secret"},
 	{Name: "apiKeySecretRef without a name", Spec: httpTo(web, "apiKeySecretRef: {}"), Field: "spec.apiKeySecretRef.name", Message: "Required value"},
 
-	// Client networks and PROXY protocol (edge/internal/acl, edge/sshd).
+	// Client networks and PROXY protocol (edge/internal/acl, edge/internal/sshd).
 	{Name: "allow cidr out of range", Spec: httpTo(web, "allowCIDRs: ['10.0.0.0/33']"), Field: "spec.allowCIDRs[0]", Message: "must be a CIDR such as 203.0.113.0/24"},
 	{Name: "allow bare address", Spec: httpTo(web, "allowCIDRs: ['203.0.113.7']"), Field: "spec.allowCIDRs[0]", Message: "write one address as 203.0.113.7/32"},
 	{Name: "deny cidr not an address", Spec: httpTo(web, "denyCIDRs: ['10.0.0.0/8', 'office']"), Field: "spec.denyCIDRs[1]", Message: "must be a CIDR such as 198.51.100.0/24"},
