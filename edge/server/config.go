@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/api"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )

@@ -20,8 +20,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"code.tuna.am/tuna/k8s-operator/edge/access"
-	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/public"

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 

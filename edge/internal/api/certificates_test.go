@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/certs"
-	"code.tuna.am/tuna/k8s-operator/edge/secrets"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 )
 
 // selfSigned is a certificate for names valid from notBefore to notAfter,

@@ -9,9 +9,9 @@ import (
 	"net/http"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
-	"code.tuna.am/tuna/k8s-operator/edge/auth"
-	"code.tuna.am/tuna/k8s-operator/edge/names"
-	"code.tuna.am/tuna/k8s-operator/edge/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 )
 
 // Certificates keeps the certificates hosts' owners upload (the HTTPS

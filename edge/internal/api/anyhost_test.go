@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 )
 
 // By default a tunnel key names a subdomain or a reserved custom domain,

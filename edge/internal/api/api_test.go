@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/api"
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/client"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
