@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"

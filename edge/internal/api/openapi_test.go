@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/access"
+	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/internal/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"

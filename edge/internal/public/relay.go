@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 
-	"code.tuna.am/tuna/k8s-operator/edge/access"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"

@@ -18,7 +18,7 @@ import (
 // map look-up). A request without a policy never calls it
 // (docs/benchmarks.md#access-policies).
 //
-//	go test ./edge/access -run '^$' -bench RelayDecision -benchmem
+//	go test ./edge/internal/access -run '^$' -bench RelayDecision -benchmem
 func BenchmarkRelayDecision(b *testing.B) {
 	now := time.Now()
 	e := New(Config{Now: func() time.Time { return now }})
