@@ -15,13 +15,13 @@ import (
 )
 
 // docs/edge.md's list of the API's error codes names, once each, every
-// code the edge answers with (a client.Code* constant that edge code
-// outside the client uses), and nothing else.
+// code the edge answers with (an apiwire.Code* constant that edge code
+// outside apiwire uses), and nothing else.
 func TestEdgeErrorCodesListed(t *testing.T) {
 	root := harness.RepoRoot()
 	constants := map[string]string{} // name -> code
 	def := regexp.MustCompile(`(?m)^\s*(Code[A-Za-z]+)\s*=\s*"([a-z_]+)"`)
-	files, err := filepath.Glob(filepath.Join(root, "edge", "client", "*.go"))
+	files, err := filepath.Glob(filepath.Join(root, "edge", "apiwire", "*.go"))
 	require.NoError(t, err)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -35,10 +35,10 @@ func TestEdgeErrorCodesListed(t *testing.T) {
 	}
 	require.NotEmpty(t, constants)
 	used := map[string]bool{}
-	ref := regexp.MustCompile(`client\.(Code[A-Za-z]+)\b`)
+	ref := regexp.MustCompile(`apiwire\.(Code[A-Za-z]+)\b`)
 	err = filepath.WalkDir(filepath.Join(root, "edge"), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			filepath.Dir(path) == filepath.Join(root, "edge", "client") {
+			filepath.Dir(path) == filepath.Join(root, "edge", "apiwire") {
 			return err
 		}
 		src, err := os.ReadFile(path)
