@@ -136,13 +136,23 @@ func TestOCSPStapling(t *testing.T) {
 		return s != nil && s.ThisUpdate.After(first.ThisUpdate)
 	})
 
+	// awaitFetch waits for a fetch after the responder had n requests, and
+	// for it to end: a fetch reads the clock when its answer is in, so the
+	// test moves the clock only after that, or the next fetch would be
+	// due later than the test means.
+	awaitFetch := func(what string, n int64) {
+		t.Helper()
+		waitUntil(t, what, func() bool { staple(); return resp.requests.Load() > n })
+		waitUntil(t, "the fetch to end", func() bool { return !m.cached("stapled.example").busy.Load() })
+	}
+
 	// The responder now says revoked: the good staple stays until its
 	// NextUpdate, then the certificate goes out bare, never with the
 	// revoked answer.
 	resp.answer(ocsp.Revoked, now, now.Add(2*time.Hour), nil)
 	clock.Advance(31 * time.Minute)
 	before := resp.requests.Load()
-	waitUntil(t, "a fetch of the revoked answer", func() bool { staple(); return resp.requests.Load() > before })
+	awaitFetch("a fetch of the revoked answer", before)
 	if s := staple(); s == nil || s.Status != ocsp.Good {
 		t.Fatalf("after a revoked answer, within the good staple's window: %v; want the good staple", s)
 	}
@@ -150,7 +160,7 @@ func TestOCSPStapling(t *testing.T) {
 	if s := staple(); s != nil {
 		t.Fatalf("a staple past its NextUpdate (status %d, next %s) was served", s.Status, s.NextUpdate)
 	}
-	waitUntil(t, "another fetch", func() bool { staple(); return resp.requests.Load() > before+1 })
+	awaitFetch("another fetch", before+1)
 	if s := staple(); s != nil {
 		t.Fatalf("a revoked answer was stapled (status %d)", s.Status)
 	}
@@ -165,9 +175,7 @@ func TestOCSPStapling(t *testing.T) {
 	} {
 		clock.Advance(ocspRetry + time.Second)
 		bad(clock.Now())
-		before := resp.requests.Load()
-		waitUntil(t, "a fetch of the answer "+name, func() bool { staple(); return resp.requests.Load() > before })
-		waitUntil(t, "the fetch to end", func() bool { return !m.cached("stapled.example").busy.Load() })
+		awaitFetch("a fetch of the answer "+name, resp.requests.Load())
 		if s := staple(); s != nil {
 			t.Fatalf("an answer %s was stapled", name)
 		}
