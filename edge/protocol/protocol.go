@@ -36,7 +36,11 @@
 // SSH version exchange, which SSH clients skip, and is closed.
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+)
 
 const (
 	// SSHUser is the user name agents present; the password is the key.
@@ -146,15 +150,17 @@ type ErrorReply struct {
 	Owner string `json:"owner,omitempty"`
 }
 
-// Stable refusal codes carried by ErrorReply and Terminate.
+// Stable refusal codes carried by ErrorReply and Terminate. The codes the
+// control API answers too are its codes (apiwire): one name for one
+// refusal, whichever way it reaches a client.
 const (
 	CodeAddressTaken    = "address_taken"
 	CodeAddressNotFound = "address_not_found"
 	// CodeAddressOwned: another owner holds the address (a reservation it
 	// has not shared, or its claim on a bare subdomain).
-	CodeAddressOwned     = "address_owned"
-	CodeForbidden        = "forbidden"
-	CodeInvalidRequest   = "invalid_request"
+	CodeAddressOwned     = apiwire.CodeAddressOwned
+	CodeForbidden        = apiwire.CodeForbidden
+	CodeInvalidRequest   = apiwire.CodeInvalidRequest
 	CodeKeyRevoked       = "key_revoked"
 	CodeEdgeShuttingDown = "edge_shutting_down"
 	CodeSessionReplaced  = "session_replaced"
@@ -162,11 +168,11 @@ const (
 	// the message names the limit and its value. Retrying later may work.
 	CodeLimitExceeded = "limit_exceeded"
 	// CodeKeyExpired: the key's expiry passed without a renewal.
-	CodeKeyExpired = "key_expired"
+	CodeKeyExpired = apiwire.CodeKeyExpired
 	// CodeStateUnavailable refuses a login or a bind while the edge cannot
 	// reach its state store (a cluster's etcd without quorum, or too slow
 	// to answer): retry shortly.
-	CodeStateUnavailable = "state_unavailable"
+	CodeStateUnavailable = apiwire.CodeStateUnavailable
 )
 
 // ForwardInfo describes the public connection a channel carries.
