@@ -37,6 +37,26 @@ const (
 	DefaultMaxSecrets              = 1000
 )
 
+// The edge's other defaults, set by setDefaults on a Config that leaves
+// them out and read by tuna-edge serve's flags: one place, so the binary
+// and an embedded edge cannot disagree.
+const (
+	// DefaultGatewayHTTPPort is where Gateway addresses serve HTTP.
+	DefaultGatewayHTTPPort = 80
+	// DefaultTCPListenHost is where TCP endpoints listen: every address,
+	// since a TCP endpoint is published to the internet as the public
+	// HTTP listeners are. A test or a private edge sets 127.0.0.1.
+	DefaultTCPListenHost = "0.0.0.0"
+	// DefaultKeepaliveInterval is how often the edge pings a session;
+	// DefaultKeepaliveTimeout, three of them, how long an unanswered ping
+	// keeps it (a Config without a timeout takes three of its interval).
+	DefaultKeepaliveInterval = 15 * time.Second
+	DefaultKeepaliveTimeout  = 3 * DefaultKeepaliveInterval
+)
+
+// DefaultTCPPortRange is the first and last port TCP endpoints get.
+var DefaultTCPPortRange = [2]int{20000, 20999}
+
 // Config configures an Edge. Listen addresses may use port 0; the chosen
 // addresses are readable after Start (APIURL, SSHAddr, HTTPAddr, HTTPSAddr).
 type Config struct {
@@ -140,7 +160,8 @@ type Config struct {
 
 	// TCPPortRange is the first and last port reserved TCP endpoints get.
 	TCPPortRange [2]int
-	// TCPListenHost is where TCP endpoints listen (default 127.0.0.1);
+	// TCPListenHost is where TCP endpoints listen (default
+	// DefaultTCPListenHost, every address);
 	// PublicTCPHost is the host in tcp:// URLs (default BaseDomain).
 	TCPListenHost, PublicTCPHost string
 
@@ -254,7 +275,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("config: set HTTPListen, HTTPSListen or both")
 	}
 	if c.GatewayHTTPPort == 0 {
-		c.GatewayHTTPPort = 80
+		c.GatewayHTTPPort = DefaultGatewayHTTPPort
 	}
 	if c.GatewayHTTPPort < 1 || c.GatewayHTTPPort > 65535 {
 		return fmt.Errorf("config: GatewayHTTPPort %d is not a port", c.GatewayHTTPPort)
@@ -289,13 +310,13 @@ func (c *Config) setDefaults() error {
 		c.HostKeyFile = filepath.Join(c.DataDir, hostKeyFileName)
 	}
 	if c.TCPPortRange == [2]int{} {
-		c.TCPPortRange = [2]int{20000, 20999}
+		c.TCPPortRange = DefaultTCPPortRange
 	}
 	if f, l := c.TCPPortRange[0], c.TCPPortRange[1]; f < 1 || l > 65535 || f > l {
 		return fmt.Errorf("config: TCPPortRange %d-%d is not a valid port range", f, l)
 	}
 	if c.TCPListenHost == "" {
-		c.TCPListenHost = "127.0.0.1"
+		c.TCPListenHost = DefaultTCPListenHost
 	}
 	if c.PublicTCPHost == "" {
 		c.PublicTCPHost = c.BaseDomain
@@ -304,7 +325,7 @@ func (c *Config) setDefaults() error {
 		c.CNAMETarget = c.BaseDomain
 	}
 	if c.KeepaliveInterval <= 0 {
-		c.KeepaliveInterval = 15 * time.Second
+		c.KeepaliveInterval = DefaultKeepaliveInterval
 	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = 3 * c.KeepaliveInterval

@@ -24,6 +24,7 @@ func TestMigrateToEtcd(t *testing.T) {
 	single := server.Config{
 		DataDir: dir, BaseDomain: "tuna.localhost",
 		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
+		TCPListenHost: "127.0.0.1", TCPPortRange: ports.Range(t, 1),
 	}
 	e, err := server.New(single)
 	if err != nil {

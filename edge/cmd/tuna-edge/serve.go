@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -109,18 +108,18 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.TLSTicketRotation, "tls-ticket-key-rotation", certs.DefaultTicketRotation, "public HTTPS: how long one session ticket key encrypts new tickets; every node of a cluster shares the keys through the store")
 	f.IntVar(&cfg.TLSTicketKeysKept, "tls-ticket-keys-kept", certs.DefaultTicketKeysKept, "public HTTPS: rotation periods a ticket key still decrypts after it stopped encrypting (tickets resume for this many periods at least, one more at most)")
 	f.StringVar(&gatewayAddrs, "gateway-addresses", "", "addresses of this host handed out one per Gateway whose HTTP listener has no hostname, first-last or comma-separated (e.g. 203.0.113.10-203.0.113.20): each serves HTTP on --gateway-http-port and routes every request to its Gateway, whatever the Host")
-	f.IntVar(&cfg.GatewayHTTPPort, "gateway-http-port", 80, "port the --gateway-addresses serve HTTP on")
+	f.IntVar(&cfg.GatewayHTTPPort, "gateway-http-port", server.DefaultGatewayHTTPPort, "port the --gateway-addresses serve HTTP on")
 	f.BoolVar(&cfg.AnyHost, "any-host", false, "let tunnel keys name any host, not only subdomains of --base-domain and reserved custom domains: the first owner to publish a host claims it (for an edge whose admin lets its users publish names they point at it)")
 	f.IntVar(&cfg.TLSCertCacheSize, "tls-cert-cache-size", certs.DefaultCacheSize, "public HTTPS: certificates each node keeps in memory; the others stay in the store (shared by a cluster) and load on their next handshake")
 	f.StringVar(&cfg.AccessIdPCAFile, "access-idp-ca-file", "", "PEM bundle to trust for the identity providers of access policies, besides the system roots")
 	f.DurationVar(&cfg.AccessIdPRecheck, "access-idp-recheck", access.DefaultIdPRecheck, "how long an identity provider's discovery is trusted before a login checks it again (the check that fails new logins closed with a clear page when the provider is down)")
-	f.StringVar(&portRange, "tcp-port-range", "20000-20999", "ports handed to TCP endpoints, first-last")
-	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", "0.0.0.0", "address TCP endpoints listen on")
+	f.StringVar(&portRange, "tcp-port-range", fmt.Sprintf("%d-%d", server.DefaultTCPPortRange[0], server.DefaultTCPPortRange[1]), "ports handed to TCP endpoints, first-last")
+	f.StringVar(&cfg.TCPListenHost, "tcp-listen-host", server.DefaultTCPListenHost, "address TCP endpoints listen on")
 	f.StringVar(&cfg.PublicTCPHost, "public-tcp-host", "", "host published in tcp:// URLs (default: the base domain)")
 	f.StringVar(&cfg.DNSResolver, "dns-resolver", "system", `DNS server (host:port) for custom-domain checks; "system" for the OS resolver, empty disables`)
 	f.StringVar(&cfg.CNAMETarget, "cname-target", "", "what custom domains must CNAME to (default: the base domain)")
-	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", 15*time.Second, "SSH keepalive interval")
-	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", 45*time.Second, "drop a session whose keepalive is unanswered this long")
+	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", server.DefaultKeepaliveInterval, "SSH keepalive interval")
+	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "drop a session whose keepalive is unanswered this long")
 	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
 	f.BoolVar(&cfg.NoHTTPRelay, "no-http-relay", false, "serve every public HTTP request with net/http, not plain HTTP/1.1 requests through the relay that parses each head once")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "carry TCP endpoints' connections on SSH channels only, not on stream connections that agents dial to the SSH port")
