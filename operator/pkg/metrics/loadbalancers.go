@@ -2,16 +2,11 @@ package metrics
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
-
-var lbMu sync.Mutex
 
 var (
 	lbServicesDesc = prometheus.NewDesc("tuna_loadbalancer_services",
@@ -21,32 +16,17 @@ var (
 		[]string{"state"}, nil)
 )
 
-// LoadBalancers counts published LoadBalancer Services and their ports at
-// scrape time from the controller's cache (Services of type LoadBalancer
-// only), from their status.loadBalancer: the figure cannot drift from the
-// objects.
-type LoadBalancers struct {
-	Reader client.Reader
-	// Ours picks the Services the operator publishes.
-	Ours func(*corev1.Service) bool
+// loadBalancers counts published LoadBalancer Services and their ports
+// (Services of type LoadBalancer only), from their status.loadBalancer.
+var loadBalancers = newScraped(lbServicesDesc, lbPortsDesc)
+
+// ObserveLoadBalancers makes tuna_loadbalancer_* count the Services of
+// reader that ours picks.
+func ObserveLoadBalancers(reader client.Reader, ours func(*corev1.Service) bool) {
+	loadBalancers.observe(func(ctx context.Context, ch chan<- prometheus.Metric) { countLoadBalancers(ctx, reader, ours, ch) })
 }
 
-// Describe implements prometheus.Collector.
-func (l *LoadBalancers) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lbServicesDesc
-	ch <- lbPortsDesc
-}
-
-// Collect implements prometheus.Collector.
-func (l *LoadBalancers) Collect(ch chan<- prometheus.Metric) {
-	lbMu.Lock()
-	reader, ours := l.Reader, l.Ours
-	lbMu.Unlock()
-	if reader == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+func countLoadBalancers(ctx context.Context, reader client.Reader, ours func(*corev1.Service) bool, ch chan<- prometheus.Metric) {
 	var list corev1.ServiceList
 	if err := reader.List(ctx, &list); err != nil {
 		return
@@ -79,16 +59,4 @@ func (l *LoadBalancers) Collect(ch chan<- prometheus.Metric) {
 	for st, v := range ports {
 		ch <- prometheus.MustNewConstMetric(lbPortsDesc, prometheus.GaugeValue, v, st)
 	}
-}
-
-var loadBalancers = &LoadBalancers{}
-
-func init() { crmetrics.Registry.MustRegister(loadBalancers) }
-
-// ObserveLoadBalancers makes tuna_loadbalancer_* count the Services of
-// reader that ours picks.
-func ObserveLoadBalancers(reader client.Reader, ours func(*corev1.Service) bool) {
-	lbMu.Lock()
-	loadBalancers.Reader, loadBalancers.Ours = reader, ours
-	lbMu.Unlock()
 }

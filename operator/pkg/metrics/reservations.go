@@ -2,42 +2,27 @@ package metrics
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
-
-var reservationsMu sync.Mutex
 
 var reservationsDesc = prometheus.NewDesc("tuna_reservations",
 	"Domains and TCPEndpoints by kind and state (ready, adopted, pending, failed).",
 	[]string{"kind", "state"}, nil)
 
-// Reservations counts Domains and TCPEndpoints by state at scrape time from
-// the controller's cache, so the figure can never drift from the objects.
-type Reservations struct {
-	Reader client.Reader
+// reservations counts Domains and TCPEndpoints by state.
+var reservations = newScraped(reservationsDesc)
+
+// ObserveReservations makes tuna_reservations count from reader.
+func ObserveReservations(reader client.Reader) {
+	reservations.observe(func(ctx context.Context, ch chan<- prometheus.Metric) { countReservations(ctx, reader, ch) })
 }
 
-// Describe implements prometheus.Collector.
-func (r *Reservations) Describe(ch chan<- *prometheus.Desc) { ch <- reservationsDesc }
-
-// Collect implements prometheus.Collector.
-func (r *Reservations) Collect(ch chan<- prometheus.Metric) {
-	reservationsMu.Lock()
-	reader := r.Reader
-	reservationsMu.Unlock()
-	if reader == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+func countReservations(ctx context.Context, reader client.Reader, ch chan<- prometheus.Metric) {
 	counts := map[[2]string]float64{}
 	for _, kind := range []string{"Domain", "TCPEndpoint"} {
 		for _, st := range []string{"ready", "adopted", "pending", "failed"} {
@@ -77,17 +62,4 @@ func state(conds []metav1.Condition, adopted bool) string {
 		return "failed"
 	}
 	return "pending"
-}
-
-// reservations is registered once per process; the controller points it at
-// its cache when it starts (again, in tests that restart it).
-var reservations = &Reservations{}
-
-func init() { crmetrics.Registry.MustRegister(reservations) }
-
-// ObserveReservations makes tuna_reservations count from reader.
-func ObserveReservations(reader client.Reader) {
-	reservationsMu.Lock()
-	reservations.Reader = reader
-	reservationsMu.Unlock()
 }

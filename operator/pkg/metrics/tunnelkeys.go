@@ -2,13 +2,10 @@ package metrics
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
@@ -29,28 +26,17 @@ var tunnelKeysDesc = prometheus.NewDesc("tuna_tunnel_keys",
 	"Tunnels by the state of their key (condition KeyIssued): issued, pending, failed.",
 	[]string{"state"}, nil)
 
-// TunnelKeys counts Tunnels by key state at scrape time from the
-// controller's cache, as Reservations does: a refused key is a state that
-// lasts until the spec changes, so a rate of failed calls would stop
-// showing it after the first try.
-type TunnelKeys struct {
-	mu     sync.Mutex
-	reader client.Reader
+// tunnelKeys counts Tunnels by key state, as reservations does: a refused
+// key is a state that lasts until the spec changes, so a rate of failed
+// calls would stop showing it after the first try.
+var tunnelKeys = newScraped(tunnelKeysDesc)
+
+// ObserveTunnelKeys makes tuna_tunnel_keys count from reader.
+func ObserveTunnelKeys(reader client.Reader) {
+	tunnelKeys.observe(func(ctx context.Context, ch chan<- prometheus.Metric) { countTunnelKeys(ctx, reader, ch) })
 }
 
-// Describe implements prometheus.Collector.
-func (k *TunnelKeys) Describe(ch chan<- *prometheus.Desc) { ch <- tunnelKeysDesc }
-
-// Collect implements prometheus.Collector.
-func (k *TunnelKeys) Collect(ch chan<- prometheus.Metric) {
-	k.mu.Lock()
-	reader := k.reader
-	k.mu.Unlock()
-	if reader == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+func countTunnelKeys(ctx context.Context, reader client.Reader, ch chan<- prometheus.Metric) {
 	var tunnels tunav1.TunnelList
 	if err := reader.List(ctx, &tunnels); err != nil {
 		return // no figure rather than a wrong one
@@ -77,15 +63,4 @@ func keyState(conds []metav1.Condition) string {
 		}
 	}
 	return KeyPending
-}
-
-var tunnelKeys = &TunnelKeys{}
-
-func init() { crmetrics.Registry.MustRegister(tunnelKeys) }
-
-// ObserveTunnelKeys makes tuna_tunnel_keys count from reader.
-func ObserveTunnelKeys(reader client.Reader) {
-	tunnelKeys.mu.Lock()
-	tunnelKeys.reader = reader
-	tunnelKeys.mu.Unlock()
 }
