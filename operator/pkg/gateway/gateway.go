@@ -16,6 +16,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 // ControllerName is the controllerName of the operator's GatewayClasses.
@@ -42,24 +44,15 @@ func Served(ctx context.Context, reader client.Reader, namespaces ...string) ([]
 			ours[classes.Items[i].Name] = true
 		}
 	}
-	scopes := []client.ListOption{client.InNamespace("")}
-	if len(namespaces) > 0 {
-		scopes = scopes[:0]
-		for _, ns := range namespaces {
-			scopes = append(scopes, client.InNamespace(ns))
-		}
+	var list gwv1.GatewayList
+	if err := scope.List(ctx, reader, &list, namespaces); err != nil {
+		return nil, err
 	}
 	var out []*gwv1.Gateway
-	for _, scope := range scopes {
-		var list gwv1.GatewayList
-		if err := reader.List(ctx, &list, scope); err != nil {
-			return nil, fmt.Errorf("listing Gateways: %w", err)
-		}
-		for i := range list.Items {
-			gw := &list.Items[i]
-			if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
-				out = append(out, gw)
-			}
+	for i := range list.Items {
+		gw := &list.Items[i]
+		if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
+			out = append(out, gw)
 		}
 	}
 	SortOldestFirst(out)

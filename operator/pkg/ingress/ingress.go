@@ -14,6 +14,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 const (
@@ -95,23 +97,14 @@ func Served(ctx context.Context, reader client.Reader, namespaces ...string) (Cl
 		return Classes{}, nil, fmt.Errorf("listing IngressClasses: %w", err)
 	}
 	c := NewClasses(classes.Items)
-	scopes := []client.ListOption{client.InNamespace("")}
-	if len(namespaces) > 0 {
-		scopes = scopes[:0]
-		for _, ns := range namespaces {
-			scopes = append(scopes, client.InNamespace(ns))
-		}
+	var list networkingv1.IngressList
+	if err := scope.List(ctx, reader, &list, namespaces); err != nil {
+		return c, nil, err
 	}
 	var out []*networkingv1.Ingress
-	for _, scope := range scopes {
-		var list networkingv1.IngressList
-		if err := reader.List(ctx, &list, scope); err != nil {
-			return c, nil, fmt.Errorf("listing Ingresses: %w", err)
-		}
-		for i := range list.Items {
-			if c.Serves(&list.Items[i]) {
-				out = append(out, &list.Items[i])
-			}
+	for i := range list.Items {
+		if c.Serves(&list.Items[i]) {
+			out = append(out, &list.Items[i])
 		}
 	}
 	SortOldestFirst(out)

@@ -33,6 +33,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 // Reconciler writes the status of GatewayClasses, Gateways and HTTPRoutes.
@@ -70,12 +71,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	var domains tunav1.DomainList
 	var endpoints tunav1.TCPEndpointList
-	if err := listEach(ctx, r.Client, &domains, r.Namespaces, func() client.ObjectList { return &tunav1.DomainList{} }, func(l client.ObjectList) { domains.Items = append(domains.Items, l.(*tunav1.DomainList).Items...) }); err != nil {
+	if err := scope.List(ctx, r.Client, &domains, r.Namespaces); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := listEach(ctx, r.Client, &endpoints, r.Namespaces, func() client.ObjectList { return &tunav1.TCPEndpointList{} }, func(l client.ObjectList) {
-		endpoints.Items = append(endpoints.Items, l.(*tunav1.TCPEndpointList).Items...)
-	}); err != nil {
+	if err := scope.List(ctx, r.Client, &endpoints, r.Namespaces); err != nil {
 		return reconcile.Result{}, err
 	}
 	facts, err := r.edgeFacts(ctx)
@@ -85,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	own := model.AssignAddresses(gws, facts.GatewayAddresses)
 	edge := edgeRules{anyHost: facts.AnyHost, pool: len(facts.GatewayAddresses), port: int32(facts.GatewayHTTPPort), first: firstPublishers(gws)}
 	var grants gwv1.ReferenceGrantList
-	if err := listEach(ctx, r.Client, &grants, r.Namespaces, func() client.ObjectList { return &gwv1.ReferenceGrantList{} }, func(l client.ObjectList) { grants.Items = append(grants.Items, l.(*gwv1.ReferenceGrantList).Items...) }); err != nil {
+	if err := scope.List(ctx, r.Client, &grants, r.Namespaces); err != nil {
 		return reconcile.Result{}, err
 	}
 	evaluated := model.Gateways{}
@@ -141,25 +140,6 @@ func (r *Reconciler) edgeFacts(ctx context.Context) (*apiwire.EdgeInfo, error) {
 		return nil, fmt.Errorf("reading the edge's facts (GET /v1/edge): %w", err)
 	}
 	return info, nil
-}
-
-// listEach lists into into, namespace by namespace when the operator is
-// limited to some.
-func listEach(ctx context.Context, c client.Reader, into client.ObjectList, namespaces []string, fresh func() client.ObjectList, add func(client.ObjectList)) error {
-	if len(namespaces) == 0 {
-		if err := c.List(ctx, into); err != nil {
-			return fmt.Errorf("listing: %w", err)
-		}
-		return nil
-	}
-	for _, ns := range namespaces {
-		l := fresh()
-		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("listing in namespace %s: %w", ns, err)
-		}
-		add(l)
-	}
-	return nil
 }
 
 // classes sets Accepted and supportedFeatures on this controller's

@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 // routes writes every HTTPRoute's parent status for the served Gateways and
@@ -20,7 +21,7 @@ import (
 func (r *Reconciler) routes(ctx context.Context, gws model.Gateways, grants []gwv1.ReferenceGrant) (map[types.NamespacedName]map[string]int32, error) {
 	attached := map[types.NamespacedName]map[string]int32{}
 	var routes gwv1.HTTPRouteList
-	if err := listEach(ctx, r.Client, &routes, r.Namespaces, func() client.ObjectList { return &gwv1.HTTPRouteList{} }, func(l client.ObjectList) { routes.Items = append(routes.Items, l.(*gwv1.HTTPRouteList).Items...) }); err != nil {
+	if err := scope.List(ctx, r.Client, &routes, r.Namespaces); err != nil {
 		return nil, err
 	}
 	nsLabels := map[string]labels.Set{}

@@ -14,6 +14,7 @@ import (
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 // LabelGateway is set on the Tunnels the controller makes for a
@@ -27,7 +28,7 @@ const LabelGateway = "k8s.tuna.am/gateway"
 // the routes' status and adds to attached.
 func (r *Reconciler) tcpRoutes(ctx context.Context, gws model.Gateways, endpoints []tunav1.TCPEndpoint, attached map[types.NamespacedName]map[string]int32) error {
 	var routes gwv1.TCPRouteList
-	if err := listEach(ctx, r.Client, &routes, r.Namespaces, func() client.ObjectList { return &gwv1.TCPRouteList{} }, func(l client.ObjectList) { routes.Items = append(routes.Items, l.(*gwv1.TCPRouteList).Items...) }); err != nil {
+	if err := scope.List(ctx, r.Client, &routes, r.Namespaces); err != nil {
 		return err
 	}
 	sorted := ptrs(routes.Items)
