@@ -14,7 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
@@ -33,7 +33,7 @@ func BenchmarkHTTPRouteUpdate(b *testing.B) {
 	if _, err := env.cp.Namespace(ctx, ns); err != nil {
 		b.Fatal(err)
 	}
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName}}
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
 	if err := env.cp.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkHTTPRouteUpdate(b *testing.B) {
 	}
 	host := reserveBench(b, ns, "routes")
 	hostname := gwv1.Hostname(host)
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gateway.ClassName,
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName,
 		Listeners: []gwv1.Listener{{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: &hostname}}}}
 	if err := env.cp.Client.Create(ctx, gw); err != nil {
 		b.Fatal(err)

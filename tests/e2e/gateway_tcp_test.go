@@ -16,7 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -33,7 +33,7 @@ func TestGatewayTCPRoute(t *testing.T) {
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
 
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gateway.ClassName,
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName,
 		Listeners: []gwv1.Listener{{Name: "db", Protocol: gwv1.TCPProtocolType, Port: gwv1.PortNumber(ep.Status.Port)}}}}
 	require.NoError(t, env.cp.Client.Create(ctx, gw))
 	rt := &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: gwv1.TCPRouteSpec{
@@ -48,7 +48,7 @@ func TestGatewayTCPRoute(t *testing.T) {
 		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "db"), &got))
 		require.Len(c, got.Status.Parents, 1)
 		p := got.Status.Parents[0]
-		require.Equal(c, gateway.ControllerName, p.ControllerName)
+		require.Equal(c, gatewayclass.ControllerName, p.ControllerName)
 		for typ, reason := range map[string]string{"Accepted": "Accepted", "ResolvedRefs": "ResolvedRefs"} {
 			cond := meta.FindStatusCondition(p.Conditions, typ)
 			require.NotNil(c, cond, typ)

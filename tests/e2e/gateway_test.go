@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
@@ -24,12 +24,12 @@ import (
 func ensureGatewayClass(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName}}
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
 	if err := env.cp.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, types.NamespacedName{Name: gateway.ClassName}, gc))
+		require.NoError(c, env.cp.Client.Get(ctx, types.NamespacedName{Name: gatewayclass.ClassName}, gc))
 		cond := meta.FindStatusCondition(gc.Status.Conditions, "Accepted")
 		require.NotNil(c, cond)
 		require.Equal(c, []any{metav1.ConditionTrue, "Accepted"}, []any{cond.Status, cond.Reason})
@@ -37,7 +37,7 @@ func ensureGatewayClass(t *testing.T) {
 }
 
 func httpGateway(ns, name string, hosts ...string) *gwv1.Gateway {
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gwv1.GatewaySpec{GatewayClassName: gateway.ClassName}}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName}}
 	for i, h := range hosts {
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: gwv1.SectionName(fmt.Sprintf("web-%d", i)),
 			Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: ptr(gwv1.Hostname(h))})
@@ -135,7 +135,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 
 	// Status, field by field.
 	p := waitRoute(t, key(ns, "web"), "Accepted", "ResolvedRefs")
-	assert.Equal(t, gateway.ControllerName, p.ControllerName)
+	assert.Equal(t, gatewayclass.ControllerName, p.ControllerName)
 	assert.Equal(t, gwv1.ObjectName("gw"), p.ParentRef.Name)
 	for _, c := range p.Conditions {
 		assert.Equal(t, metav1.ConditionTrue, c.Status, "%s: %s", c.Type, c.Message)

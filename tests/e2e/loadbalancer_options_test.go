@@ -22,6 +22,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
@@ -181,7 +182,7 @@ func TestLoadBalancerDeletedWhileControllerDown(t *testing.T) {
 	require.NoError(t, env.cp.Client.Create(ctx, lbService(ns, "pg", tunav1.LoadBalancerClass, tcpPort("pg", 5432))))
 	ep := waitEndpoint(t, ns, "pg-5432", tunav1.ReasonReserved)
 	waitService(t, ns, "pg", func(c *assert.CollectT, svc *corev1.Service) {
-		assert.Contains(c, svc.Finalizers, loadbalancer.Finalizer)
+		assert.Contains(c, svc.Finalizers, lbclass.Finalizer)
 	})
 	stopController(t)
 	var svc corev1.Service
@@ -217,7 +218,7 @@ func TestLoadBalancerClassless(t *testing.T) {
 	restartController(t)
 	waitService(t, ns, "mine", func(c *assert.CollectT, svc *corev1.Service) {
 		assert.Empty(c, svc.Status.LoadBalancer.Ingress)
-		assert.NotContains(c, svc.Finalizers, loadbalancer.Finalizer)
+		assert.NotContains(c, svc.Finalizers, lbclass.Finalizer)
 	})
 	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
 	assert.True(t, apiwire.IsNotFound(err), "the port is still reserved: %v", err)
@@ -225,7 +226,7 @@ func TestLoadBalancerClassless(t *testing.T) {
 	// Another load balancer's classless Service: its finalizer and status,
 	// written by its own controller.
 	cloud := lbService(ns, "cloud", "", tcpPort("pg", 5433))
-	cloud.Finalizers = []string{loadbalancer.Finalizer}
+	cloud.Finalizers = []string{lbclass.Finalizer}
 	require.NoError(t, env.cp.Client.Create(ctx, cloud, client.FieldOwner("cloud-controller")))
 	cloud.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
 	require.NoError(t, env.cp.Client.Status().Update(ctx, cloud, client.FieldOwner("cloud-controller")))
@@ -236,7 +237,7 @@ func TestLoadBalancerClassless(t *testing.T) {
 	})
 	var got corev1.Service
 	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "cloud"), &got))
-	assert.Contains(t, got.Finalizers, loadbalancer.Finalizer, "another load balancer's finalizer was removed")
+	assert.Contains(t, got.Finalizers, lbclass.Finalizer, "another load balancer's finalizer was removed")
 	require.Len(t, got.Status.LoadBalancer.Ingress, 1)
 	assert.Equal(t, "198.51.100.7", got.Status.LoadBalancer.Ingress[0].IP, "another load balancer's status was changed")
 	assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, "cloud-5433"), &tunav1.Tunnel{})))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 func gatewayGVR(resource string) schema.GroupVersionResource {
@@ -33,7 +33,7 @@ func (c *Cluster) GatewayClasses(ctx context.Context) ([]gwv1.GatewayClass, erro
 	ours := []gwv1.GatewayClass{}
 	for _, u := range classes.Items {
 		var gc gwv1.GatewayClass
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &gc) == nil && gateway.Ours(&gc) {
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &gc) == nil && gatewayclass.Ours(&gc) {
 			ours = append(ours, gc)
 		}
 	}
@@ -125,7 +125,7 @@ func routeStatus(kind, ns, name string, parents []gwv1.RouteParentStatus) (Statu
 	found := false
 	var gws []string
 	for _, p := range parents {
-		if p.ControllerName != gateway.ControllerName {
+		if p.ControllerName != gatewayclass.ControllerName {
 			continue
 		}
 		found = true

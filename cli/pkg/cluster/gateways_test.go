@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 func TestGatewayStatus(t *testing.T) {
@@ -27,7 +27,7 @@ func TestGatewayStatus(t *testing.T) {
 
 func TestRouteStatus(t *testing.T) {
 	ours := func(conds ...metav1.Condition) gwv1.RouteParentStatus {
-		return gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: gateway.ControllerName, Conditions: conds}
+		return gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: gatewayclass.ControllerName, Conditions: conds}
 	}
 	ok := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}, {Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs"}}
 	refused := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"},

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 )
 
 // KindLoadBalancer is the Kind column of a LoadBalancer Service in status.
@@ -28,7 +28,7 @@ func (c *Cluster) LoadBalancers(ctx context.Context, namespace string) ([]corev1
 	}
 	var out []corev1.Service
 	for _, svc := range list.Items {
-		if loadbalancer.Serves(&svc, false) || loadbalancer.Published(&svc) {
+		if lbclass.Serves(&svc, false) || lbclass.Published(&svc) {
 			out = append(out, svc)
 		}
 	}
@@ -60,9 +60,9 @@ func loadBalancerStatus(svc *corev1.Service) Status {
 			listed[p.Port] = true
 			ports = append(ports, strconv.Itoa(int(p.Port)))
 			if p.Error != nil {
-				problems = append(problems, fmt.Sprintf("port %d: %s", p.Port, strings.TrimPrefix(*p.Error, loadbalancer.ErrorPrefix)))
+				problems = append(problems, fmt.Sprintf("port %d: %s", p.Port, strings.TrimPrefix(*p.Error, lbclass.ErrorPrefix)))
 				if s.Ready != "False" {
-					s.Ready, s.Reason = "False", strings.TrimPrefix(*p.Error, loadbalancer.ErrorPrefix)
+					s.Ready, s.Reason = "False", strings.TrimPrefix(*p.Error, lbclass.ErrorPrefix)
 				}
 			}
 		}

@@ -11,7 +11,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/chart"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/values"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 // CatGatewayAPI is the category of the Gateway API check.
@@ -26,12 +26,12 @@ func (p *run) gatewayAPI(ctx context.Context, r *chart.Rendered) {
 	var missing []string
 	switch {
 	case apierrors.IsNotFound(err):
-		missing = gateway.Kinds()
+		missing = gatewayclass.Kinds()
 	case err != nil:
 		p.rep.Fail(CatGatewayAPI, "can read the API server's discovery", err.Error(), "")
 		return
 	default:
-		for _, k := range gateway.Kinds() {
+		for _, k := range gatewayclass.Kinds() {
 			if !slices.ContainsFunc(list.APIResources, func(res metav1.APIResource) bool { return res.Kind == k }) {
 				missing = append(missing, k)
 			}
@@ -60,14 +60,14 @@ func (p *run) gatewayAPI(ctx context.Context, r *chart.Rendered) {
 // running controller serves it (none runs, or it has not looked since
 // the CRDs came, which it does every 10 s).
 func (p *run) gatewaysServed(ctx context.Context) {
-	desc := "a running operator serves the GatewayClasses of controllerName " + string(gateway.ControllerName)
+	desc := "a running operator serves the GatewayClasses of controllerName " + string(gatewayclass.ControllerName)
 	classes, err := p.c.GatewayClasses(ctx)
 	if err != nil {
 		p.rep.Warn(CatGatewayAPI, desc, "not checked: "+err.Error(), "the caller needs list on gatewayclasses to check this")
 		return
 	}
 	if len(classes) == 0 {
-		p.rep.OK(CatGatewayAPI, desc, "there is none yet: gatewayClass.enabled=true makes the chart create the GatewayClass "+gateway.ClassName)
+		p.rep.OK(CatGatewayAPI, desc, "there is none yet: gatewayClass.enabled=true makes the chart create the GatewayClass "+gatewayclass.ClassName)
 		return
 	}
 	var accepted, waiting []string

@@ -11,7 +11,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/chart"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/values"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 )
 
 // CatLoadBalancer is the category of the LoadBalancer Service checks.
@@ -37,7 +37,7 @@ func (p *run) loadBalancers(ctx context.Context, r *chart.Rendered) {
 	for _, svc := range list.Items {
 		name := svc.Namespace + "/" + svc.Name
 		switch {
-		case loadbalancer.Serves(&svc, false) || loadbalancer.Published(&svc):
+		case lbclass.Serves(&svc, false) || lbclass.Published(&svc):
 			ours = append(ours, name)
 		case svc.Spec.LoadBalancerClass != nil:
 		case len(svc.Status.LoadBalancer.Ingress) > 0:
@@ -46,7 +46,7 @@ func (p *run) loadBalancers(ctx context.Context, r *chart.Rendered) {
 			pending = append(pending, name)
 		}
 	}
-	desc := "LoadBalancer Services of class " + loadbalancer.Class + " are published"
+	desc := "LoadBalancer Services of class " + lbclass.Class + " are published"
 	switch {
 	case !enabled && len(ours) > 0:
 		p.rep.Warn(CatLoadBalancer, desc, "loadBalancer.enabled=false, but these wait for tuna: "+strings.Join(ours, ", "),
@@ -63,12 +63,12 @@ func (p *run) loadBalancers(ctx context.Context, r *chart.Rendered) {
 	switch {
 	case classless && len(taken) > 0:
 		p.rep.Fail(CatLoadBalancer, desc, "another load balancer already serves these classless Services: "+strings.Join(taken, ", "),
-			"set loadBalancer.classless=false and give the Services tuna should publish loadBalancerClass: "+loadbalancer.Class)
+			"set loadBalancer.classless=false and give the Services tuna should publish loadBalancerClass: "+lbclass.Class)
 	case classless:
 		p.rep.OK(CatLoadBalancer, desc, fmt.Sprintf("loadBalancer.classless=true: %d classless Services would be published", len(pending)))
 	case len(pending) > 0:
 		p.rep.Warn(CatLoadBalancer, desc, "these classless LoadBalancer Services have no load balancer: "+strings.Join(pending, ", "),
-			"to publish them through tuna, give them loadBalancerClass: "+loadbalancer.Class+" (or set loadBalancer.classless=true when tuna is the cluster's only load balancer)")
+			"to publish them through tuna, give them loadBalancerClass: "+lbclass.Class+" (or set loadBalancer.classless=true when tuna is the cluster's only load balancer)")
 	default:
 		p.rep.OK(CatLoadBalancer, desc, "loadBalancer.classless=false")
 	}

@@ -14,7 +14,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	ingressagent "code.tuna.am/tuna/k8s-operator/operator/pkg/agent/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 // AgentOptions configure the agent (tunnels) component.
@@ -95,7 +95,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 	}
 	if err := watchAPIs(mgr, o.Common,
 		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error { return ing.ServeGateways(mgr) }),
-		gatewayAPI(apiBackendTLSPolicy, []string{gateway.KindBackendTLSPolicy}, "https backendRefs are verified without BackendTLSPolicies",
+		gatewayAPI(apiBackendTLSPolicy, []string{gatewayclass.KindBackendTLSPolicy}, "https backendRefs are verified without BackendTLSPolicies",
 			func() error { return ing.ServeBackendTLSPolicies(mgr) })); err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 )
 
@@ -211,7 +212,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		if err := lb.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the LoadBalancer Service controller: %w", err)
 		}
-		metrics.ObserveLoadBalancers(mgr.GetClient(), loadbalancer.Published)
+		metrics.ObserveLoadBalancers(mgr.GetClient(), lbclass.Published)
 	}
 	if o.SecretSync.Disabled {
 		off := &secretsync.Disabled{Client: mgr.GetClient(), Recorder: rec}

@@ -10,7 +10,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apiwatch"
 	gatewayctl "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/gateway"
 	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 // The optional APIs: the chart does not install the Gateway API's CRDs,
@@ -26,7 +26,7 @@ const (
 // gatewayAPI is an optional API of the Gateway API's group: the core kinds
 // and the extra ones, so that an extra API is turned on after the core.
 func gatewayAPI(name string, extra []string, off string, serve func() error) apiwatch.API {
-	return apiwatch.API{Name: name, GroupVersion: gwv1.GroupVersion, Kinds: append(gateway.Kinds(), extra...), Off: off, Serve: serve}
+	return apiwatch.API{Name: name, GroupVersion: gwv1.GroupVersion, Kinds: append(gatewayclass.Kinds(), extra...), Off: off, Serve: serve}
 }
 
 // watchControllerAPIs turns on the controller's part of the Gateway API:
@@ -43,7 +43,7 @@ func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *ingresskeys.Reconcile
 			}
 			return nil
 		}),
-		gatewayAPI(apiTCPRoute, []string{gateway.KindTCPRoute}, "TCPRoutes are not served",
+		gatewayAPI(apiTCPRoute, []string{gatewayclass.KindTCPRoute}, "TCPRoutes are not served",
 			func() error { return status.ServeTCPRoutes(mgr) }))
 }
 

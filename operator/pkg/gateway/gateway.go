@@ -17,19 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
-
-// ControllerName is the controllerName of the operator's GatewayClasses.
-const ControllerName gwv1.GatewayController = "k8s.tuna.am/gateway-controller"
-
-// ClassName is the name of the GatewayClass the chart may create.
-const ClassName = "tuna"
-
-// Ours reports whether gc is one of this controller's classes.
-func Ours(gc *gwv1.GatewayClass) bool {
-	return gc.Spec.ControllerName == ControllerName && gc.DeletionTimestamp.IsZero()
-}
 
 // Served lists the Gateways of this controller's classes in namespaces
 // (none: all), not being deleted, oldest first.
@@ -40,7 +30,7 @@ func Served(ctx context.Context, reader client.Reader, namespaces ...string) ([]
 	}
 	ours := map[string]bool{}
 	for i := range classes.Items {
-		if Ours(&classes.Items[i]) {
+		if gatewayclass.Ours(&classes.Items[i]) {
 			ours[classes.Items[i].Name] = true
 		}
 	}
@@ -176,16 +166,3 @@ func IndexHosts(o client.Object) []string {
 	}
 	return nil
 }
-
-// Kinds are the Gateway API kinds (gateway.networking.k8s.io/v1) the
-// operator needs before it serves Gateways; TCPRoute and BackendTLSPolicy
-// are served too once their CRDs are installed. The chart installs none
-// of them, and controller-runtime cannot watch a kind the API server does
-// not serve, so the components turn each on when discovery shows it.
-func Kinds() []string { return []string{"GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"} }
-
-// The optional kinds beyond Kinds.
-const (
-	KindTCPRoute         = "TCPRoute"
-	KindBackendTLSPolicy = "BackendTLSPolicy"
-)

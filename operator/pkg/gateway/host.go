@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 )
 
@@ -25,7 +26,7 @@ func ServedFor(ctx context.Context, reader client.Reader, host string) ([]*gwv1.
 	}
 	ours := map[string]bool{}
 	for i := range classes.Items {
-		if Ours(&classes.Items[i]) {
+		if gatewayclass.Ours(&classes.Items[i]) {
 			ours[classes.Items[i].Name] = true
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 // RouteParents is a route's status.parents after this controller's turn,
@@ -21,14 +23,14 @@ import (
 func RouteParents(old []gwv1.RouteParentStatus, parents []Parent, ns string, generation int64, resolved metav1.Condition, problem string) []gwv1.RouteParentStatus {
 	var next []gwv1.RouteParentStatus
 	for _, p := range old {
-		if p.ControllerName != ControllerName {
+		if p.ControllerName != gatewayclass.ControllerName {
 			next = append(next, p)
 		}
 	}
 	for _, p := range parents {
-		st := gwv1.RouteParentStatus{ParentRef: p.Ref, ControllerName: ControllerName}
+		st := gwv1.RouteParentStatus{ParentRef: p.Ref, ControllerName: gatewayclass.ControllerName}
 		for _, o := range old {
-			if o.ControllerName == ControllerName && SameParentRef(o.ParentRef, p.Ref, ns) {
+			if o.ControllerName == gatewayclass.ControllerName && SameParentRef(o.ParentRef, p.Ref, ns) {
 				st.Conditions = append(st.Conditions, o.Conditions...)
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
 func TestRouteParents(t *testing.T) {
@@ -17,9 +19,9 @@ func TestRouteParents(t *testing.T) {
 	api := gwv1.ParentReference{Name: "api", Namespace: ptr(gwv1.Namespace("team")), SectionName: ptr(gwv1.SectionName("http"))}
 	other := gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: "theirs"}, ControllerName: "example.com/other",
 		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}}
-	old := []gwv1.RouteParentStatus{other, {ParentRef: gwv1.ParentReference{Name: "WEB", Namespace: ptr(gwv1.Namespace("team"))}, ControllerName: ControllerName,
+	old := []gwv1.RouteParentStatus{other, {ParentRef: gwv1.ParentReference{Name: "WEB", Namespace: ptr(gwv1.Namespace("team"))}, ControllerName: gatewayclass.ControllerName,
 		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: then}}},
-		{ParentRef: gwv1.ParentReference{Name: "gone"}, ControllerName: ControllerName}}
+		{ParentRef: gwv1.ParentReference{Name: "gone"}, ControllerName: gatewayclass.ControllerName}}
 	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: 3}
 	parents := []Parent{
 		{Ref: web, Accepted: true, Reason: gwv1.RouteReasonAccepted, Message: "attached"},

@@ -31,7 +31,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/report"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
@@ -142,10 +142,10 @@ func TestGatewayAPIInstalledAfterStart(t *testing.T) {
 	ctx := context.Background()
 	install(t, "gatewayclasses", "gateways", "httproutes", "referencegrants")
 
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName}}
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
 	require.NoError(t, cp.Client.Create(ctx, gc))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, cp.Client.Get(ctx, key("", gateway.ClassName), gc))
+		require.NoError(c, cp.Client.Get(ctx, key("", gatewayclass.ClassName), gc))
 		cond := meta.FindStatusCondition(gc.Status.Conditions, "Accepted")
 		require.NotNil(c, cond, "the controller has not seen the GatewayClass")
 		require.Equal(c, metav1.ConditionTrue, cond.Status)
@@ -165,7 +165,7 @@ func TestGatewayAPIInstalledAfterStart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = backend.Close() })
 	require.NoError(t, cp.Client.Create(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
-		Spec: gwv1.GatewaySpec{GatewayClassName: gateway.ClassName, Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType,
+		Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName, Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType,
 			Port: 80, Hostname: ptr(gwv1.Hostname(host))}}}}))
 	require.NoError(t, cp.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
 		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "shop"}}},
@@ -197,7 +197,7 @@ func TestGatewayAPIInstalledAfterStart(t *testing.T) {
 	_, err = harness.CreateService(ctx, cp.Client, ns, "db", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	require.NoError(t, cp.Client.Create(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: gwv1.GatewaySpec{GatewayClassName: gateway.ClassName, Listeners: []gwv1.Listener{{Name: "db", Protocol: gwv1.TCPProtocolType,
+		Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName, Listeners: []gwv1.Listener{{Name: "db", Protocol: gwv1.TCPProtocolType,
 			Port: gwv1.PortNumber(ep.Status.Port)}}}}))
 	require.NoError(t, cp.Client.Create(ctx, &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		Spec: gwv1.TCPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "db"}}},
@@ -217,7 +217,7 @@ func TestGatewayAPIInstalledAfterStart(t *testing.T) {
 	// claiming that its Gateways are published.
 	require.NoError(t, controller.Stop())
 	stopped = true
-	require.NoError(t, cp.Client.Get(ctx, key("", gateway.ClassName), gc))
+	require.NoError(t, cp.Client.Get(ctx, key("", gatewayclass.ClassName), gc))
 	gc.Spec.Description = ptr("changed while no controller runs")
 	require.NoError(t, cp.Client.Update(ctx, gc))
 	served = preflightServed(t)

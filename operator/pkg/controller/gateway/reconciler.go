@@ -33,6 +33,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
@@ -151,7 +152,7 @@ func (r *Reconciler) classes(ctx context.Context) error {
 	}
 	for i := range list.Items {
 		gc := &list.Items[i]
-		if !model.Ours(gc) {
+		if !gatewayclass.Ours(gc) {
 			continue
 		}
 		conds := append([]metav1.Condition(nil), gc.Status.Conditions...)

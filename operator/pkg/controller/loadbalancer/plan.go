@@ -47,26 +47,6 @@ const (
 	ReasonUnpublished = "Unpublished"
 )
 
-// Class is the loadBalancerClass to write (tunav1.LoadBalancerClass).
-const Class = tunav1.LoadBalancerClass
-
-// ErrorPrefix qualifies the reasons in ports[].error, as Kubernetes asks of
-// provider-specific values.
-const ErrorPrefix = "k8s.tuna.am/"
-
-// Serves reports whether the operator publishes svc: type LoadBalancer and
-// class tuna (either spelling), or no class when classless is set.
-func Serves(svc *corev1.Service, classless bool) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	if svc.Spec.LoadBalancerClass == nil {
-		return classless
-	}
-	c := *svc.Spec.LoadBalancerClass
-	return c == tunav1.LoadBalancerClass || c == tunav1.LoadBalancerClassShort
-}
-
 // Problem says why a port is not published.
 type Problem struct{ Reason, Message string }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 )
 
 func service(ann map[string]string, ports ...corev1.ServicePort) *corev1.Service {
@@ -48,7 +49,7 @@ func TestServes(t *testing.T) {
 		{s(corev1.ServiceTypeClusterIP, ""), true, false},
 		{s(corev1.ServiceTypeNodePort, ""), true, false},
 	} {
-		if got := Serves(c.svc, c.classless); got != c.want {
+		if got := lbclass.Serves(c.svc, c.classless); got != c.want {
 			t.Errorf("type %s class %v classless %t: %t, want %t", c.svc.Spec.Type, c.svc.Spec.LoadBalancerClass, c.classless, got, c.want)
 		}
 	}

@@ -3,7 +3,6 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,13 +21,9 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
-
-// Finalizer is the standard finalizer of load balancer controllers: the
-// Service goes only once its Tunnels and TCPEndpoints are gone, so its
-// keys are revoked and its ports released (per their reclaim policy).
-const Finalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 // Reconciler publishes LoadBalancer Services.
 type Reconciler struct {
@@ -60,7 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		_, err := r.deleteChildren(ctx, req.NamespacedName, "", nil)
 		return reconcile.Result{}, err
 	}
-	if !Serves(svc, r.Classless) || !svc.DeletionTimestamp.IsZero() {
+	if !lbclass.Serves(svc, r.Classless) || !svc.DeletionTimestamp.IsZero() {
 		return r.unpublish(ctx, svc)
 	}
 	if err := r.patchFinalizer(ctx, svc, true); err != nil {
@@ -111,23 +106,6 @@ func (r *Reconciler) service(ctx context.Context, key types.NamespacedName) (*co
 	return &svc, nil
 }
 
-// Published reports whether the operator publishes svc: it carries the
-// cleanup finalizer, and it is the operator's (see ours).
-func Published(svc *corev1.Service) bool {
-	return controllerutil.ContainsFinalizer(svc, Finalizer) && ours(svc)
-}
-
-// ours reports whether the operator published svc: its class is tuna, or
-// the operator's field manager wrote to it (its finalizer or status). The
-// cleanup finalizer is the standard one, which other load balancer
-// controllers put on their own Services: those are left alone.
-func ours(svc *corev1.Service) bool {
-	if c := svc.Spec.LoadBalancerClass; c != nil && (*c == tunav1.LoadBalancerClass || *c == tunav1.LoadBalancerClassShort) {
-		return true
-	}
-	return slices.ContainsFunc(svc.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == status.ControllerFieldOwner })
-}
-
 // unpublish deletes what the Service owns, waits until its Tunnels and
 // TCPEndpoints are gone (their finalizers revoke keys and release ports),
 // then clears status.loadBalancer and lets the Service go.
@@ -142,7 +120,7 @@ func (r *Reconciler) unpublish(ctx context.Context, svc *corev1.Service) (reconc
 		// only covers a missed event.
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if !ours(svc) {
+	if !lbclass.Ours(svc) {
 		return reconcile.Result{}, nil
 	}
 	if svc.DeletionTimestamp.IsZero() && len(svc.Status.LoadBalancer.Ingress) > 0 {
@@ -165,18 +143,18 @@ func (r *Reconciler) unpublish(ctx context.Context, svc *corev1.Service) (reconc
 // that fails on a conflict: the Service is the user's, so only its
 // finalizers are written, never the whole object.
 func (r *Reconciler) patchFinalizer(ctx context.Context, svc *corev1.Service, add bool) error {
-	if controllerutil.ContainsFinalizer(svc, Finalizer) == add {
+	if controllerutil.ContainsFinalizer(svc, lbclass.Finalizer) == add {
 		return nil
 	}
 	orig := svc.DeepCopy()
 	if add {
-		controllerutil.AddFinalizer(svc, Finalizer)
+		controllerutil.AddFinalizer(svc, lbclass.Finalizer)
 	} else {
-		controllerutil.RemoveFinalizer(svc, Finalizer)
+		controllerutil.RemoveFinalizer(svc, lbclass.Finalizer)
 	}
 	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Patch(ctx, svc, patch, client.FieldOwner(status.ControllerFieldOwner)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("updating the finalizer %s of Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)
+		return fmt.Errorf("updating the finalizer %s of Service %s/%s: %w", lbclass.Finalizer, svc.Namespace, svc.Name, err)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/reservation"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
@@ -155,7 +156,7 @@ func ingressOf(states []PortState) []corev1.LoadBalancerIngress {
 		}
 		ps := corev1.PortStatus{Port: st.Port.Port, Protocol: corev1.ProtocolTCP}
 		if !st.Published() {
-			code := ErrorPrefix + st.Reason
+			code := lbclass.ErrorPrefix + st.Reason
 			ps.Error = &code
 		}
 		out[i].Ports = append(out[i].Ports, ps)
