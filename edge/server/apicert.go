@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"
 )
 
 // apiCertFile holds the control API's generated certificate and its ECDSA
@@ -71,7 +72,7 @@ func loadAPITLS(cfg *Config, now time.Time, log *slog.Logger) (*apiTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, pemData, 0o600); err != nil {
+	if err := atomicfile.Write(path, pemData, 0o600); err != nil {
 		return nil, fmt.Errorf("edge: storing the API certificate: %w", err)
 	}
 	fresh, err := parseAPICert(pemData)
@@ -210,32 +211,4 @@ func uncovered(leaf *x509.Certificate, hosts []string) []string {
 		}
 	}
 	return out
-}
-
-// writeFileAtomic writes data with mode so that a crash never leaves a
-// half-written file behind (a key that the next start fails to parse):
-// readers see the old file or the new one. The edge's one file writer.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*") // 0600 from the start
-	if err != nil {
-		return err
-	}
-	// Renamed into place on success, so removing it then fails harmlessly.
-	defer func() { _ = os.Remove(f.Name()) }()
-	if err := f.Chmod(mode); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"
 )
 
 // clientConfigFile is the file, in the data directory, where a running
@@ -34,7 +36,7 @@ func (e *Edge) writeClientConfig() {
 		err = os.MkdirAll(e.cfg.DataDir, 0o700) // a cluster's node keeps its state in etcd and may have made no data dir
 	}
 	if err == nil {
-		err = writeFileAtomic(path, append(data, '\n'), 0o644)
+		err = atomicfile.Write(path, append(data, '\n'), 0o644)
 	}
 	if err != nil {
 		e.log.Warn("cannot write the client config: tuna-edge keys, secrets and owners on this host need --api-url and --api-fingerprint",

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
+	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"
 )
 
 // hostKeyFileName is the host key's file in the data dir when no path is
@@ -87,7 +88,7 @@ func writeKeyFile(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the host key's directory %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing SSH host key file %s: %w", path, err)
 	}
 	return nil

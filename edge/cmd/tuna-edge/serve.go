@@ -17,6 +17,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/public"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
+	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
 
@@ -182,7 +183,9 @@ func bootstrapKey(e *server.Edge, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("bootstrap key: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+	// Whole or not at all: a file cut short by a crash would be taken for
+	// the key at the next start, and the first admin key would be lost.
+	if err := atomicfile.Create(path, []byte(secret+"\n"), 0o600); err != nil {
 		return fmt.Errorf("bootstrap key: writing %s: %w", path, err)
 	}
 	return nil

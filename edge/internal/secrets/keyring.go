@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
+	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"
 )
 
 // KeySize is the size of an encryption key: AES-256.
@@ -134,26 +135,10 @@ func GenerateKeyFile(path string) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, ".secrets-key-*") // 0600
-	if err != nil {
-		return nil, fmt.Errorf("writing secrets key file: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(buf.Bytes())
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		// Link, not rename: an existing file (another edge racing on the
-		// same data dir) is never overwritten.
-		werr = os.Link(tmp, path)
-	}
-	_ = os.Remove(tmp)
-	if werr != nil {
-		return nil, fmt.Errorf("writing secrets key file %s: %w", path, werr)
+	// Create, not replace: an existing file (another edge racing on the
+	// same data dir) is never overwritten.
+	if err := atomicfile.Create(path, buf.Bytes(), 0o600); err != nil {
+		return nil, fmt.Errorf("secrets key file: %w", err)
 	}
 	return key, nil
 }
