@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,38 @@ func TestSessionCookie(t *testing.T) {
 	other := testKeys(t)
 	if _, err := other.openSession("a.example.com", v, now); err == nil {
 		t.Error("another edge's keys opened the cookie")
+	}
+}
+
+// TestOpenedSessionsAreKeptBounded: a cookie opened once is not opened
+// again (the same session comes back), a forged one is never kept, and
+// the cache stays within its bound.
+func TestOpenedSessionsAreKeptBounded(t *testing.T) {
+	r := testKeys(t)
+	now := time.Unix(1_800_000_000, 0)
+	s := &Session{Method: MethodOIDC, Issued: now, Expires: now.Add(time.Hour), ID: "sid", Subject: "u1"}
+	v, err := r.sealSession("a.example.com", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.openSession("a.example.com", v, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := r.openSession("a.example.com", v, now); again != first {
+		t.Error("the same cookie was opened again rather than found")
+	}
+	if _, err := r.openSession("a.example.com", v+"A", now); err == nil {
+		t.Fatal("a forged cookie opened")
+	}
+	if got := r.opened.get(openedKey{"a.example.com", v + "A"}); got != nil {
+		t.Error("a cookie that did not open was kept")
+	}
+	for i := range maxOpened + 10 {
+		r.opened.put(openedKey{"h", strconv.Itoa(i)}, s)
+	}
+	if n := len(r.opened.m); n > maxOpened {
+		t.Errorf("%d opened sessions kept, bound %d", n, maxOpened)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -245,20 +246,55 @@ func (r *keyring) sealSession(host string, s *Session) (string, error) {
 }
 
 // openSession reads a session cookie's value for host; an expired session
-// is an error too.
+// is an error too. The session it returns is shared: read it, never write
+// it.
 func (r *keyring) openSession(host, value string, now time.Time) (*Session, error) {
-	plain, err := r.open(sessionAAD, host, value)
-	if err != nil {
-		return nil, err
-	}
-	s, err := decodeSession(plain)
-	if err != nil {
-		return nil, err
+	k := openedKey{host: host, value: value}
+	s := r.opened.get(k)
+	if s == nil {
+		plain, err := r.open(sessionAAD, host, value)
+		if err != nil {
+			return nil, err
+		}
+		if s, err = decodeSession(plain); err != nil {
+			return nil, err
+		}
+		r.opened.put(k, s)
 	}
 	if !now.Before(s.Expires) {
 		return nil, errExpired
 	}
 	return s, nil
+}
+
+// maxOpened bounds the opened sessions a keyring keeps: about 1 MiB with
+// cookies of a few hundred bytes. When full, it starts again empty.
+const maxOpened = 4096
+
+// openedKey is a cookie's exact value and the host it was sent to: the
+// same bytes for the same host open the same way under one keyring. A
+// cookie that did not open is not kept, so a forged one is checked every
+// time it is sent.
+type openedKey struct{ host, value string }
+
+type openedSessions struct {
+	mu sync.Mutex
+	m  map[openedKey]*Session
+}
+
+func (o *openedSessions) get(k openedKey) *Session {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[k]
+}
+
+func (o *openedSessions) put(k openedKey, s *Session) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.m) >= maxOpened {
+		clear(o.m)
+	}
+	o.m[k] = s
 }
 
 var errExpired = errors.New("the session expired")
