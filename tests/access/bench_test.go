@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,12 +20,13 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 )
 
-// BenchmarkAccessPolicies: one host, one tunnel, the same load four ways
+// BenchmarkAccessPolicies: one host, one tunnel, the same load six ways
 // in each round: no policy, requests without a header; no policy, the
 // cookie row's requests (the reference: the same request with and
 // without the policy); a basic auth policy (right credentials on every
 // request); an OIDC policy with a valid session cookie on every request
-// (a session of a real login with tests/oidcop). The policy is
+// (a session of a real login with tests/oidcop); and the no-policy and
+// cookie rows again with the fields Chromium sends. The policy is
 // the Domain's, switched between the measurements, so the host, the
 // tunnel and its connections stay the same. 32 keep-alive clients for 2 s
 // per measurement, after a short pass of each row, 9 rounds, each
@@ -72,25 +74,35 @@ func BenchmarkAccessPolicies(b *testing.B) {
 	}
 	cookie := "tuna-session=" + sessionCookie(w.t, c, w.origin("app")).Value
 
-	configs := []struct {
-		name, policy string
-		header       [2]string
-	}{
-		{"no-policy", "", [2]string{}},
+	cookieField := [2]string{"Cookie", cookie}
+	configs := []benchRow{
+		{name: "no-policy"},
 		// The reference of the policy rows: the same request as the
 		// cookie row's, to the host without a policy. A request that
 		// carries a header costs the client and the tunnel more than one
 		// that carries none, whatever the edge does with it.
-		{"no-policy-cookie", "", [2]string{"Cookie", cookie}},
-		{"basic-auth", "basic", [2]string{"Authorization", "Basic YmVuY2g6YmVuY2gtcGFzc3dvcmQ="}}, // bench:bench-password
-		{"oidc-cookie", "oidc", [2]string{"Cookie", cookie}},
+		{name: "no-policy-cookie", fields: [][2]string{cookieField}},
+		{name: "basic-auth", policy: "basic", fields: [][2]string{{"Authorization", "Basic YmVuY2g6YmVuY2gtcGFzc3dvcmQ="}}}, // bench:bench-password
+		{name: "oidc-cookie", policy: "oidc", fields: [][2]string{cookieField}},
+		// The same two rows with the request a browser sends: a session
+		// cookie exists only after a login in a browser, so the cookie
+		// row's visitor is one. Go's client sends three short fields;
+		// Chromium sends a dozen (chromiumNavigation).
+		{name: "no-policy-browser", fields: chromiumNavigation},
+		{name: "oidc-cookie-browser", policy: "oidc", fields: append(slices.Clone(chromiumNavigation), cookieField)},
+	}
+	if only := os.Getenv("TUNA_ACCESS_BENCH_ROWS"); only != "" {
+		// For a CPU profile of some rows: TUNA_ACCESS_BENCH_ROWS=oidc-cookie
+		// with -cpuprofile, then the same with no-policy, and pprof's
+		// -diff_base between the two.
+		configs = slices.DeleteFunc(configs, func(r benchRow) bool { return !slices.Contains(strings.Split(only, ","), r.name) })
 	}
 	// One short pass of each row first: the first check of the password
 	// (bcrypt) and the first signature of the assertion are not what a
 	// request pays after.
 	for _, cfg := range configs {
 		setPolicy(cfg.policy)
-		w.load(b, host, cfg.header, 32, 500*time.Millisecond)
+		w.load(b, host, cfg.fields, 32, 500*time.Millisecond)
 	}
 	rates, costs := map[string][]float64{}, map[string][]float64{}
 	ratios := map[string][]float64{}
@@ -101,17 +113,23 @@ func BenchmarkAccessPolicies(b *testing.B) {
 		for j := range configs {
 			cfg := configs[(i+j)%len(configs)]
 			setPolicy(cfg.policy)
-			m := w.load(b, host, cfg.header, 32, 2*time.Second)
+			m := w.load(b, host, cfg.fields, 32, 2*time.Second)
 			round[cfg.name] = m
 			rates[cfg.name] = append(rates[cfg.name], m.rate)
 			costs[cfg.name] = append(costs[cfg.name], m.cpuPerRequest)
 		}
-		for _, row := range []string{"no-policy-cookie", "basic-auth", "oidc-cookie"} {
-			for _, ref := range []string{"no-policy", "no-policy-cookie"} {
-				k := row + "/" + ref
-				ratios[k] = append(ratios[k], round[row].rate/round[ref].rate)
-				ratios[k+"-by-cpu"] = append(ratios[k+"-by-cpu"], round[ref].cpuPerRequest/round[row].cpuPerRequest)
+		for _, pair := range [][2]string{
+			{"no-policy-cookie", "no-policy"}, {"basic-auth", "no-policy"}, {"basic-auth", "no-policy-cookie"},
+			{"oidc-cookie", "no-policy"}, {"oidc-cookie", "no-policy-cookie"}, {"oidc-cookie-browser", "no-policy-browser"},
+		} {
+			row, okRow := round[pair[0]]
+			ref, okRef := round[pair[1]]
+			if !okRow || !okRef {
+				continue // a row left out by TUNA_ACCESS_BENCH_ROWS
 			}
+			k := pair[0] + "/" + pair[1]
+			ratios[k] = append(ratios[k], row.rate/ref.rate)
+			ratios[k+"-by-cpu"] = append(ratios[k+"-by-cpu"], ref.cpuPerRequest/row.cpuPerRequest)
 		}
 	}
 	for _, cfg := range configs {
@@ -119,13 +137,37 @@ func BenchmarkAccessPolicies(b *testing.B) {
 		b.ReportMetric(median(costs[cfg.name]), cfg.name+"-cpu-µs/req")
 	}
 	for _, k := range slices.Sorted(maps.Keys(ratios)) {
-		if !strings.HasPrefix(k, "no-policy-cookie/no-policy-cookie") {
-			b.ReportMetric(median(ratios[k]), k)
-		}
+		b.ReportMetric(median(ratios[k]), k)
 	}
 	b.Logf("req/s per round: %v", rates)
 	b.Logf("CPU µs per request per round: %v", costs)
 	b.Logf("against no policy per round: %v", ratios)
+}
+
+// benchRow is one way of sending the load: the host's policy (none when
+// empty) and the fields every request carries.
+type benchRow struct {
+	name, policy string
+	fields       [][2]string
+}
+
+// chromiumNavigation is what Chromium 156 (Debian's package, headless)
+// sends with a top-level navigation besides Host and Connection, recorded
+// from the browser: the request of a visitor who logged in, without its
+// cookie.
+var chromiumNavigation = [][2]string{
+	{"sec-ch-ua", `"Not:A-Brand";v="8", "Chromium";v="156"`},
+	{"sec-ch-ua-mobile", "?0"},
+	{"sec-ch-ua-platform", `"Linux"`},
+	{"Upgrade-Insecure-Requests", "1"},
+	{"User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0 Safari/537.36"},
+	{"Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,image/jxl,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"},
+	{"Sec-Fetch-Site", "none"},
+	{"Sec-Fetch-Mode", "navigate"},
+	{"Sec-Fetch-User", "?1"},
+	{"Sec-Fetch-Dest", "document"},
+	{"Accept-Encoding", "gzip, deflate, br, zstd"},
+	{"Accept-Language", "en-US,en;q=0.9"},
 }
 
 // measurement is one row of one round: the requests per second answered
@@ -145,7 +187,7 @@ func processCPU(b *testing.B) time.Duration {
 
 // load sends GET / for host from n keep-alive clients for d and measures
 // the requests answered 200; any other answer fails.
-func (w *world) load(b *testing.B, host string, header [2]string, n int, d time.Duration) measurement {
+func (w *world) load(b *testing.B, host string, fields [][2]string, n int, d time.Duration) measurement {
 	b.Helper()
 	cpu := processCPU(b)
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
@@ -160,8 +202,8 @@ func (w *world) load(b *testing.B, host string, header [2]string, n int, d time.
 			for time.Now().Before(stop) {
 				req, _ := http.NewRequest(http.MethodGet, "http://"+w.httpAddr+"/", nil)
 				req.Host = host
-				if header[0] != "" {
-					req.Header.Set(header[0], header[1])
+				for _, f := range fields {
+					req.Header.Set(f[0], f[1])
 				}
 				res, err := hc.Do(req)
 				if err != nil {
