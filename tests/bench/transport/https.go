@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -100,7 +101,7 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if _, err := b.h2Row(tunaHTTPS, "https://"+host+"/", addr, directH2); err != nil {
 		return err
 	}
-	for _, mode := range []string{"full", "resumed"} {
+	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
 		if _, err := b.connsRow(tunaHTTPS, addr, host, mode); err != nil {
 			return err
 		}
@@ -117,8 +118,15 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	}); err != nil {
 		return err
 	}
-	return b.profile("h2", e, a, func(d time.Duration) error {
+	if err := b.profile("h2", e, a, func(d time.Duration) error {
 		_, err := runH2load("https://"+host+"/", addr, d)
+		return err
+	}); err != nil {
+		return err
+	}
+	// New connections, full handshakes: the row furthest from its target.
+	return b.profile("conns", e, a, func(d time.Duration) error {
+		_, err := runRole(b.self, "tls-conns", addr, host, f.ca, strconv.Itoa(int(d.Seconds())), "full")
 		return err
 	})
 }
@@ -173,7 +181,7 @@ func (b *bench) httpsNginx(backend string, directH1, directH2 float64) error {
 
 // nginxTLSConf is nginxConf with the first hop terminating TLS 1.3 (and
 // HTTP/2), sessions resumed from tickets, as a user would put nginx in
-// front of a Service.
+// front of a Service; keepalive_requests as in nginxConf.
 func nginxTLSConf(prefix, hop1, hop2, backend string, f tlsFiles) string {
 	host, port, _ := net.SplitHostPort(hop1)
 	return fmt.Sprintf(`daemon off;
@@ -188,8 +196,9 @@ http {
   fastcgi_temp_path %[1]s/fastcgi;
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
-  upstream hop2 { server %[3]s; keepalive 64; }
-  upstream backend { server %[4]s; keepalive 64; }
+  keepalive_requests 1000000;
+  upstream hop2 { server %[3]s; keepalive 64; keepalive_requests 1000000; }
+  upstream backend { server %[4]s; keepalive 64; keepalive_requests 1000000; }
   server {
     listen %[7]s:%[8]s ssl http2;
     ssl_certificate %[5]s;

@@ -65,7 +65,11 @@ func parseWrk(out string) (wrkResult, error) {
 
 // nginxConf chains two server blocks, hop1 -> hop2 -> backend, with
 // keep-alive upstream connections (64 idle, as the Go reference and the
-// agent keep), one worker per core and no access log.
+// agent keep), one worker per core and no access log. keepalive_requests
+// lifts nginx's default of closing a connection, a client's or an
+// upstream one, after 1,000 requests: the edge and the agent close none,
+// and h2load counts the streams of a closed connection as failed, which
+// made the h2 reference row measure reconnects.
 func nginxConf(prefix, hop1, hop2, backend string) string {
 	return fmt.Sprintf(`daemon off;
 worker_processes auto;
@@ -79,8 +83,9 @@ http {
   fastcgi_temp_path %[1]s/fastcgi;
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
-  upstream hop2 { server %[3]s; keepalive 64; }
-  upstream backend { server %[4]s; keepalive 64; }
+  keepalive_requests 1000000;
+  upstream hop2 { server %[3]s; keepalive 64; keepalive_requests 1000000; }
+  upstream backend { server %[4]s; keepalive 64; keepalive_requests 1000000; }
   server {
     listen %[2]s;
     location / { proxy_pass http://hop2; proxy_http_version 1.1; proxy_set_header Connection ""; }
