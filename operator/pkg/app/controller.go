@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/lbclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // ControllerOptions configure the controller component.
@@ -167,14 +167,11 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
 		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
 		IngressHosts: func(ctx context.Context) (map[string]bool, error) {
-			hosts, err := ingress.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
-			if err != nil || !ingressKeys.ServesGateways() {
-				return hosts, err
+			sources := []pubhost.HostLister{ingress.Source}
+			if ingressKeys.ServesGateways() {
+				sources = append(sources, gateway.Source)
 			}
-			// Gateway hosts hold Ingress host keys too.
-			gwHosts, err := gateway.ServedHosts(ctx, apiReader, o.WatchNamespaces...)
-			maps.Copy(hosts, gwHosts)
-			return hosts, err
+			return pubhost.ServedHosts(ctx, apiReader, o.WatchNamespaces, sources...)
 		}}
 	keys := &tunnelkey.Reconciler{Info: info, Resync: o.ReservationResync,
 		Client: mgr.GetClient(), Edge: keysAPI, Namespace: o.Namespace, ClusterID: o.ClusterID,

@@ -3,8 +3,9 @@
 // (controllerName k8s.tuna.am/gateway-controller), what each listener
 // publishes (an HTTP/HTTPS host or a TCP port, ended at the edge), which
 // HTTPRoutes attach to which listeners, and how an HTTPRoute's rules turn
-// into router routes. Like operator/pkg/ingress it holds no reconciler and
-// does no I/O beyond reading the cache.
+// into routes of a host's table (operator/pkg/pubhost: what a published
+// host is, whatever its source). It imports nothing of the agent, holds no
+// reconciler and does no I/O beyond reading the cache.
 package gateway
 
 import (
@@ -18,54 +19,55 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// Served lists the Gateways of this controller's classes in namespaces
-// (none: all), not being deleted, oldest first.
-func Served(ctx context.Context, reader client.Reader, namespaces ...string) ([]*gwv1.Gateway, error) {
+// Source is the Gateway source of published hosts: the Gateways of
+// this controller's classes, not being deleted, and the hosts of their
+// listeners (Hosts).
+var Source = pubhost.Source[*gwv1.Gateway, *gwv1.GatewayList]{
+	Kind:    "Gateways",
+	NewList: func() *gwv1.GatewayList { return &gwv1.GatewayList{} },
+	Items:   func(l *gwv1.GatewayList) []*gwv1.Gateway { return gatewayPointers(l.Items) },
+	Serving: serving,
+	Hosts:   Hosts,
+}
+
+// serving reads the GatewayClasses for servedBy.
+func serving(ctx context.Context, reader client.Reader) (func(*gwv1.Gateway) bool, error) {
 	var classes gwv1.GatewayClassList
 	if err := reader.List(ctx, &classes); err != nil {
 		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
 	}
-	ours := map[string]bool{}
-	for i := range classes.Items {
-		if gatewayclass.Ours(&classes.Items[i]) {
-			ours[classes.Items[i].Name] = true
-		}
-	}
-	var list gwv1.GatewayList
-	if err := scope.List(ctx, reader, &list, namespaces); err != nil {
-		return nil, err
-	}
-	var out []*gwv1.Gateway
-	for i := range list.Items {
-		gw := &list.Items[i]
-		if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
-			out = append(out, gw)
-		}
-	}
-	SortOldestFirst(out)
-	return out, nil
+	return servedBy(classes.Items), nil
 }
 
-// SortOldestFirst orders objects by creation, then namespace/name: the
-// Gateway API's tie-break between routes, and the order in which a host's
-// namespaces are considered.
-func SortOldestFirst[T client.Object](objs []T) {
-	slices.SortStableFunc(objs, func(a, b T) int {
-		ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
-		if !ta.Equal(tb) {
-			if ta.Before(tb) {
-				return -1
-			}
-			return 1
+func gatewayPointers(gws []gwv1.Gateway) []*gwv1.Gateway {
+	out := make([]*gwv1.Gateway, len(gws))
+	for i := range gws {
+		out[i] = &gws[i]
+	}
+	return out
+}
+
+// servedBy says whether a Gateway is served, given every GatewayClass: its
+// class is one of ours and it is not being deleted.
+func servedBy(classes []gwv1.GatewayClass) func(*gwv1.Gateway) bool {
+	ours := map[string]bool{}
+	for i := range classes {
+		if gatewayclass.Ours(&classes[i]) {
+			ours[classes[i].Name] = true
 		}
-		if c := strings.Compare(a.GetNamespace(), b.GetNamespace()); c != 0 {
-			return c
-		}
-		return strings.Compare(a.GetName(), b.GetName())
-	})
+	}
+	return func(gw *gwv1.Gateway) bool {
+		return ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero()
+	}
+}
+
+// ServedAmong are the Gateways of gws that the operator serves, given
+// every GatewayClass, oldest first (Source.Served without the reads).
+func ServedAmong(classes []gwv1.GatewayClass, gws []gwv1.Gateway) []*gwv1.Gateway {
+	return pubhost.Filter(gatewayPointers(gws), servedBy(classes))
 }
 
 // Host returns the host an HTTP or HTTPS listener publishes ("" for other
@@ -126,7 +128,7 @@ func OwnAddress(gw *gwv1.Gateway) string {
 // AssignAddresses gives each Gateway that needs one (NeedsAddress) an
 // address of pool: the one its status holds when it is still in the pool
 // and no older Gateway holds it, else the first free one, oldest Gateway
-// first. gws are oldest first (Served); a Gateway left out has none free.
+// first. gws are oldest first (Source.Served); a Gateway left out has none free.
 func AssignAddresses(gws []*gwv1.Gateway, pool []string) map[client.ObjectKey]string {
 	out := map[client.ObjectKey]string{}
 	taken := map[string]bool{}
@@ -154,15 +156,4 @@ func AssignAddresses(gws []*gwv1.Gateway, pool []string) map[client.ObjectKey]st
 		out[client.ObjectKeyFromObject(gw)] = pool[next]
 	}
 	return out
-}
-
-// HostIndex is the cache index of Gateways by the hosts of their listeners.
-const HostIndex = "k8s.tuna.am/gateway-host"
-
-// IndexHosts is the index function of HostIndex.
-func IndexHosts(o client.Object) []string {
-	if gw, ok := o.(*gwv1.Gateway); ok {
-		return Hosts(gw)
-	}
-	return nil
 }

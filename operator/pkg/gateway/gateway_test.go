@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -212,35 +211,13 @@ func TestRules(t *testing.T) {
 		t.Fatalf("the older route is not ranked first: %s %s", rules[0].Name(), rules[1].Name())
 	}
 	h := rules[2]
-	if h.Type != router.Exact || h.Path != "/h" || h.Conditions.Method != "POST" || len(h.Conditions.Headers) != 1 || len(h.Conditions.Query) != 1 || h.Problem != "" {
+	if h.Type != pubhost.Exact || h.Path != "/h" || h.Conditions.Method != "POST" || len(h.Conditions.Headers) != 1 || len(h.Conditions.Query) != 1 || h.Problem != "" {
 		t.Fatalf("rule 1 converted to %+v", h)
 	}
 	if rules[3].Problem == "" || rules[4].Problem == "" {
 		t.Fatalf("unsupported match or filter not reported: %q %q", rules[3].Problem, rules[4].Problem)
 	}
-	if rules[4].Path != "/" || rules[4].Type != router.Prefix {
+	if rules[4].Path != "/" || rules[4].Type != pubhost.Prefix {
 		t.Fatalf("a rule without matches is not PathPrefix /: %+v", rules[4])
-	}
-	var routes []router.Route
-	for _, r := range rules[:3] {
-		routes = append(routes, router.Route{Type: r.Type, Path: r.Path, Conditions: r.Conditions, Rank: r.Rank, Name: r.Name()})
-	}
-	tbl := router.NewTable(routes, nil)
-	req := httptest.NewRequest("GET", "/api/x", nil)
-	if got := tbl.MatchRequest(req, "/api/x"); got == nil || got.Name != "HTTPRoute a/z-old rule 0" {
-		t.Fatalf("tie went to %v, want the older route", got)
-	}
-}
-
-// A rule's filters become handlers in front of its weighted backends.
-func TestRuleHandler(t *testing.T) {
-	r := Rule{Path: "/old", Filters: []gwv1.HTTPRouteFilter{
-		{Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), StatusCode: ptr(301),
-			Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}},
-	}}
-	w := httptest.NewRecorder()
-	r.Handler(nil).ServeHTTP(w, httptest.NewRequest("GET", "http://h.example/old/x", nil))
-	if w.Code != 301 || w.Header().Get("Location") != "https://h.example/new/x" {
-		t.Fatalf("redirect: %d %s", w.Code, w.Header().Get("Location"))
 	}
 }

@@ -13,53 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
-
-// ServedFor returns the served Gateways with a listener for host, oldest
-// first, through the cache's HostIndex.
-func ServedFor(ctx context.Context, reader client.Reader, host string) ([]*gwv1.Gateway, error) {
-	var classes gwv1.GatewayClassList
-	if err := reader.List(ctx, &classes); err != nil {
-		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
-	}
-	ours := map[string]bool{}
-	for i := range classes.Items {
-		if gatewayclass.Ours(&classes.Items[i]) {
-			ours[classes.Items[i].Name] = true
-		}
-	}
-	var list gwv1.GatewayList
-	if err := reader.List(ctx, &list, client.MatchingFields{HostIndex: host}); err != nil {
-		return nil, fmt.Errorf("listing the Gateways of host %s: %w", host, err)
-	}
-	var out []*gwv1.Gateway
-	for i := range list.Items {
-		gw := &list.Items[i]
-		if ours[string(gw.Spec.GatewayClassName)] && gw.DeletionTimestamp.IsZero() {
-			out = append(out, gw)
-		}
-	}
-	SortOldestFirst(out)
-	return out, nil
-}
-
-// ServedHosts is the set of hosts that served Gateways of namespaces
-// (none: all) publish; the orphan collector keeps their keys.
-func ServedHosts(ctx context.Context, reader client.Reader, namespaces ...string) (map[string]bool, error) {
-	gws, err := Served(ctx, reader, namespaces...)
-	if err != nil {
-		return nil, err
-	}
-	hosts := map[string]bool{}
-	for _, gw := range gws {
-		for _, h := range Hosts(gw) {
-			hosts[h] = true
-		}
-	}
-	return hosts, nil
-}
 
 // HTTPRoutesFor returns the HTTPRoutes attached to host through gws (the
 // served Gateways of the host, already limited to the namespaces allowed
@@ -113,11 +68,10 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// HostHandler maps Gateway and HTTPRoute events to the host requests of
-// the ingress machinery: a Gateway's hosts before and after a change, and
+// HostHandler maps Gateway and HTTPRoute events to host requests: a Gateway's hosts before and after a change, and
 // the hosts of the Gateways an HTTPRoute names.
 func HostHandler(reader client.Reader) handler.EventHandler {
-	enqueue := func(ctx context.Context, q ingress.Queue, objs ...client.Object) {
+	enqueue := func(ctx context.Context, q pubhost.Queue, objs ...client.Object) {
 		hosts := map[string]bool{}
 		for _, o := range objs {
 			switch v := o.(type) {
@@ -141,16 +95,16 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 			}
 		}
 		for h := range maps.Keys(hosts) {
-			q.Add(ingress.HostRequest(h))
+			q.Add(pubhost.Request(h))
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q pubhost.Queue) { enqueue(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q pubhost.Queue) {
 			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
 		},
-		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q ingress.Queue) { enqueue(ctx, q, e.Object) },
+		DeleteFunc:  func(ctx context.Context, e event.DeleteEvent, q pubhost.Queue) { enqueue(ctx, q, e.Object) },
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q pubhost.Queue) { enqueue(ctx, q, e.Object) },
 	}
 }
 
@@ -188,7 +142,7 @@ func AllHostsHandler(reader client.Reader) handler.EventHandler {
 		}
 		out := make([]reconcile.Request, 0, len(hosts))
 		for h := range maps.Keys(hosts) {
-			out = append(out, ingress.HostRequest(h))
+			out = append(out, pubhost.Request(h))
 		}
 		return out
 	})

@@ -2,24 +2,23 @@ package gateway
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"regexp"
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// Rule is one match of one HTTPRoute rule, ready for the router: the
-// match's path and conditions, the rule's filters and backendRefs.
+// Rule is one match of one HTTPRoute rule, a route of its host's table:
+// the match's path and conditions, the rule's filters and backendRefs.
 type Rule struct {
 	Route      *gwv1.HTTPRoute
 	Index      int // the rule's index in the route
-	Type       router.PathType
+	Type       pubhost.PathType
 	Path       string
-	Conditions *router.Conditions
+	Conditions *pubhost.Conditions
 	// Rank is the Gateway API's tie-break: older route first, then
 	// namespace/name, then rule and match order.
 	Rank     int
@@ -35,10 +34,10 @@ func (r Rule) Name() string {
 	return fmt.Sprintf("HTTPRoute %s/%s rule %d", r.Route.Namespace, r.Route.Name, r.Index)
 }
 
-// Rules turns routes (any order) into router rules.
+// Rules turns routes (any order) into route table rules.
 func Rules(routes []*gwv1.HTTPRoute) []Rule {
 	sorted := append([]*gwv1.HTTPRoute(nil), routes...)
-	SortOldestFirst(sorted)
+	pubhost.SortOldestFirst(sorted)
 	var out []Rule
 	for ri, rt := range sorted {
 		for ruleIdx, rule := range rt.Spec.Rules {
@@ -48,7 +47,7 @@ func Rules(routes []*gwv1.HTTPRoute) []Rule {
 			}
 			for mi, m := range matches {
 				r := Rule{Route: rt, Index: ruleIdx, Rank: ri*1_000_000 + ruleIdx*1000 + mi,
-					Filters: rule.Filters, Backends: rule.BackendRefs, Type: router.Prefix, Path: "/"}
+					Filters: rule.Filters, Backends: rule.BackendRefs, Type: pubhost.Prefix, Path: "/"}
 				r.Problem = r.setMatch(m)
 				if p := filtersProblem(rule.Filters); p != "" && r.Problem == "" {
 					r.Problem = p
@@ -68,14 +67,14 @@ func (r *Rule) setMatch(m gwv1.HTTPRouteMatch) string {
 		if m.Path.Type != nil {
 			switch *m.Path.Type {
 			case gwv1.PathMatchExact:
-				r.Type = router.Exact
+				r.Type = pubhost.Exact
 			case gwv1.PathMatchPathPrefix:
 			default:
 				return fmt.Sprintf("path match type %s is not supported: use Exact or PathPrefix", *m.Path.Type)
 			}
 		}
 	}
-	c := &router.Conditions{}
+	c := &pubhost.Conditions{}
 	if m.Method != nil {
 		c.Method = string(*m.Method)
 	}
@@ -97,8 +96,8 @@ func (r *Rule) setMatch(m gwv1.HTTPRouteMatch) string {
 	return ""
 }
 
-func valueMatch(name, value string, re bool) (router.ValueMatch, error) {
-	v := router.ValueMatch{Name: name, Value: value}
+func valueMatch(name, value string, re bool) (pubhost.ValueMatch, error) {
+	v := pubhost.ValueMatch{Name: name, Value: value}
 	if re {
 		x, err := regexp.Compile(value)
 		if err != nil {
@@ -132,83 +131,6 @@ func filtersProblem(fs []gwv1.HTTPRouteFilter) string {
 	return ""
 }
 
-// Handler builds the rule's handler: its filters in front of backends
-// (weighted); a RequestRedirect answers by itself.
-func (r Rule) Handler(backends []router.Backend) http.Handler {
-	h := http.Handler(router.Weighted(backends))
-	var req, resp *gwv1.HTTPHeaderFilter
-	for _, f := range r.Filters {
-		switch f.Type {
-		case gwv1.HTTPRouteFilterRequestRedirect:
-			if f.RequestRedirect != nil {
-				return r.redirect(f.RequestRedirect).Handler()
-			}
-		case gwv1.HTTPRouteFilterURLRewrite:
-			if f.URLRewrite != nil {
-				rw := router.Rewrite{Path: r.pathChange(f.URLRewrite.Path)}
-				if f.URLRewrite.Hostname != nil {
-					s := string(*f.URLRewrite.Hostname)
-					rw.Hostname = &s
-				}
-				h = rw.Wrap(h)
-			}
-		case gwv1.HTTPRouteFilterRequestHeaderModifier:
-			req = f.RequestHeaderModifier
-		case gwv1.HTTPRouteFilterResponseHeaderModifier:
-			resp = f.ResponseHeaderModifier
-		}
-	}
-	if req != nil {
-		h = router.RequestHeaders(headerChange(req), h)
-	}
-	if resp != nil {
-		h = router.ResponseHeaders(headerChange(resp), h)
-	}
-	return h
-}
-
-func (r Rule) pathChange(m *gwv1.HTTPPathModifier) router.PathChange {
-	pc := router.PathChange{Prefix: r.Path}
-	if m == nil {
-		return pc
-	}
-	switch m.Type {
-	case gwv1.FullPathHTTPPathModifier:
-		pc.Full = m.ReplaceFullPath
-	case gwv1.PrefixMatchHTTPPathModifier:
-		pc.Replace = m.ReplacePrefixMatch
-	}
-	return pc
-}
-
-func (r Rule) redirect(f *gwv1.HTTPRequestRedirectFilter) router.Redirect {
-	d := router.Redirect{Scheme: f.Scheme, Path: r.pathChange(f.Path)}
-	if f.Hostname != nil {
-		s := string(*f.Hostname)
-		d.Hostname = &s
-	}
-	if f.Port != nil {
-		p := int(*f.Port)
-		d.Port = &p
-	}
-	if f.StatusCode != nil {
-		d.Code = *f.StatusCode
-	}
-	return d
-}
-
-func headerChange(f *gwv1.HTTPHeaderFilter) router.HeaderChange {
-	var c router.HeaderChange
-	for _, h := range f.Set {
-		c.Set = append(c.Set, router.Header{Name: string(h.Name), Value: h.Value})
-	}
-	for _, h := range f.Add {
-		c.Add = append(c.Add, router.Header{Name: string(h.Name), Value: h.Value})
-	}
-	c.Remove = f.Remove
-	return c
-}
-
 // IsAddress reports whether host is a Gateway's own address (an IP
 // address) rather than a name: its tunnel takes requests of every host.
 func IsAddress(host string) bool {
@@ -228,7 +150,7 @@ func ForAddress(rules []Rule) []Rule {
 			continue
 		}
 		for _, h := range r.Route.Spec.Hostnames {
-			c := router.Conditions{}
+			c := pubhost.Conditions{}
 			if r.Conditions != nil {
 				c = *r.Conditions
 			}

@@ -5,38 +5,24 @@ import (
 	"maps"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
-
-// HostRequest is the reconcile request of an Ingress host. Its namespace is
-// empty, which no Ingress has, so one controller can take both host and
-// Ingress requests.
-func HostRequest(host string) reconcile.Request {
-	return reconcile.Request{NamespacedName: types.NamespacedName{Name: host}}
-}
-
-// IsHostRequest reports whether req names a host (else an Ingress).
-func IsHostRequest(req reconcile.Request) bool { return req.Namespace == "" }
-
-// Queue is the work queue of a controller with host and Ingress requests.
-type Queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // Handler maps Ingress events to the hosts they concern: the hosts of the
 // object before and after the change, if this controller's classes claim
 // it. With alsoIngress, the Ingress's own request is enqueued too.
 func Handler(reader client.Reader, alsoIngress bool) handler.EventHandler {
-	enqueue := func(ctx context.Context, q Queue, objs ...client.Object) {
-		var classes networkingv1.IngressClassList
-		if err := reader.List(ctx, &classes); err != nil {
+	enqueue := func(ctx context.Context, q pubhost.Queue, objs ...client.Object) {
+		c, err := ReadClasses(ctx, reader)
+		if err != nil {
 			return
 		}
-		c := NewClasses(classes.Items)
 		reqs := map[reconcile.Request]bool{}
 		for _, o := range objs {
 			ing, ok := o.(*networkingv1.Ingress)
@@ -44,7 +30,7 @@ func Handler(reader client.Reader, alsoIngress bool) handler.EventHandler {
 				continue
 			}
 			for _, h := range Hosts(ing) {
-				reqs[HostRequest(h)] = true
+				reqs[pubhost.Request(h)] = true
 			}
 			if alsoIngress {
 				reqs[reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ing)}] = true
@@ -55,10 +41,12 @@ func Handler(reader client.Reader, alsoIngress bool) handler.EventHandler {
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q Queue) { enqueue(ctx, q, e.Object) },
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q Queue) { enqueue(ctx, q, e.ObjectOld, e.ObjectNew) },
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q Queue) { enqueue(ctx, q, e.Object) },
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q Queue) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q pubhost.Queue) { enqueue(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q pubhost.Queue) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q pubhost.Queue) { enqueue(ctx, q, e.Object) },
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q pubhost.Queue) {
 			enqueue(ctx, q, e.Object)
 		},
 	}
@@ -81,7 +69,7 @@ func ClassHandler(reader client.Reader, alsoIngress bool) handler.EventHandler {
 				continue
 			}
 			for _, h := range Hosts(ing) {
-				reqs[HostRequest(h)] = true
+				reqs[pubhost.Request(h)] = true
 			}
 			if alsoIngress {
 				reqs[reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ing)}] = true

@@ -2,8 +2,9 @@
 // Ingresses: which ones the operator serves (IngressClass of controller
 // k8s.tuna.am/ingress-controller, or no class while such a class is the
 // default), which rule hosts can be published, and how several Ingresses
-// for one host merge into one route list. It holds no reconciler and does
-// no I/O beyond reading the cache.
+// for one host merge into one route list; what is the same for every source
+// of a published host is operator/pkg/pubhost's. It holds no reconciler and
+// does no I/O beyond reading the cache.
 package ingress
 
 import (
@@ -15,7 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 const (
@@ -87,77 +88,32 @@ func MayClaim(ing *networkingv1.Ingress, class string) bool {
 	return true
 }
 
-// Served lists the IngressClasses and the Ingresses of namespaces (none:
-// all namespaces) from reader and returns this controller's classes and
-// the Ingresses it serves. A component limited to some namespaces passes
-// them: it may not list Ingresses cluster-wide.
-func Served(ctx context.Context, reader client.Reader, namespaces ...string) (Classes, []*networkingv1.Ingress, error) {
+// Source is the Ingress source of published hosts: the Ingresses this
+// controller's classes serve, and the hosts of their rules (Hosts).
+var Source = pubhost.Source[*networkingv1.Ingress, *networkingv1.IngressList]{
+	Kind:    "Ingresses",
+	NewList: func() *networkingv1.IngressList { return &networkingv1.IngressList{} },
+	Items: func(l *networkingv1.IngressList) []*networkingv1.Ingress {
+		out := make([]*networkingv1.Ingress, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	},
+	Serving: func(ctx context.Context, reader client.Reader) (func(*networkingv1.Ingress) bool, error) {
+		c, err := ReadClasses(ctx, reader)
+		return c.Serves, err
+	},
+	Hosts: Hosts,
+}
+
+// ReadClasses lists the IngressClasses and picks this controller's.
+func ReadClasses(ctx context.Context, reader client.Reader) (Classes, error) {
 	var classes networkingv1.IngressClassList
 	if err := reader.List(ctx, &classes); err != nil {
-		return Classes{}, nil, fmt.Errorf("listing IngressClasses: %w", err)
+		return Classes{}, fmt.Errorf("listing IngressClasses: %w", err)
 	}
-	c := NewClasses(classes.Items)
-	var list networkingv1.IngressList
-	if err := scope.List(ctx, reader, &list, namespaces); err != nil {
-		return c, nil, err
-	}
-	var out []*networkingv1.Ingress
-	for i := range list.Items {
-		if c.Serves(&list.Items[i]) {
-			out = append(out, &list.Items[i])
-		}
-	}
-	SortOldestFirst(out)
-	return c, out, nil
-}
-
-// HostIndex is the cache index of Ingresses by the hosts of their rules.
-const HostIndex = "k8s.tuna.am/ingress-host"
-
-// IndexHosts is the index function of HostIndex.
-func IndexHosts(o client.Object) []string {
-	if ing, ok := o.(*networkingv1.Ingress); ok {
-		return Hosts(ing)
-	}
-	return nil
-}
-
-// ServedFor returns the served Ingresses with a rule for host, oldest
-// first, through the cache's HostIndex.
-func ServedFor(ctx context.Context, reader client.Reader, host string) ([]*networkingv1.Ingress, error) {
-	var classes networkingv1.IngressClassList
-	if err := reader.List(ctx, &classes); err != nil {
-		return nil, fmt.Errorf("listing IngressClasses: %w", err)
-	}
-	c := NewClasses(classes.Items)
-	var list networkingv1.IngressList
-	if err := reader.List(ctx, &list, client.MatchingFields{HostIndex: host}); err != nil {
-		return nil, fmt.Errorf("listing the Ingresses of host %s: %w", host, err)
-	}
-	var out []*networkingv1.Ingress
-	for i := range list.Items {
-		if c.Serves(&list.Items[i]) {
-			out = append(out, &list.Items[i])
-		}
-	}
-	SortOldestFirst(out)
-	return out, nil
-}
-
-// ServedHosts is the set of hosts that served Ingresses of namespaces
-// (none: all) publish.
-func ServedHosts(ctx context.Context, reader client.Reader, namespaces ...string) (map[string]bool, error) {
-	_, ings, err := Served(ctx, reader, namespaces...)
-	if err != nil {
-		return nil, err
-	}
-	hosts := map[string]bool{}
-	for _, ing := range ings {
-		for _, h := range Hosts(ing) {
-			hosts[h] = true
-		}
-	}
-	return hosts, nil
+	return NewClasses(classes.Items), nil
 }
 
 // WithHost returns the Ingresses of ings with a rule for host, keeping
@@ -195,30 +151,4 @@ func Hosts(ing *networkingv1.Ingress) []string {
 	}
 	slices.Sort(hosts)
 	return slices.Compact(hosts)
-}
-
-// Older reports whether a was created before b; ties (creation times have
-// a one-second resolution) go to the smaller namespace/name.
-func Older(a, b *networkingv1.Ingress) bool {
-	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
-}
-
-// SortOldestFirst orders Ingresses by age, oldest first.
-func SortOldestFirst(ings []*networkingv1.Ingress) {
-	slices.SortStableFunc(ings, func(a, b *networkingv1.Ingress) int {
-		switch {
-		case Older(a, b):
-			return -1
-		case Older(b, a):
-			return 1
-		}
-		return 0
-	})
 }

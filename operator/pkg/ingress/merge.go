@@ -6,15 +6,8 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-)
 
-// PathType is a path's match type after normalisation:
-// ImplementationSpecific is served as Prefix.
-type PathType string
-
-const (
-	Exact  PathType = "Exact"
-	Prefix PathType = "Prefix"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // Route is one path of one Ingress for one host, or the Ingress's
@@ -22,7 +15,7 @@ const (
 type Route struct {
 	Ingress *networkingv1.Ingress
 	Default bool
-	Type    PathType
+	Type    pubhost.PathType // ImplementationSpecific is served as Prefix
 	// Path is the path as matched: Exact paths as written; Prefix paths
 	// without a trailing slash ("/api/" and "/api" are the same prefix),
 	// except the root "/".
@@ -37,7 +30,7 @@ func (r Route) Pattern() string {
 	if r.Default {
 		return "default"
 	}
-	return string(r.Type) + " " + r.Path
+	return r.Type.String() + " " + r.Path
 }
 
 // BackendString describes the backend as written: "api:8080",
@@ -91,7 +84,7 @@ type Host struct {
 // oldest Ingress's one is the host's fallback.
 func Merge(host string, served []*networkingv1.Ingress) Host {
 	ings := WithHost(served, host)
-	SortOldestFirst(ings)
+	pubhost.SortOldestFirst(ings)
 	h := Host{Name: host, Ingresses: ings}
 	winners := map[string]int{} // pattern -> index in h.Routes
 	add := func(r Route) {
@@ -119,13 +112,13 @@ func Merge(host string, served []*networkingv1.Ingress) Host {
 	return h
 }
 
-func normalise(p networkingv1.HTTPIngressPath) (PathType, string) {
+func normalise(p networkingv1.HTTPIngressPath) (pubhost.PathType, string) {
 	path := p.Path
 	if path == "" {
 		path = "/"
 	}
 	if p.PathType != nil && *p.PathType == networkingv1.PathTypeExact {
-		return Exact, path
+		return pubhost.Exact, path
 	}
 	if path != "/" {
 		path = strings.TrimRight(path, "/")
@@ -133,5 +126,5 @@ func normalise(p networkingv1.HTTPIngressPath) (PathType, string) {
 			path = "/"
 		}
 	}
-	return Prefix, path
+	return pubhost.Prefix, path
 }

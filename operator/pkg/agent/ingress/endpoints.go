@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // headless remembers which hosts dial an endpoint of which headless
@@ -59,7 +60,7 @@ func (h *headless) requests(_ context.Context, o client.Object) []reconcile.Requ
 	defer h.mu.Unlock()
 	out := make([]reconcile.Request, 0, len(h.hosts[svc]))
 	for host := range h.hosts[svc] {
-		out = append(out, model.HostRequest(host))
+		out = append(out, pubhost.Request(host))
 	}
 	return out
 }

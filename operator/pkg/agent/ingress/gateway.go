@@ -18,6 +18,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
 )
 
@@ -45,7 +46,7 @@ func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []st
 	if !r.gateways.Load() {
 		return nil, nil
 	}
-	gws, err := gateway.ServedFor(ctx, r.Client, host)
+	gws, err := gateway.Source.ServedFor(ctx, r.Client, host)
 	if err != nil {
 		return nil, err
 	}
@@ -150,9 +151,9 @@ func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b g
 // signature is what decides whether the host's table must be rebuilt.
 func (e gwEntry) signature() string {
 	m, _ := json.Marshal(struct {
-		T router.PathType
+		T pubhost.PathType
 		P string
-		C *router.Conditions
+		C *pubhost.Conditions
 		F []gwv1.HTTPRouteFilter
 	}{e.rule.Type, e.rule.Path, e.rule.Conditions, e.rule.Filters})
 	parts := []string{e.rule.Name(), fmt.Sprint(e.rule.Rank), string(m)}
@@ -177,7 +178,7 @@ func (e gwEntry) route() router.Route {
 		backends = append(backends, router.Backend{Handler: h, Weight: b.weight})
 	}
 	return router.Route{Type: e.rule.Type, Path: e.rule.Path, Name: e.rule.Name(), Conditions: e.rule.Conditions,
-		Rank: 1 + e.rule.Rank, Handler: e.rule.Handler(backends)}
+		Rank: 1 + e.rule.Rank, Handler: ruleHandler(e.rule, backends)}
 }
 
 // backendFailed answers 500 for a backendRef that cannot be resolved, as

@@ -41,6 +41,7 @@ import (
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
 )
 
@@ -126,11 +127,11 @@ func (r *Reconciler) resync() time.Duration {
 
 // Reconcile converges one host.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if !model.IsHostRequest(req) {
+	if !pubhost.IsRequest(req) {
 		return reconcile.Result{}, nil
 	}
 	host := req.Name
-	served, err := model.ServedFor(ctx, r.Client, host)
+	served, err := model.Source.ServedFor(ctx, r.Client, host)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -344,10 +345,7 @@ func (r *Reconciler) applyRoutes(host string, h *hostState, entries []entry, gwR
 		} else {
 			handler = proxy.NewHTTP(e.up, nil)
 		}
-		rt := router.Route{Type: router.Prefix, Path: e.route.Path, Name: e.route.Pattern(), Handler: handler}
-		if e.route.Type == model.Exact {
-			rt.Type = router.Exact
-		}
+		rt := router.Route{Type: e.route.Type, Path: e.route.Path, Name: e.route.Pattern(), Handler: handler}
 		if e.route.Default {
 			fallback = &rt
 			continue

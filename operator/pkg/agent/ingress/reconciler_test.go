@@ -16,6 +16,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -60,7 +61,7 @@ func TestResolveAndApply(t *testing.T) {
 	}
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "app", UID: "u1"}}
 	route := func(path string, b networkingv1.IngressBackend) model.Route {
-		return model.Route{Ingress: ing, Type: model.Prefix, Path: path, Backend: b}
+		return model.Route{Ingress: ing, Type: pubhost.Prefix, Path: path, Backend: b}
 	}
 	merged := model.Host{Name: "h.example", Ingresses: []*networkingv1.Ingress{ing}, Routes: []model.Route{
 		route("/", backend("web", networkingv1.ServiceBackendPort{Name: "http"})),

@@ -16,6 +16,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // SetupWithManager registers the reconciler: Ingress and IngressClass
@@ -24,7 +25,7 @@ import (
 // host when its state changes. Gateway API kinds are watched from
 // ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, model.HostIndex, model.IndexHosts); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, model.Source.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
 	ctl, err := ctrl.NewControllerManagedBy(mgr).
@@ -46,7 +47,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // when the API server serves the Gateway API (before or after the manager
 // started).
 func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, pubhost.Index, gateway.Source.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Gateways by host: %w", err)
 	}
 	// On once the index is there, before the watches, whose first lists

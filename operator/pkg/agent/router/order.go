@@ -3,43 +3,14 @@ package router
 import (
 	"net"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// Conditions are what an HTTPRoute match asks of a request beyond its
-// path. Header names compare case-insensitively, values and query
-// parameters exactly (or by regular expression).
-type Conditions struct {
-	// Host is a route hostname the request's host must match: exact, or
-	// "*.example.com" for any name below example.com; "" any. Only a
-	// table that serves several hosts (a Gateway address) sets it.
-	Host    string
-	Method  string // "" any
-	Headers []ValueMatch
-	Query   []ValueMatch
-}
-
-// ValueMatch matches one header or query parameter.
-type ValueMatch struct {
-	Name  string
-	Value string
-	// Regexp, when set, is matched instead of Value (RE2 syntax).
-	Regexp *regexp.Regexp
-}
-
-func (v ValueMatch) matches(got string, ok bool) bool {
-	if !ok {
-		return false
-	}
-	if v.Regexp != nil {
-		return v.Regexp.MatchString(got)
-	}
-	return got == v.Value
-}
-
-func (c *Conditions) matches(req *http.Request) bool {
+// matches reports whether req meets c (nil: no conditions).
+func matches(c *pubhost.Conditions, req *http.Request) bool {
 	if c == nil {
 		return true
 	}
@@ -57,7 +28,7 @@ func (c *Conditions) matches(req *http.Request) bool {
 		if ok {
 			got = vals[0]
 		}
-		if !h.matches(got, ok) {
+		if !h.Matches(got, ok) {
 			return false
 		}
 	}
@@ -69,7 +40,7 @@ func (c *Conditions) matches(req *http.Request) bool {
 			if ok && len(vals) > 0 {
 				got = vals[0]
 			}
-			if !m.matches(got, ok) {
+			if !m.Matches(got, ok) {
 				return false
 			}
 		}
@@ -94,7 +65,7 @@ func HostMatches(pattern, host string) bool {
 
 // hostSpecificity orders host conditions as the Gateway API does: an exact
 // hostname first, then wildcards by length, then none.
-func (c *Conditions) hostSpecificity() int {
+func hostSpecificity(c *pubhost.Conditions) int {
 	switch {
 	case c == nil || c.Host == "":
 		return 0
@@ -104,7 +75,7 @@ func (c *Conditions) hostSpecificity() int {
 	return 1 << 16
 }
 
-func (c *Conditions) counts() (method, headers, query int) {
+func counts(c *pubhost.Conditions) (method, headers, query int) {
 	if c == nil {
 		return 0, 0, 0
 	}
@@ -127,7 +98,7 @@ func newOrdered(routes []Route, fallback *Route) *Table {
 	t := &Table{fallback: fallback}
 	for i := range routes {
 		r := routes[i]
-		if r.Type == Prefix {
+		if r.Type == pubhost.Prefix {
 			r.Path = trimPrefix(r.Path)
 		}
 		t.ordered = append(t.ordered, &r)
@@ -141,11 +112,11 @@ func newOrdered(routes []Route, fallback *Route) *Table {
 }
 
 func compare(a, b *Route) int {
-	if d := b.Conditions.hostSpecificity() - a.Conditions.hostSpecificity(); d != 0 {
+	if d := hostSpecificity(b.Conditions) - hostSpecificity(a.Conditions); d != 0 {
 		return d
 	}
 	if a.Type != b.Type {
-		if a.Type == Exact {
+		if a.Type == pubhost.Exact {
 			return -1
 		}
 		return 1
@@ -153,8 +124,8 @@ func compare(a, b *Route) int {
 	if d := len(b.Path) - len(a.Path); d != 0 {
 		return d
 	}
-	am, ah, aq := a.Conditions.counts()
-	bm, bh, bq := b.Conditions.counts()
+	am, ah, aq := counts(a.Conditions)
+	bm, bh, bq := counts(b.Conditions)
 	if d := bm - am; d != 0 {
 		return d
 	}
@@ -172,14 +143,14 @@ func compare(a, b *Route) int {
 
 func (t *Table) matchOrdered(req *http.Request, p string) *Route {
 	for _, r := range t.ordered {
-		if r.Type == Exact {
+		if r.Type == pubhost.Exact {
 			if p != r.Path {
 				continue
 			}
 		} else if p != r.Path && !strings.HasPrefix(p, r.Path+"/") {
 			continue
 		}
-		if r.Conditions.matches(req) {
+		if matches(r.Conditions, req) {
 			return r
 		}
 	}

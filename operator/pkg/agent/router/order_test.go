@@ -6,20 +6,22 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"testing"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-func cond(method string, headers, query map[string]string) *Conditions {
-	c := &Conditions{Method: method}
+func cond(method string, headers, query map[string]string) *pubhost.Conditions {
+	c := &pubhost.Conditions{Method: method}
 	for k, v := range headers {
-		c.Headers = append(c.Headers, ValueMatch{Name: k, Value: v})
+		c.Headers = append(c.Headers, pubhost.ValueMatch{Name: k, Value: v})
 	}
 	for k, v := range query {
-		c.Query = append(c.Query, ValueMatch{Name: k, Value: v})
+		c.Query = append(c.Query, pubhost.ValueMatch{Name: k, Value: v})
 	}
 	return c
 }
 
-func croute(t PathType, p, name string, c *Conditions, rank int) Route {
+func croute(t pubhost.PathType, p, name string, c *pubhost.Conditions, rank int) Route {
 	r := route(t, p, name)
 	r.Conditions, r.Rank = c, rank
 	return r
@@ -29,18 +31,18 @@ func croute(t PathType, p, name string, c *Conditions, rank int) Route {
 // prefix, method, most headers, most query parameters, then age/rank.
 func TestMatchPrecedence(t *testing.T) {
 	table := NewTable([]Route{
-		croute(Prefix, "/", "root", &Conditions{}, 0),
-		croute(Prefix, "/api", "api", &Conditions{}, 1),
-		croute(Prefix, "/api", "api-post", cond("POST", nil, nil), 9),
-		croute(Prefix, "/api", "api-1h", cond("", map[string]string{"X-Env": "canary"}, nil), 8),
-		croute(Prefix, "/api", "api-2h", cond("", map[string]string{"X-Env": "canary", "X-User": "a"}, nil), 7),
-		croute(Prefix, "/api", "api-q", cond("", nil, map[string]string{"v": "2"}), 6),
-		croute(Prefix, "/api", "api-1h-q", cond("", map[string]string{"X-Env": "canary"}, map[string]string{"v": "2"}), 5),
-		croute(Exact, "/api/health", "health", &Conditions{}, 10),
-		croute(Prefix, "/api/health", "health-prefix", cond("GET", map[string]string{"X-Env": "canary"}, nil), 0),
-		croute(Prefix, "/tie", "older", cond("", map[string]string{"A": "1"}, nil), 1),
-		croute(Prefix, "/tie", "newer", cond("", map[string]string{"A": "1"}, nil), 2),
-		croute(Prefix, "/re", "re", &Conditions{Headers: []ValueMatch{{Name: "X-Id", Regexp: regexp.MustCompile(`^[0-9]+$`)}}}, 0),
+		croute(pubhost.Prefix, "/", "root", &pubhost.Conditions{}, 0),
+		croute(pubhost.Prefix, "/api", "api", &pubhost.Conditions{}, 1),
+		croute(pubhost.Prefix, "/api", "api-post", cond("POST", nil, nil), 9),
+		croute(pubhost.Prefix, "/api", "api-1h", cond("", map[string]string{"X-Env": "canary"}, nil), 8),
+		croute(pubhost.Prefix, "/api", "api-2h", cond("", map[string]string{"X-Env": "canary", "X-User": "a"}, nil), 7),
+		croute(pubhost.Prefix, "/api", "api-q", cond("", nil, map[string]string{"v": "2"}), 6),
+		croute(pubhost.Prefix, "/api", "api-1h-q", cond("", map[string]string{"X-Env": "canary"}, map[string]string{"v": "2"}), 5),
+		croute(pubhost.Exact, "/api/health", "health", &pubhost.Conditions{}, 10),
+		croute(pubhost.Prefix, "/api/health", "health-prefix", cond("GET", map[string]string{"X-Env": "canary"}, nil), 0),
+		croute(pubhost.Prefix, "/tie", "older", cond("", map[string]string{"A": "1"}, nil), 1),
+		croute(pubhost.Prefix, "/tie", "newer", cond("", map[string]string{"A": "1"}, nil), 2),
+		croute(pubhost.Prefix, "/re", "re", &pubhost.Conditions{Headers: []pubhost.ValueMatch{{Name: "X-Id", Regexp: regexp.MustCompile(`^[0-9]+$`)}}}, 0),
 	}, nil)
 	cases := []struct {
 		name, method, path, query string
@@ -84,7 +86,7 @@ func TestMatchPrecedence(t *testing.T) {
 // A table without a match for the request answers with the fallback, or
 // nil; conditions never let a request through that they do not hold for.
 func TestMatchConditionsNoMatch(t *testing.T) {
-	table := NewTable([]Route{croute(Exact, "/only", "only", cond("PUT", nil, nil), 0)}, nil)
+	table := NewTable([]Route{croute(pubhost.Exact, "/only", "only", cond("PUT", nil, nil), 0)}, nil)
 	if r := table.Match("/only"); r != nil {
 		t.Fatalf("GET /only matched %s, want no match", r.Name)
 	}

@@ -26,26 +26,20 @@ import (
 	"time"
 
 	"github.com/felixge/httpsnoop"
-)
 
-// PathType is how a route matches.
-type PathType int
-
-const (
-	Prefix PathType = iota
-	Exact
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // Route sends matching requests to Handler.
 type Route struct {
-	Type PathType
+	Type pubhost.PathType
 	// Path is an absolute path; for Prefix a trailing slash is ignored.
 	Path string
 	// Name labels the route in metrics (bounded: the Ingress's pattern).
 	Name    string
 	Handler http.Handler
 	// Conditions further restrict the route (nil: path only).
-	Conditions *Conditions
+	Conditions *pubhost.Conditions
 	// Rank breaks precedence ties between routes with conditions: lower
 	// first (the Gateway API's oldest route, then namespace/name, then
 	// rule and match order). Set by the caller.
@@ -75,7 +69,7 @@ func NewTable(routes []Route, fallback *Route) *Table {
 	seen := map[string]bool{}
 	for i := range routes {
 		r := routes[i]
-		if r.Type == Exact {
+		if r.Type == pubhost.Exact {
 			if _, dup := t.exact[r.Path]; !dup {
 				t.exact[r.Path] = &r
 			}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // named answers with its name, so a test sees which route served.
@@ -15,7 +17,7 @@ func named(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, name) })
 }
 
-func route(t PathType, p, name string) Route {
+func route(t pubhost.PathType, p, name string) Route {
 	return Route{Type: t, Path: p, Name: name, Handler: named(name)}
 }
 
@@ -23,20 +25,20 @@ func route(t PathType, p, name string) Route {
 // precedence and the fallback.
 func TestMatch(t *testing.T) {
 	tables := map[string]*Table{
-		"root":        NewTable([]Route{route(Prefix, "/", "root")}, nil),
-		"foo/":        NewTable([]Route{route(Prefix, "/foo/", "foo")}, nil),
-		"aaa/bb":      NewTable([]Route{route(Prefix, "/aaa/bb", "bb")}, nil),
-		"aaa/bbb/":    NewTable([]Route{route(Prefix, "/aaa/bbb/", "bbb")}, nil),
-		"aaa/bbb":     NewTable([]Route{route(Prefix, "/aaa/bbb", "bbb")}, nil),
-		"nested":      NewTable([]Route{route(Prefix, "/", "root"), route(Prefix, "/aaa", "aaa"), route(Prefix, "/aaa/bbb", "bbb")}, nil),
-		"nested-rev":  NewTable([]Route{route(Prefix, "/aaa/bbb", "bbb"), route(Prefix, "/aaa", "aaa"), route(Prefix, "/", "root")}, nil),
-		"aaa-default": NewTable([]Route{route(Prefix, "/aaa", "aaa")}, &Route{Name: "default", Handler: named("default")}),
-		"aaa":         NewTable([]Route{route(Prefix, "/aaa", "aaa")}, nil),
-		"mixed":       NewTable([]Route{route(Prefix, "/foo", "prefix"), route(Exact, "/foo", "exact")}, nil),
-		"exact":       NewTable([]Route{route(Exact, "/foo", "exact")}, nil),
-		"exact/":      NewTable([]Route{route(Exact, "/foo/", "exact")}, nil),
-		"dup":         NewTable([]Route{route(Prefix, "/api", "first"), route(Prefix, "/api/", "second")}, nil),
-		"api-longest": NewTable([]Route{route(Prefix, "/api", "api"), route(Prefix, "/api/v2", "v2"), route(Exact, "/api/v2/health", "health")}, nil),
+		"root":        NewTable([]Route{route(pubhost.Prefix, "/", "root")}, nil),
+		"foo/":        NewTable([]Route{route(pubhost.Prefix, "/foo/", "foo")}, nil),
+		"aaa/bb":      NewTable([]Route{route(pubhost.Prefix, "/aaa/bb", "bb")}, nil),
+		"aaa/bbb/":    NewTable([]Route{route(pubhost.Prefix, "/aaa/bbb/", "bbb")}, nil),
+		"aaa/bbb":     NewTable([]Route{route(pubhost.Prefix, "/aaa/bbb", "bbb")}, nil),
+		"nested":      NewTable([]Route{route(pubhost.Prefix, "/", "root"), route(pubhost.Prefix, "/aaa", "aaa"), route(pubhost.Prefix, "/aaa/bbb", "bbb")}, nil),
+		"nested-rev":  NewTable([]Route{route(pubhost.Prefix, "/aaa/bbb", "bbb"), route(pubhost.Prefix, "/aaa", "aaa"), route(pubhost.Prefix, "/", "root")}, nil),
+		"aaa-default": NewTable([]Route{route(pubhost.Prefix, "/aaa", "aaa")}, &Route{Name: "default", Handler: named("default")}),
+		"aaa":         NewTable([]Route{route(pubhost.Prefix, "/aaa", "aaa")}, nil),
+		"mixed":       NewTable([]Route{route(pubhost.Prefix, "/foo", "prefix"), route(pubhost.Exact, "/foo", "exact")}, nil),
+		"exact":       NewTable([]Route{route(pubhost.Exact, "/foo", "exact")}, nil),
+		"exact/":      NewTable([]Route{route(pubhost.Exact, "/foo/", "exact")}, nil),
+		"dup":         NewTable([]Route{route(pubhost.Prefix, "/api", "first"), route(pubhost.Prefix, "/api/", "second")}, nil),
+		"api-longest": NewTable([]Route{route(pubhost.Prefix, "/api", "api"), route(pubhost.Prefix, "/api/v2", "v2"), route(pubhost.Exact, "/api/v2/health", "health")}, nil),
 	}
 	cases := []struct {
 		table, path, want string // want "" : no match
@@ -112,7 +114,7 @@ func TestCleanPath(t *testing.T) {
 func TestRouterMatchesCleanedPath(t *testing.T) {
 	var seen atomic.Value
 	r := New("h.example", func(route string, code int, _ time.Duration) { seen.Store([2]any{route, code}) })
-	r.Swap(NewTable([]Route{route(Prefix, "/admin", "admin"), route(Prefix, "/", "web")}, nil))
+	r.Swap(NewTable([]Route{route(pubhost.Prefix, "/admin", "admin"), route(pubhost.Prefix, "/", "web")}, nil))
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.URL.Path = "/public/../admin/x"
@@ -128,7 +130,7 @@ func TestRouterMatchesCleanedPath(t *testing.T) {
 func TestRouterNotFound(t *testing.T) {
 	var seen atomic.Value
 	r := New("h.example", func(route string, code int, _ time.Duration) { seen.Store([2]any{route, code}) })
-	r.Swap(NewTable([]Route{route(Prefix, "/api", "api")}, nil))
+	r.Swap(NewTable([]Route{route(pubhost.Prefix, "/api", "api")}, nil))
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/web", nil))
 	if rec.Code != http.StatusNotFound || rec.Header().Get("X-Tuna-Error") != "no-route" {
@@ -147,8 +149,8 @@ func TestRouterNotFound(t *testing.T) {
 // (CI runs this package with -race).
 func TestSwapUnderLoad(t *testing.T) {
 	r := New("h.example", nil)
-	a := NewTable([]Route{route(Prefix, "/", "a")}, nil)
-	b := NewTable([]Route{route(Prefix, "/", "b"), route(Prefix, "/new", "new")}, nil)
+	a := NewTable([]Route{route(pubhost.Prefix, "/", "a")}, nil)
+	b := NewTable([]Route{route(pubhost.Prefix, "/", "b"), route(pubhost.Prefix, "/new", "new")}, nil)
 	r.Swap(a)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -66,7 +66,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err := r.classes(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	gws, err := model.Served(ctx, r.Client, r.Namespaces...)
+	gws, err := model.Source.Served(ctx, r.Client, r.Namespaces...)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
@@ -32,7 +33,7 @@ func (r *Reconciler) tcpRoutes(ctx context.Context, gws model.Gateways, endpoint
 		return err
 	}
 	sorted := ptrs(routes.Items)
-	model.SortOldestFirst(sorted)
+	pubhost.SortOldestFirst(sorted)
 	desired := map[types.NamespacedName]*tunav1.Tunnel{}
 	for _, rt := range sorted {
 		parents := model.Attach(model.RouteInfo{Kind: "TCPRoute", Namespace: rt.Namespace, Parents: rt.Spec.ParentRefs}, gws)

@@ -14,6 +14,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // ReasonAddressOwned is the warning event on an Ingress whose host belongs
@@ -91,7 +92,7 @@ func (r *Reconciler) publishers(ctx context.Context, host string, ings []*networ
 		objs = append(objs, ing)
 	}
 	if r.gateways.Load() {
-		gws, err := gateway.ServedFor(ctx, r.Client, host)
+		gws, err := gateway.Source.ServedFor(ctx, r.Client, host)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +100,7 @@ func (r *Reconciler) publishers(ctx context.Context, host string, ings []*networ
 			objs = append(objs, gw)
 		}
 	}
-	gateway.SortOldestFirst(objs)
+	pubhost.SortOldestFirst(objs)
 	var out []string
 	for _, o := range objs {
 		if !slices.Contains(out, o.GetNamespace()) {

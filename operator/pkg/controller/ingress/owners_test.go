@@ -14,6 +14,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // An Ingress of another namespace cannot publish a host whose reservation
@@ -84,7 +85,7 @@ func TestFirstPublisherClaimsAnUnreservedHost(t *testing.T) {
 		r := f.reconciler()
 		request := func() {
 			t.Helper()
-			if _, err := r.Reconcile(context.Background(), ingress.HostRequest(h)); err != nil {
+			if _, err := r.Reconcile(context.Background(), pubhost.Request(h)); err != nil {
 				t.Fatal(err)
 			}
 		}

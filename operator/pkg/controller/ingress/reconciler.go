@@ -38,6 +38,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
@@ -94,7 +95,7 @@ type Reconciler struct {
 
 // Reconcile converges one host's key, or checks one Ingress's rules.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if ingress.IsHostRequest(req) {
+	if pubhost.IsRequest(req) {
 		return r.reconcileHost(ctx, req.Name)
 	}
 	return reconcile.Result{}, r.checkRules(ctx, req)
@@ -165,7 +166,7 @@ func (r *Reconciler) warn(ing *networkingv1.Ingress, subject, reason, msg string
 // reconcileHost keeps exactly one key for a host that served Ingresses
 // publish and that is a reserved domain, and none otherwise.
 func (r *Reconciler) reconcileHost(ctx context.Context, host string) (reconcile.Result, error) {
-	ings, err := ingress.ServedFor(ctx, r.Client, host)
+	ings, err := ingress.Source.ServedFor(ctx, r.Client, host)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -25,6 +25,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi/fake"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 type fakeEdge = fake.Edge
@@ -112,7 +113,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 		Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}})
 	return &fixture{
 		kube: crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).
-			WithIndex(&networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts).Build(),
+			WithIndex(&networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts).Build(),
 		edge:   &edge{fakeEdge: fake.New(), domains: map[string]apiwire.Domain{}, sessions: map[string]bool{}},
 		events: events.NewFakeRecorder(100),
 	}
@@ -148,7 +149,7 @@ func (f *fixture) secret(t *testing.T) *corev1.Secret {
 
 func reconcileHost(t *testing.T, r *Reconciler) reconcile.Result {
 	t.Helper()
-	res, err := r.Reconcile(context.Background(), ingress.HostRequest(host))
+	res, err := r.Reconcile(context.Background(), pubhost.Request(host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestReleaseAndEdgeFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.edge.FailNext("RevokeTunnelKey", fake.APIError(http.StatusServiceUnavailable, "internal"))
-	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+	if _, err := r.Reconcile(context.Background(), pubhost.Request(host)); err == nil {
 		t.Fatal("an edge failure must surface")
 	}
 	reconcileHost(t, r)
@@ -336,7 +337,7 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	f.edge.sessions[live.ID] = true
 
 	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal)}
-	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+	if _, err := r.Reconcile(context.Background(), pubhost.Request(host)); err == nil {
 		t.Error("a transient failure goes back to the workqueue for backoff")
 	}
 	f.edge.domainErrs = []error{
@@ -369,7 +370,7 @@ func TestEdgeFailureKeepsHostKey(t *testing.T) {
 	}
 	calls := f.edge.Calls("CreateTunnelKey")
 	f.edge.domainErrs = []error{fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal)}
-	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+	if _, err := r.Reconcile(context.Background(), pubhost.Request(host)); err == nil {
 		t.Error("the owner lookup failed transiently: want the error back for backoff")
 	}
 	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != live.ID || f.edge.Calls("CreateTunnelKey") != calls || f.edge.Calls("RevokeTunnelKey") != 0 {
@@ -437,7 +438,7 @@ func TestRenewalFailureKeepsHostKey(t *testing.T) {
 
 	f.edge.SetNow(t0.Add(40 * time.Minute)) // due for renewal
 	f.edge.FailNext("RenewTunnelKey", fake.APIError(http.StatusServiceUnavailable, apiwire.CodeInternal))
-	if _, err := r.Reconcile(context.Background(), ingress.HostRequest(host)); err == nil {
+	if _, err := r.Reconcile(context.Background(), pubhost.Request(host)); err == nil {
 		t.Error("a failed renewal goes back to the workqueue for backoff")
 	}
 	if keys := f.keys(t); len(keys) != 1 || keys[0].ID != k.ID || f.edge.Calls("RevokeTunnelKey") != 0 || f.edge.Calls("CreateTunnelKey") != 1 {

@@ -17,6 +17,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // SetupWithManager registers the reconciler. Its requests are hosts (for
@@ -24,7 +25,7 @@ import (
 // IngressClass change every Ingress it may concern, and a Domain change
 // the host it reserves. Gateways are watched from ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, ingress.HostIndex, ingress.IndexHosts); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
 	ctl, err := ctrl.NewControllerManagedBy(mgr).
@@ -32,13 +33,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
 		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), true)).
 		Watches(&tunav1.Domain{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q ingress.Queue) {
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q pubhost.Queue) {
 				r.enqueueDomainHosts(ctx, q, e.Object)
 			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q ingress.Queue) {
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q pubhost.Queue) {
 				r.enqueueDomainHosts(ctx, q, e.ObjectOld, e.ObjectNew)
 			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q ingress.Queue) {
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q pubhost.Queue) {
 				r.enqueueDomainHosts(ctx, q, e.Object)
 			},
 		}).
@@ -51,7 +52,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // as an Ingress host does. Call it once, after SetupWithManager, when the
 // API server serves the Gateway API (before or after the manager started).
 func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, gateway.HostIndex, gateway.IndexHosts); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, pubhost.Index, gateway.Source.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Gateways by host: %w", err)
 	}
 	// On once the index is there, before the watches, whose first lists
@@ -74,7 +75,7 @@ func (r *Reconciler) ServesGateways() bool { return r.gateways.Load() }
 
 // enqueueDomainHosts wakes the hosts a Domain reserves (before and after a
 // change) when a served Ingress has a rule for them.
-func (r *Reconciler) enqueueDomainHosts(ctx context.Context, q ingress.Queue, objs ...client.Object) {
+func (r *Reconciler) enqueueDomainHosts(ctx context.Context, q pubhost.Queue, objs ...client.Object) {
 	var hosts []string
 	for _, o := range objs {
 		if d, ok := o.(*tunav1.Domain); ok && d != nil && d.Status.FQDN != "" {
@@ -86,11 +87,11 @@ func (r *Reconciler) enqueueDomainHosts(ctx context.Context, q ingress.Queue, ob
 	}
 	for _, h := range hosts {
 		if ns, err := r.publishers(ctx, h, nil); err == nil && len(ns) > 0 {
-			q.Add(ingress.HostRequest(h))
+			q.Add(pubhost.Request(h))
 			continue
 		}
-		if ings, err := ingress.ServedFor(ctx, r.Client, h); err == nil && len(ings) > 0 {
-			q.Add(ingress.HostRequest(h))
+		if ings, err := ingress.Source.ServedFor(ctx, r.Client, h); err == nil && len(ings) > 0 {
+			q.Add(pubhost.Request(h))
 		}
 	}
 }

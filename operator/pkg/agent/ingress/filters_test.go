@@ -1,0 +1,45 @@
+package ingress
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+)
+
+// A rule's filters become handlers in front of its weighted backends.
+func TestRuleHandler(t *testing.T) {
+	r := gateway.Rule{Path: "/old", Filters: []gwv1.HTTPRouteFilter{
+		{Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), StatusCode: ptr(301),
+			Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}},
+	}}
+	w := httptest.NewRecorder()
+	ruleHandler(r, nil).ServeHTTP(w, httptest.NewRequest("GET", "http://h.example/old/x", nil))
+	if w.Code != 301 || w.Header().Get("Location") != "https://h.example/new/x" {
+		t.Fatalf("redirect: %d %s", w.Code, w.Header().Get("Location"))
+	}
+}
+
+// Two HTTPRoutes with the same match: the router serves the older one's,
+// by the rank the rules carry.
+func TestRulesTieGoesToTheOlderRoute(t *testing.T) {
+	match := []gwv1.HTTPRouteRule{{Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Value: ptr("/api")}}}}}
+	older := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "z-old", CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
+		Spec: gwv1.HTTPRouteSpec{Rules: match}}
+	newer := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "a-new", CreationTimestamp: metav1.NewTime(time.Unix(200, 0))},
+		Spec: gwv1.HTTPRouteSpec{Rules: match}}
+	var routes []router.Route
+	for _, r := range gateway.Rules([]*gwv1.HTTPRoute{newer, older}) {
+		routes = append(routes, router.Route{Type: r.Type, Path: r.Path, Conditions: r.Conditions, Rank: r.Rank, Name: r.Name()})
+	}
+	tbl := router.NewTable(routes, nil)
+	req := httptest.NewRequest("GET", "/api/x", nil)
+	if got := tbl.MatchRequest(req, "/api/x"); got == nil || got.Name != "HTTPRoute a/z-old rule 0" {
+		t.Fatalf("tie went to %v, want the older route", got)
+	}
+}
