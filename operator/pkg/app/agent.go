@@ -12,7 +12,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
-	ingressagent "code.tuna.am/tuna/k8s-operator/operator/pkg/agent/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/hosttunnel"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
@@ -85,7 +85,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel agent: %w", err)
 	}
-	ing := &ingressagent.Reconciler{
+	ing := &hosttunnel.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.Namespace,
 		AllowExternalUpstreams: o.AllowExternalUpstreams, Registry: reg,
 		Recorder: mgr.GetEventRecorder("tuna-agent"), Edge: r.Edge,

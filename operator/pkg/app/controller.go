@@ -17,7 +17,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/accesspolicy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/domain"
-	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/hostkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/loadbalancer"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/orphans"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/secretsync"
@@ -159,9 +159,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	metrics.ObserveTunnelKeys(mgr.GetClient())
 	info := &edgeapi.InfoCache{API: api}
 	rec := mgr.GetEventRecorder("tuna-controller")
-	ingressKeys := &ingresskeys.Reconciler{Client: mgr.GetClient(), Edge: ingressEdge{keysAPI, api}, Info: info, Namespace: o.Namespace,
+	ingressKeys := &hostkey.Reconciler{Client: mgr.GetClient(), Edge: ingressEdge{keysAPI, api}, Info: info, Namespace: o.Namespace,
 		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
-		Hooks: ingresskeys.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
+		Hooks: hostkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	apiReader := mgr.GetAPIReader()
 	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: keysAPI, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,

@@ -9,7 +9,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apiwatch"
 	gatewayctl "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/gateway"
-	ingresskeys "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/hostkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
@@ -31,7 +31,7 @@ func gatewayAPI(name string, extra []string, off string, serve func() error) api
 
 // watchControllerAPIs turns on the controller's part of the Gateway API:
 // the keys of Gateway hosts, the status controller, then TCPRoutes.
-func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *ingresskeys.Reconciler) error {
+func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler) error {
 	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces, Info: keys.Info}
 	return watchAPIs(mgr, o,
 		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error {

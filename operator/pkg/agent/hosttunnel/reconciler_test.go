@@ -1,4 +1,4 @@
-package ingress
+package hosttunnel
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
-	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
@@ -60,10 +60,10 @@ func TestResolveAndApply(t *testing.T) {
 		return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: port}}
 	}
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "app", UID: "u1"}}
-	route := func(path string, b networkingv1.IngressBackend) model.Route {
-		return model.Route{Ingress: ing, Type: pubhost.Prefix, Path: path, Backend: b}
+	route := func(path string, b networkingv1.IngressBackend) ingress.Route {
+		return ingress.Route{Ingress: ing, Type: pubhost.Prefix, Path: path, Backend: b}
 	}
-	merged := model.Host{Name: "h.example", Ingresses: []*networkingv1.Ingress{ing}, Routes: []model.Route{
+	merged := ingress.Host{Name: "h.example", Ingresses: []*networkingv1.Ingress{ing}, Routes: []ingress.Route{
 		route("/", backend("web", networkingv1.ServiceBackendPort{Name: "http"})),
 		route("/grpc", backend("grpc", networkingv1.ServiceBackendPort{Number: 50051})),
 		route("/ext", backend("ext", networkingv1.ServiceBackendPort{Number: 80})),

@@ -1,4 +1,4 @@
-package ingress
+package hosttunnel
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
@@ -83,7 +83,7 @@ func (r *Reconciler) hostnames(ing *networkingv1.Ingress) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
-	for _, host := range model.Hosts(ing) {
+	for _, host := range ingress.Hosts(ing) {
 		h := r.hosts[host]
 		if h != nil && h.connected && h.contributors[ing.UID] != nil {
 			out = append(out, h.lbHostname)

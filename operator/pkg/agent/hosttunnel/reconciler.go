@@ -1,5 +1,7 @@
-// Package ingress is the agent's part of the Ingress class tuna: one tunnel
-// per host (R4), whose handler is a path router. Route changes (paths added
+// Package hosttunnel is the agent's part of published hosts (the hosts of
+// Ingress rules of the class tuna and of Gateway listeners,
+// operator/pkg/pubhost): one tunnel per host (R4), whose handler routes
+// the host's Ingress paths and attached HTTPRoute rules. Route changes (paths added
 // or removed, backends changed, Services re-resolved) build a new immutable
 // route table that is swapped into the running router: the tunnel's session
 // is never touched, so nothing reconnects and no request fails.
@@ -7,7 +9,7 @@
 // Requests are hosts: every Ingress event wakes the hosts of the Ingress
 // before and after the change, and the host's reconcile merges all served
 // Ingresses with a rule for it (the oldest wins a conflicting path).
-package ingress
+package hosttunnel
 
 import (
 	"context"
@@ -38,7 +40,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/router"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
-	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
@@ -93,7 +95,7 @@ type Reconciler struct {
 	// woken when its EndpointSlices change.
 	headless headless
 
-	notes model.Notes
+	notes ingress.Notes
 	// toldAccess remembers the last refusal of an access policy
 	// attachment told on each object (access.go).
 	toldAccess sync.Map
@@ -131,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	host := req.Name
-	served, err := model.Source.ServedFor(ctx, r.Client, host)
+	served, err := ingress.Source.ServedFor(ctx, r.Client, host)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -139,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	merged := model.Merge(host, served)
+	merged := ingress.Merge(host, served)
 	gwRules, err := r.gatewayRules(ctx, host, allowed)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -190,7 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // entry is one route of the host, resolved.
 type entry struct {
-	route model.Route
+	route ingress.Route
 	up    proxy.Upstream
 	// skip says why the backend is not served ("" when it is).
 	skip string
@@ -204,13 +206,13 @@ type entry struct {
 
 // resolve finds each route's Service address (R18 policy applied), and for
 // https backends the TLS settings of the route's own Ingress.
-func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, error) {
+func (r *Reconciler) resolve(ctx context.Context, merged ingress.Host) ([]entry, error) {
 	out := make([]entry, 0, len(merged.Routes))
 	checked := map[string]string{} // addr|digest -> TLS problem, one handshake per backend
 	for _, rt := range merged.Routes {
 		e := entry{route: rt}
 		b := rt.Backend
-		what := fmt.Sprintf("%s of host %s: backend %s", rt.Pattern(), merged.Name, model.BackendString(b))
+		what := fmt.Sprintf("%s of host %s: backend %s", rt.Pattern(), merged.Name, ingress.BackendString(b))
 		if b.Service == nil {
 			e.skip = what + " is not a Service: only Service backends are published"
 			out = append(out, e)
@@ -223,7 +225,7 @@ func (r *Reconciler) resolve(ctx context.Context, merged model.Host) ([]entry, e
 			e.endpointOf = types.NamespacedName{Namespace: rt.Ingress.Namespace, Name: b.Service.Name}
 		}
 		if err == nil {
-			e.up = proxy.Upstream{Scheme: schemeOf(res.Port), Addr: res.Addr, Display: model.BackendString(b)}
+			e.up = proxy.Upstream{Scheme: schemeOf(res.Port), Addr: res.Addr, Display: ingress.BackendString(b)}
 			if e.up.Scheme == "https" {
 				e.up.TLS, err = r.backendTLS(ctx, rt.Ingress, t)
 			}
@@ -440,9 +442,9 @@ func (r *Reconciler) pruneHost(ing *networkingv1.Ingress, host string) {
 	r.notes.Prune(ing, "tls/"+host+"/", nil)
 }
 
-// event records an event about subject on ing (see model.Action).
+// event records an event about subject on ing (see ingress.Action).
 func (r *Reconciler) event(ing *networkingv1.Ingress, typ, reason, verb, subject, msg string) {
-	r.Recorder.Eventf(ing, nil, typ, reason, model.Action(verb, subject, msg), "%s", msg)
+	r.Recorder.Eventf(ing, nil, typ, reason, ingress.Action(verb, subject, msg), "%s", msg)
 }
 
 func (r *Reconciler) wake(host string) { r.wakes.Wake(types.NamespacedName{Name: host}) }

@@ -1,4 +1,4 @@
-package ingress
+package hosttunnel
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
-	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
@@ -25,13 +25,13 @@ import (
 // host when its state changes. Gateway API kinds are watched from
 // ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, model.Source.IndexHosts); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts); err != nil {
 		return fmt.Errorf("indexing Ingresses by host: %w", err)
 	}
 	ctl, err := ctrl.NewControllerManagedBy(mgr).
 		Named("ingress-agent").
-		Watches(&networkingv1.Ingress{}, model.Handler(mgr.GetClient(), false), builder.WithPredicates(model.Changed)).
-		Watches(&networkingv1.IngressClass{}, model.ClassHandler(mgr.GetClient(), false)).
+		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), false), builder.WithPredicates(ingress.Changed)).
+		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), false)).
 		// Metadata only: which Service a slice is of is all the wake
 		// needs; the endpoints are listed when the host resolves.
 		WatchesMetadata(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.headless.requests)).

@@ -1,8 +1,10 @@
-// Package ingress is the controller's part of the Ingress class tuna: one
-// ephemeral tunnel key per Ingress host, issued only for a host that is a
-// reserved domain (R3), handed to the agent in a Secret named after the
-// host, and revoked as soon as no served Ingress has a rule for the host.
-// It also reports the rules it cannot publish (RuleSkipped events).
+// Package hostkey is the controller's part of published hosts (the hosts
+// of Ingress rules of the class tuna and of Gateway listeners,
+// operator/pkg/pubhost): one ephemeral tunnel key per host, issued only
+// for a host that is a reserved domain (R3), handed to the agent in a
+// Secret named after the host, and revoked as soon as no served Ingress
+// or Gateway publishes the host. It also reports the Ingress rules it
+// cannot publish (RuleSkipped events).
 //
 // The key belongs to the host, not to one Ingress: several Ingresses may
 // serve one host, and the oldest of them may be deleted while the host
@@ -11,7 +13,7 @@
 // operator): deleting the last Ingress of a host wakes the host's
 // reconcile, which revokes the key; keys of hosts whose Ingresses went
 // while the operator was down are revoked by the orphan collector.
-package ingress
+package hostkey
 
 import (
 	"context"

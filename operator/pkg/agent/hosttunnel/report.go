@@ -1,4 +1,4 @@
-package ingress
+package hosttunnel
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
-	model "code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 )
 
 // The events and status the agent reports for a host: what its routes
@@ -18,7 +18,7 @@ import (
 
 // reportRoutes records BackendSkipped, PathConflict and RoutesUpdated
 // events, each once per change.
-func (r *Reconciler) reportRoutes(merged model.Host, entries []entry) {
+func (r *Reconciler) reportRoutes(merged ingress.Host, entries []entry) {
 	host := merged.Name
 	keep := map[types.UID]map[string]bool{}
 	mark := func(ing *networkingv1.Ingress, subject string) {
@@ -30,7 +30,7 @@ func (r *Reconciler) reportRoutes(merged model.Host, entries []entry) {
 	served := map[types.UID][]string{}
 	for _, e := range entries {
 		ing := e.route.Ingress
-		desc := e.route.Pattern() + " → " + model.BackendString(e.route.Backend)
+		desc := e.route.Pattern() + " → " + ingress.BackendString(e.route.Backend)
 		if e.skip != "" {
 			subject := "backend/" + host + "/" + e.route.Pattern()
 			mark(ing, subject)

@@ -1,4 +1,4 @@
-package ingress
+package hostkey
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
