@@ -139,12 +139,14 @@ func (r *Reconciler) resolve(ctx context.Context, tun *tunav1.Tunnel) (proxy.Ups
 	}
 	up := proxy.Upstream{Scheme: target.Scheme, Addr: addr, Display: target.Host + ":" + target.PortString()}
 	switch {
-	case up.Scheme == "http" && upstream.AppScheme(port) == proxy.SchemeH2C:
+	case up.Scheme == "http" && upstream.AppScheme(port) == upstream.SchemeH2C:
 		up.Scheme = proxy.SchemeH2C
 	case up.Scheme == "https":
-		if up.TLS, err = upstream.TLS(ctx, r.Reader, tun.Namespace, target, tlsOptions(tun.Spec.Upstream.TLS)); err != nil {
+		settings, err := upstream.TLS(ctx, r.Reader, tun.Namespace, target, tlsOptions(tun.Spec.Upstream.TLS))
+		if err != nil {
 			return proxy.Upstream{}, err
 		}
+		up.TLS = (*proxy.TLS)(settings)
 	}
 	return up, nil
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 )
 
 // Kinds of object a CA bundle is read from.
@@ -117,14 +117,25 @@ type TLSOptions struct {
 	InsecureSkipVerify bool
 }
 
-// TLS builds the proxy's TLS settings for an https target of namespace:
-// the CA bundle read and checked, and the server name, by default the
-// Service's cluster name <service>.<namespace>.svc, the name in-cluster
-// certificates are issued for (cert-manager's usual dnsNames), or the host
-// as written for an external upstream. A bundle that holds no certificate
-// is a Refusal.
-func TLS(ctx context.Context, reader client.Reader, namespace string, t Target, o TLSOptions) (*proxy.TLS, error) {
-	out := &proxy.TLS{ServerName: o.ServerName, InsecureSkipVerify: o.InsecureSkipVerify}
+// TLSSettings are how an https upstream's certificate is checked once its
+// options are resolved: the CA bundle read (nil: the system's roots), the
+// name the certificate must hold, or no check at all when asked by name.
+// The agent's proxy dials with them (proxy.TLS holds the same fields, and
+// the agent converts); this package imports nothing of the agent.
+type TLSSettings struct {
+	CA                 []byte
+	ServerName         string
+	InsecureSkipVerify bool
+}
+
+// TLS resolves the TLS settings of an https target of namespace: the CA
+// bundle read and checked, and the server name, by default the Service's
+// cluster name <service>.<namespace>.svc, the name in-cluster certificates
+// are issued for (cert-manager's usual dnsNames), or the host as written
+// for an external upstream. A bundle that holds no certificate is a
+// Refusal.
+func TLS(ctx context.Context, reader client.Reader, namespace string, t Target, o TLSOptions) (*TLSSettings, error) {
+	out := &TLSSettings{ServerName: o.ServerName, InsecureSkipVerify: o.InsecureSkipVerify}
 	if out.ServerName == "" {
 		out.ServerName = t.Host
 		if t.Service != "" {
@@ -140,13 +151,17 @@ func TLS(ctx context.Context, reader client.Reader, namespace string, t Target, 
 		if err != nil {
 			return nil, err
 		}
-		out.CA = pem
-		if _, err := out.Config(); err != nil {
-			return nil, &Refusal{Reason: ReasonTLS, Message: fmt.Sprintf("the CA bundle %s of namespace %s: %v", o.CA, namespace, err)}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return nil, &Refusal{Reason: ReasonTLS, Message: fmt.Sprintf("the CA bundle %s of namespace %s holds no PEM certificate", o.CA, namespace)}
 		}
+		out.CA = pem
 	}
 	return out, nil
 }
+
+// SchemeH2C is the scheme of an upstream that speaks cleartext HTTP/2
+// (prior knowledge), as the agent's proxy names it.
+const SchemeH2C = "h2c"
 
 // AppProtocolH2C is the appProtocol of a Service port that speaks
 // cleartext HTTP/2 (gRPC without TLS), as Gateway API defines it; the bare
@@ -162,7 +177,7 @@ func AppScheme(p *corev1.ServicePort) string {
 	}
 	switch strings.ToLower(*p.AppProtocol) {
 	case AppProtocolH2C, "h2c":
-		return proxy.SchemeH2C
+		return SchemeH2C
 	case "https", "kubernetes.io/wss":
 		return "https"
 	}

@@ -12,7 +12,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
@@ -115,7 +114,7 @@ func TestTLSSettings(t *testing.T) {
 }
 
 func TestAppScheme(t *testing.T) {
-	for in, want := range map[string]string{"": "", "kubernetes.io/h2c": proxy.SchemeH2C, "H2C": proxy.SchemeH2C,
+	for in, want := range map[string]string{"": "", "kubernetes.io/h2c": SchemeH2C, "H2C": SchemeH2C,
 		"https": "https", "kubernetes.io/wss": "https", "http": "", "kubernetes.io/ws": ""} {
 		p := &corev1.ServicePort{}
 		if in != "" {

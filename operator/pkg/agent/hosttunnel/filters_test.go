@@ -43,3 +43,27 @@ func TestRulesTieGoesToTheOlderRoute(t *testing.T) {
 		t.Fatalf("tie went to %v, want the older route", got)
 	}
 }
+
+// On a Gateway's address, a route's hostnames select the requests by their
+// host: an exact hostname before a wildcard, a wildcard before a route
+// without hostnames.
+func TestAddressRulesByHost(t *testing.T) {
+	route := func(name string, sec int, hosts ...gwv1.Hostname) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
+			Spec: gwv1.HTTPRouteSpec{Hostnames: hosts, Rules: []gwv1.HTTPRouteRule{{}}}}
+	}
+	routes := []*gwv1.HTTPRoute{route("plain", 1), route("wild", 2, "*.example.com"), route("exact", 3, "foo.example.com", "bar.example.org")}
+	var rs []router.Route
+	for _, r := range gateway.ForAddress(gateway.Rules(routes)) {
+		rs = append(rs, router.Route{Type: r.Type, Path: r.Path, Name: r.Route.Name, Conditions: r.Conditions, Rank: r.Rank})
+	}
+	table := router.NewTable(rs, nil)
+	for host, want := range map[string]string{
+		"foo.example.com": "exact", "bar.example.org:80": "exact", "x.example.com": "wild", "example.com": "plain", "192.0.2.7": "plain",
+	} {
+		req := httptest.NewRequest("GET", "http://"+host+"/", nil)
+		if got := table.MatchRequest(req, "/"); got == nil || got.Name != want {
+			t.Errorf("%s: served by %v, want %s", host, got, want)
+		}
+	}
+}

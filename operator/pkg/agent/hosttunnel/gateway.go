@@ -208,5 +208,6 @@ func (r *Reconciler) gatewayTLS(ctx context.Context, ns string, t upstream.Targe
 			return nil, errors.New(problem)
 		}
 	}
-	return upstream.TLS(ctx, r.Reader, ns, t, o)
+	settings, err := upstream.TLS(ctx, r.Reader, ns, t, o)
+	return (*proxy.TLS)(settings), err
 }

@@ -263,7 +263,8 @@ func (r *Reconciler) backendTLS(ctx context.Context, ing *networkingv1.Ingress, 
 	if err != nil {
 		return nil, err
 	}
-	return upstream.TLS(ctx, r.Reader, ing.Namespace, t, o)
+	settings, err := upstream.TLS(ctx, r.Reader, ing.Namespace, t, o)
+	return (*proxy.TLS)(settings), err
 }
 
 // schemeOf picks how to speak to a Service port by its appProtocol.
