@@ -1,6 +1,9 @@
 package apiwire
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,6 +16,21 @@ const (
 	// ScopeFull is full access, including API key management.
 	ScopeFull = "full"
 )
+
+// Scopes lists every scope, in the order error messages name them.
+var Scopes = []string{ScopeWrite, ScopeConnect, ScopeSecretsRead, ScopeSecretsWrite, ScopeFull}
+
+// ValidScope reports whether s is a known scope.
+func ValidScope(s string) bool { return slices.Contains(Scopes, s) }
+
+// ScopeList renders Scopes for error messages: "a", "b" or "c".
+func ScopeList() string {
+	q := make([]string, len(Scopes))
+	for i, s := range Scopes {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
 
 // EdgeInfo is what GET /v1/edge returns: what a client needs to reach and
 // pin the edge.

@@ -6,7 +6,6 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
-	"code.tuna.am/tuna/k8s-operator/edge/keys"
 )
 
 // actor is whom a write to a reservation or a tunnel key acts for: the
@@ -42,7 +41,7 @@ func actorOf(r *http.Request, p *auth.Principal) (actor, error) {
 
 // admin reports whether the key may override owners: a full key (which
 // cannot be bound to a prefix).
-func (a actor) admin() bool { return a.p.OwnerPrefix == "" && a.p.Has(keys.ScopeFull) }
+func (a actor) admin() bool { return a.p.OwnerPrefix == "" && a.p.Has(apiwire.ScopeFull) }
 
 // mayActFor refuses an owner outside the key's owner prefix; "" (no owner
 // named) passes here, and creates refuse it for bound keys (mayCreateFor).

@@ -21,6 +21,7 @@ import (
 	edgeaccess "code.tuna.am/tuna/k8s-operator/edge/internal/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
@@ -233,7 +234,7 @@ func (s *Server) handleW(pattern string, need access, h writerHandlerFunc) {
 	}
 	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		reqID := "req_" + keys.RandomToken(8)
+		reqID := "req_" + keyhash.RandomToken(8)
 		w.Header().Set("X-Request-Id", reqID)
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		status, body, err := s.call(w, r, need, h)
@@ -324,27 +325,27 @@ func authorize(p *auth.Principal, need access) error {
 	case anyAPIKey:
 		return nil
 	case writeAccess:
-		if p.Has(keys.ScopeWrite) {
+		if p.Has(apiwire.ScopeWrite) {
 			return nil
 		}
 		return fail(http.StatusForbidden, apiwire.CodeForbidden,
-			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, keys.ScopeWrite, keys.ScopeFull)
+			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, apiwire.ScopeWrite, apiwire.ScopeFull)
 	case fullAccess:
-		if p.Has(keys.ScopeFull) {
+		if p.Has(apiwire.ScopeFull) {
 			return nil
 		}
 		return fail(http.StatusForbidden, apiwire.CodeForbidden,
-			"API key %s has scopes %v; managing API keys needs %q", p.ID, p.Scopes, keys.ScopeFull)
+			"API key %s has scopes %v; managing API keys needs %q", p.ID, p.Scopes, apiwire.ScopeFull)
 	case secretsRead, secretsWrite:
-		scope := keys.ScopeSecretsRead
+		scope := apiwire.ScopeSecretsRead
 		if need == secretsWrite {
-			scope = keys.ScopeSecretsWrite
+			scope = apiwire.ScopeSecretsWrite
 		}
 		if p.Has(scope) {
 			return nil
 		}
 		return fail(http.StatusForbidden, apiwire.CodeForbidden,
-			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, scope, keys.ScopeFull)
+			"API key %s has scopes %v; this call needs %q or %q", p.ID, p.Scopes, scope, apiwire.ScopeFull)
 	}
 	return fail(http.StatusForbidden, apiwire.CodeForbidden, "forbidden")
 }

@@ -19,10 +19,10 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/client"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
-	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 )
 
@@ -253,7 +253,7 @@ func TestAPIKeys(t *testing.T) {
 	// The store never holds the secret.
 	who, _ := c.WhoAmI(ctx)
 	rec, err := f.st.GetAPIKey(who.KeyID)
-	if err != nil || !bytes.Equal(rec.Hash, keys.Hash(f.full)) {
+	if err != nil || !bytes.Equal(rec.Hash, keyhash.Hash(f.full)) {
 		t.Fatalf("stored record %+v %v", rec, err)
 	}
 }

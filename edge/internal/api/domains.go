@@ -8,9 +8,9 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
-	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -53,7 +53,7 @@ func (s *Server) newDomain(in apiwire.CreateDomain) (store.Domain, error) {
 		return store.Domain{}, fail(http.StatusBadRequest, apiwire.CodeInvalidDomain,
 			"domain %s is the edge's base domain or nested under it: reserve a single-label subdomain instead", name)
 	}
-	return store.Domain{Name: name, Custom: true, Token: keys.RandomToken(16), CreatedAt: now}, nil
+	return store.Domain{Name: name, Custom: true, Token: keyhash.RandomToken(16), CreatedAt: now}, nil
 }
 
 func (s *Server) createDomain(r *http.Request, p *auth.Principal) (int, any, error) {

@@ -12,6 +12,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
@@ -54,12 +55,12 @@ func (s *Server) whoAmI(_ *http.Request, p *auth.Principal) (int, any, error) {
 func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() store.APIKey) (apiwire.APIKey, error) {
 	if len(scopes) == 0 {
 		return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
-			"scopes is required: one or more of %s", keys.ScopeList())
+			"scopes is required: one or more of %s", apiwire.ScopeList())
 	}
 	for _, sc := range scopes {
-		if !keys.ValidScope(sc) {
+		if !apiwire.ValidScope(sc) {
 			return apiwire.APIKey{}, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
-				"unknown scope %q: use %s", sc, keys.ScopeList())
+				"unknown scope %q: use %s", sc, apiwire.ScopeList())
 		}
 	}
 	if len(name) > maxAPIKeyName {
@@ -74,11 +75,11 @@ func CreateAPIKey(st *store.Store, name string, scopes []string, rec func() stor
 	if err := checkOwnerPrefix(r.OwnerPrefix, scopes); err != nil {
 		return apiwire.APIKey{}, err
 	}
-	k, err := keys.New(keys.KindAPI)
+	k, err := keyhash.New(keys.KindAPI)
 	if err != nil {
 		return apiwire.APIKey{}, err
 	}
-	r.ID, r.Name, r.Scopes, r.Hash = k.ID, name, slices.Compact(slices.Sorted(slices.Values(scopes))), k.Hash()
+	r.ID, r.Name, r.Scopes, r.Hash = k.ID, name, slices.Compact(slices.Sorted(slices.Values(scopes))), keyhash.Of(k)
 	if err := st.CreateAPIKey(r); err != nil {
 		return apiwire.APIKey{}, fmt.Errorf("storing API key: %w", err)
 	}
@@ -94,12 +95,12 @@ func checkOwnerPrefix(prefix string, scopes []string) error {
 	switch {
 	case prefix == "":
 		return nil
-	case slices.Contains(scopes, keys.ScopeFull):
+	case slices.Contains(scopes, apiwire.ScopeFull):
 		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
-			"owner_prefix binds a tunnels:write key; a full key manages the whole edge and cannot be bound: give scopes [%q]", keys.ScopeWrite)
-	case !slices.Contains(scopes, keys.ScopeWrite):
+			"owner_prefix binds a tunnels:write key; a full key manages the whole edge and cannot be bound: give scopes [%q]", apiwire.ScopeWrite)
+	case !slices.Contains(scopes, apiwire.ScopeWrite):
 		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
-			"owner_prefix binds what a key reserves and issues, which needs scope %q", keys.ScopeWrite)
+			"owner_prefix binds what a key reserves and issues, which needs scope %q", apiwire.ScopeWrite)
 	case strings.HasSuffix(prefix, "/"):
 		return fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"owner_prefix %q: give the cluster id without the trailing /; the key then acts for owners %q and %q",
@@ -298,14 +299,14 @@ func (s *Server) newTunnelKey(p *auth.Principal, in apiwire.CreateTunnelKey) (st
 		return store.Issue{}, "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"max_sessions must be 0 (the edge's default) to %d, got %d", MaxPoolSize, in.MaxSessions)
 	}
-	k, err := keys.New(keys.KindTunnel)
+	k, err := keyhash.New(keys.KindTunnel)
 	if err != nil {
 		return store.Issue{}, "", err
 	}
 	now := s.cfg.Now()
 	rec := store.TunnelKey{
 		ID: k.ID, Protocol: in.Protocol, Address: addr, Labels: in.Labels, Owner: in.Owner,
-		Hash: k.Hash(), CreatedAt: now, MaxSessions: in.MaxSessions,
+		Hash: keyhash.Of(k), CreatedAt: now, MaxSessions: in.MaxSessions,
 	}
 	if ttl := s.cfg.TunnelKeyTTL; ttl > 0 {
 		rec.ExpiresAt, rec.TTL = now.Add(ttl), ttl

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 )
@@ -49,7 +51,7 @@ type Principal struct {
 // Has reports whether the principal holds scope (full implies every scope
 // except that it is still an API key).
 func (p *Principal) Has(scope string) bool {
-	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, keys.ScopeFull)
+	return slices.Contains(p.Scopes, scope) || slices.Contains(p.Scopes, apiwire.ScopeFull)
 }
 
 // MaySeeSecret reports whether name lies within the principal's secret
@@ -79,7 +81,7 @@ func Authenticate(st Store, secret string) (*Principal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("looking up API key: %w", err)
 		}
-		if !keys.Matches(k, rec.Hash) {
+		if !keyhash.Matches(k, rec.Hash) {
 			return nil, ErrInvalidKey
 		}
 		return &Principal{Kind: keys.KindAPI, ID: rec.ID, Name: rec.Name, Scopes: rec.Scopes,
@@ -92,7 +94,7 @@ func Authenticate(st Store, secret string) (*Principal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("looking up tunnel key: %w", err)
 		}
-		if !keys.Matches(k, rec.Hash) {
+		if !keyhash.Matches(k, rec.Hash) {
 			return nil, ErrInvalidKey
 		}
 		if rec.Expired(time.Now()) {
@@ -110,9 +112,9 @@ func MayConnect(p *Principal) error {
 	if p.Kind == keys.KindTunnel {
 		return nil
 	}
-	if slices.Contains(p.Scopes, keys.ScopeConnect) {
+	if slices.Contains(p.Scopes, apiwire.ScopeConnect) {
 		return nil
 	}
 	return fmt.Errorf("API key %s has scopes %v: only tunnel keys and API keys with scope %q may open tunnels",
-		p.ID, p.Scopes, keys.ScopeConnect)
+		p.ID, p.Scopes, apiwire.ScopeConnect)
 }

@@ -12,6 +12,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/acl"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/keyhash"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
@@ -244,7 +245,7 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 		return host, nil
 	}
 	// No address asked for: a random subdomain, as a quick tunnel would get.
-	return "t" + keys.RandomToken(5) + "." + base, nil
+	return "t" + keyhash.RandomToken(5) + "." + base, nil
 }
 
 func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.BindReply, *protocol.ErrorReply) {
