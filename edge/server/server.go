@@ -29,9 +29,9 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/sshd"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/streamhub"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
-	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/internal/accept"
 	"code.tuna.am/tuna/k8s-operator/internal/version"
 )
@@ -132,9 +132,9 @@ func New(cfg Config) (*Edge, error) {
 			return nil, err
 		}
 	}
-	var hub *streams.Hub
+	var hub *streamhub.Hub
 	if !cfg.NoStreams {
-		if hub, err = streams.NewHub(); err != nil {
+		if hub, err = streamhub.NewHub(); err != nil {
 			_ = st.Close()
 			return nil, err
 		}

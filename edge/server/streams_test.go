@@ -15,10 +15,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/streamhub"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
 )
 
@@ -189,7 +189,7 @@ func TestStreamWithUnknownTokenIsClosed(t *testing.T) {
 		t.Fatalf("the SSH port should speak TLS to a stream client: %v", err)
 	}
 	defer c.Close()
-	if _, err := c.Write([]byte(streams.NewToken())); err != nil {
+	if _, err := c.Write([]byte(streamhub.NewToken())); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))

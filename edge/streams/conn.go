@@ -37,6 +37,23 @@ func newConn(raw net.Conn, wrap func(net.Conn) *tls.Conn) *Conn {
 	return &Conn{Conn: wrap(underTLS{batchWriter: bw, in: in}), out: bw, in: in}
 }
 
+// ServerConfig is the edge's TLS configuration of streams with its
+// certificate.
+func ServerConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS13,
+		// Full records from the first byte: see fullRecords.
+		DynamicRecordSizingDisabled: fullRecords,
+	}
+}
+
+// Server wraps raw, a stream connection the edge accepted, in the server
+// side of TLS with cfg (ServerConfig).
+func Server(raw net.Conn, cfg *tls.Config) *Conn {
+	return newConn(raw, func(c net.Conn) *tls.Conn { return tls.Server(c, cfg) })
+}
+
 // underTLS is what TLS reads and writes: reads drain, writes batch.
 type underTLS struct {
 	*batchWriter

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
 // unixPair is a stream over a Unix socket: a Write there is in the
@@ -16,7 +18,14 @@ import (
 // to the test, unlike on TCP, where the window decides.
 func unixPair(t *testing.T) (edge, agent *Conn) {
 	t.Helper()
-	h := newHub(t)
+	ca, err := testca.New("streams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue("edge")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +38,7 @@ func unixPair(t *testing.T) (edge, agent *Conn) {
 			accepted <- nil
 			return
 		}
-		sc := newConn(c, func(c net.Conn) *tls.Conn { return tls.Server(c, h.cfg) })
+		sc := Server(c, ServerConfig(cert))
 		if sc.Handshake() != nil {
 			sc = nil
 		}

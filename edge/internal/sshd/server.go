@@ -19,11 +19,11 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/streamhub"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/tcpports"
 	"code.tuna.am/tuna/k8s-operator/edge/keys"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
-	"code.tuna.am/tuna/k8s-operator/edge/streams"
 	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
@@ -66,7 +66,7 @@ type Config struct {
 	// Streams, when set, carries TCP endpoints' public connections on
 	// stream connections that agents dial to this port (package
 	// edge/streams) instead of SSH channels; nil sends channels only.
-	Streams *streams.Hub
+	Streams *streamhub.Hub
 	Logger  *slog.Logger
 }
 
