@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
 // Server answers over UDP, and over TCP on the same port (resolvers that
@@ -102,33 +104,30 @@ func (s *Server) serve() {
 	}
 }
 
-// serveTCP answers DNS over TCP: each message behind its 2-byte length.
-func (s *Server) serveTCP() {
+// serveTCP answers DNS over TCP, accepting with the product's one accept
+// policy until the listener closes.
+func (s *Server) serveTCP() { _ = accept.Serve(accept.Wrap(s.tcp, nil), s.answerTCP) }
+
+// answerTCP answers the messages of one connection, each behind its 2-byte
+// length.
+func (s *Server) answerTCP(c net.Conn) {
+	defer func() { _ = c.Close() }()
 	for {
-		c, err := s.tcp.Accept()
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			return
+		}
+		req := make([]byte, int(l[0])<<8|int(l[1]))
+		if _, err := io.ReadFull(c, req); err != nil {
+			return
+		}
+		out, err := s.answer(req)
 		if err != nil {
 			return
 		}
-		go func() {
-			defer func() { _ = c.Close() }()
-			for {
-				var l [2]byte
-				if _, err := io.ReadFull(c, l[:]); err != nil {
-					return
-				}
-				req := make([]byte, int(l[0])<<8|int(l[1]))
-				if _, err := io.ReadFull(c, req); err != nil {
-					return
-				}
-				out, err := s.answer(req)
-				if err != nil {
-					return
-				}
-				if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
-					return
-				}
-			}
-		}()
+		if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
+			return
+		}
 	}
 }
 

@@ -404,7 +404,10 @@ func (s *Session) accept(stop <-chan struct{}) (*Conn, error) {
 		case <-s.closed:
 			return nil, net.ErrClosed
 		case <-s.done:
-			return nil, s.Err()
+			// Closed for good, whatever ended the session: an accept
+			// loop must not take a timeout that ended it for one that
+			// passes (internal/accept retries those).
+			return nil, fmt.Errorf("%w: %w", net.ErrClosed, s.Err())
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 )
 
 // startPprof serves Go's runtime profiles (/debug/pprof/) on addr, for
@@ -25,7 +27,14 @@ func startPprof(addr string, log *slog.Logger) (func(), error) {
 		return nil, fmt.Errorf("--pprof-addr: %w", err)
 	}
 	srv := &http.Server{Handler: profiles(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	al := accept.Wrap(ln, func(err error, wait time.Duration) {
+		log.Warn("accepting a connection failed; retrying", "listener", "pprof", "err", err, "retry_in", wait)
+	})
+	go func() {
+		if err := srv.Serve(al); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the profiles' listener stopped", "err", err)
+		}
+	}()
 	log.Info("serving Go profiles", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
+	"code.tuna.am/tuna/k8s-operator/internal/accept"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 	"code.tuna.am/tuna/k8s-operator/internal/httpfwd"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
@@ -227,21 +228,19 @@ func (t *Tunnel) drain(l *link, s *tunnelclient.Session, grace time.Duration) {
 // asks again to leave.
 const leavePoll = 100 * time.Millisecond
 
-// serveTCP accepts until ln closes, piping each connection to the
-// upstream; the session counts it open until the pipe closes it.
+// serveTCP accepts until ln closes (the session ended), with the
+// product's one accept policy, piping each connection to the upstream; the
+// session counts it open until the pipe closes it.
 func (t *Tunnel) serveTCP(ln net.Listener) {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	al := accept.Wrap(ln, func(err error, wait time.Duration) {
+		t.log.Info("accepting a forwarded connection failed; retrying", "error", err.Error(), "retryIn", wait.String())
+	})
+	_ = accept.Serve(al, func(conn net.Conn) {
 		addr := t.traffic.TCPAddr()
-		go func() {
-			if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
-				t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
-			}
-		}()
-	}
+		if err := proxy.PipeTCP(conn, addr, t.hooks.Meter); err != nil {
+			t.log.V(1).Info("upstream dial failed", "upstream", addr, "error", err.Error())
+		}
+	})
 }
 
 // reconnectNow reports an end of session that is no error: the edge shut
