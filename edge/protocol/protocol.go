@@ -10,7 +10,9 @@
 //     (success) or a JSON ErrorReply (failure).
 //  3. For every public connection the edge opens a channel of type
 //     ForwardChannelType whose extra data is a JSON ForwardInfo. For HTTP the
-//     channel carries HTTP/1.1 from the edge; for TCP, the raw client bytes.
+//     channel carries HTTP/1.1 from the edge (or, for an agent that named
+//     FeatureHTTPFrames in its bind, frames when ForwardInfo.Framed says
+//     so); for TCP, the raw client bytes.
 //  4. Either side sends KeepaliveRequestType (want-reply) periodically and
 //     closes the connection when replies stop.
 //  5. A node of a cluster of edges lists the cluster's live nodes in its
@@ -55,9 +57,9 @@ const (
 	// false (nothing changed) while the session is the last live member
 	// of a pool it serves that is not draining, so that the address goes
 	// on being served until another member joins or the agent gives up.
-	LeaveRequestType = "tuna-leave@tuna.am"
-	ForwardChannelType   = "tuna-forward@tuna.am"
-	NodesRequestType     = "tuna-nodes@tuna.am"
+	LeaveRequestType   = "tuna-leave@tuna.am"
+	ForwardChannelType = "tuna-forward@tuna.am"
+	NodesRequestType   = "tuna-nodes@tuna.am"
 	// StreamRequestType and StreamFailedRequestType carry public
 	// connections outside the session (step 6 above).
 	StreamRequestType       = "tuna-stream@tuna.am"
@@ -91,7 +93,17 @@ type BindRequest struct {
 	// guards the address (docs/access.md); only the address's owner may
 	// name one. A reserved domain's own policy wins over it.
 	AccessPolicy string `json:"access_policy,omitempty"`
+	// Features lists what the agent speaks beyond this protocol's first
+	// version (FeatureHTTPFrames); an edge uses only what both know, so
+	// an agent that sends none is served as before.
+	Features []string `json:"features,omitempty"`
 }
+
+// FeatureHTTPFrames: the agent serves the channels whose ForwardInfo says
+// Framed with package internal/streamframe's frames, one HTTP exchange
+// after another, instead of HTTP/1.1. The edge sends the streams of its
+// HTTP/2 connections so.
+const FeatureHTTPFrames = "http-frames"
 
 // BindReply tells the agent where it is published.
 type BindReply struct {
@@ -183,6 +195,10 @@ type ForwardInfo struct {
 	Host string `json:"host,omitempty"`
 	// Scheme is "http" or "https": what the public client spoke (http).
 	Scheme string `json:"scheme,omitempty"`
+	// Framed: the channel carries frames (FeatureHTTPFrames), not
+	// HTTP/1.1. The edge sets it only on a session whose bind named the
+	// feature.
+	Framed bool `json:"framed,omitempty"`
 }
 
 // Terminate tells the agent why the edge ends its session.

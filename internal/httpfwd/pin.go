@@ -20,7 +20,7 @@ func Pin(srv *http.Server) {
 		mu.Lock()
 		sets[c] = idle
 		mu.Unlock()
-		return context.WithValue(ctx, idleKey{}, idle)
+		return WithIdle(ctx, idle)
 	}
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
 		if st != http.StateClosed && st != http.StateHijacked {
@@ -34,6 +34,12 @@ func Pin(srv *http.Server) {
 			idle.Close()
 		}
 	}
+}
+
+// WithIdle makes idle the Idle of the requests of ctx (IdleOf), for a
+// connection that no http.Server serves (a framed tunnel channel).
+func WithIdle(ctx context.Context, idle *Idle) context.Context {
+	return context.WithValue(ctx, idleKey{}, idle)
 }
 
 // IdleOf returns the Idle of the connection a request came on, when its

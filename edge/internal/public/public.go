@@ -1,8 +1,9 @@
 // Package public is the edge's public HTTP(S) side: it routes each request
 // by Host to the tunnel session bound to that host and forwards it over an
-// SSH channel pinned to the public connection (forward.go). HTTP/1.1 runs
-// inside the channel; WebSocket upgrades pass through ReverseProxy; clients
-// may speak HTTP/2 to the edge over TLS.
+// SSH channel pinned to the public connection. HTTP/1.1 runs inside the
+// channel; WebSocket upgrades pass through ReverseProxy; clients may speak
+// HTTP/2 to the edge over TLS, whose streams go in frames to the agents
+// that serve them (frames.go).
 package public
 
 import (
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/access"
@@ -72,6 +74,10 @@ type connState struct {
 	// Host. "" on the shared listeners, which route by Host.
 	bound string
 	idle  httpfwd.Idle
+	// frames are an HTTP/2 connection's idle framed channels (frames.go);
+	// noFrames is set once its tunnel's agent answered without frames.
+	frames   framedIdle
+	noFrames atomic.Bool
 
 	once sync.Once
 	tr   *http.Transport
@@ -80,6 +86,7 @@ type connState struct {
 // closeIdle runs when the public connection closes.
 func (cs *connState) closeIdle() {
 	cs.idle.Close()
+	cs.frames.close()
 	if cs.tr != nil {
 		cs.tr.CloseIdleConnections()
 	}
@@ -204,6 +211,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.m.PublicConnection(protocol.ProtocolHTTP)
 	if !httpfwd.IsUpgrade(r) {
+		if r.ProtoMajor == 2 {
+			h.forwardFramed(w, r, cs, rt)
+			return
+		}
 		h.forward(w, r, cs, rt)
 		return
 	}
@@ -258,17 +269,36 @@ func failure(err error) (code int, msg string, retryAfter bool) {
 // forward sends a plain request on a channel pinned to the public
 // connection (internal/httpfwd), opened on the pool's pick.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, cs *connState, rt *registry.Route) {
-	host := routeKey(cs, r.Host)
+	h.forwardOn(w, r, h.outgoing(w, r, cs), cs, rt, nil)
+}
+
+// outgoing is r as the tunnel gets it, in frames or in HTTP/1.1: the
+// rulebook's hop-by-hop fields out, the edge's forwarding fields in, a
+// body whose stalls are bounded.
+func (h *Handler) outgoing(w http.ResponseWriter, r *http.Request, cs *connState) *http.Request {
 	out := httpfwd.Outgoing(r)
 	setForwarded(out.Header, r.Host, cs)
 	if out.Body != nil && h.t.Body > 0 {
 		out.Body = stallGuard{ReadCloser: out.Body, rc: http.NewResponseController(w), d: h.t.Body}
 	}
+	return out
+}
+
+// forwardOn sends out, made from r, as HTTP/1.1 on a kept channel, or on
+// first (a channel already open for it) or a new one.
+func (h *Handler) forwardOn(w http.ResponseWriter, r *http.Request, out *http.Request, cs *connState, rt *registry.Route, first net.Conn) {
+	host := routeKey(cs, r.Host)
+	defer func() {
+		if first != nil { // a kept channel carried the request
+			_ = first.Close()
+		}
+	}()
 	dial := func(ctx context.Context) (net.Conn, error) {
-		// An agent that stops accepting must not hold the client forever.
-		ctx, cancel := context.WithTimeout(ctx, openTimeout)
-		defer cancel()
-		c, err := rt.Pool.Open(ctx, protocol.ForwardInfo{RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme})
+		if c := first; c != nil {
+			first = nil
+			return c, nil
+		}
+		c, err := h.open(ctx, rt, protocol.ForwardInfo{RemoteAddr: cs.remote, Host: host, Scheme: cs.scheme})
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,6 +267,8 @@ func (ss *session) bindHTTP(req protocol.BindRequest, list *acl.List) (protocol.
 	if rerr != nil {
 		return protocol.BindReply{}, rerr
 	}
+	// Set before the address serves, so that its first stream may be framed.
+	ss.frames.Store(slices.Contains(req.Features, protocol.FeatureHTTPFrames))
 	url := ss.srv.cfg.PublicURL(host)
 	_, err := ss.srv.reg.BindHTTP(ss, host, url, list, access)
 	if errors.Is(err, registry.ErrAddressTaken) {

@@ -42,7 +42,9 @@ type session struct {
 	// the other sessions of its pool while it finishes what it carries.
 	draining atomic.Bool
 	// left: the session is out of its pools and opens no new connection.
-	left    atomic.Bool
+	left atomic.Bool
+	// frames: the agent serves framed channels (protocol.FeatureHTTPFrames).
+	frames  atomic.Bool
 	streams sessionStreams
 
 	// The addresses it binds, and the TCP endpoints' ports it serves (nil
@@ -265,12 +267,13 @@ func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (
 		return nil, &registry.LimitError{Limit: metrics.LimitChannelsPerSession, Value: limit,
 			What: fmt.Sprintf("tunnel session %s has too many open connections", ss.id)}
 	}
+	info.Framed = info.Framed && ss.frames.Load()
 	c, err := ss.openStreamOrChannel(ctx, info)
 	if err != nil {
 		ss.chans.Put()
 		return nil, err
 	}
-	f := &forward{Conn: c, ss: ss}
+	f := &forward{Conn: c, ss: ss, framed: info.Framed}
 	ss.srv.m.Channel(1)
 	if !ss.track(f) {
 		_ = f.Close()
@@ -288,10 +291,15 @@ func (ss *session) OpenForward(ctx context.Context, info protocol.ForwardInfo) (
 // a kept channel while it drains: it waits for the edge to.
 type forward struct {
 	net.Conn
-	ss    *session
-	state atomic.Int32
-	once  sync.Once
+	ss     *session
+	state  atomic.Int32
+	once   sync.Once
+	framed bool
 }
+
+// Framed reports whether the channel carries frames: the public side
+// asked for them (ForwardInfo.Framed) and the agent serves them.
+func (c *forward) Framed() bool { return c.framed }
 
 // States of a forward connection.
 const (

@@ -103,7 +103,7 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 		return 0, err
 	}
 	defer func() { _ = s.Close() }() // the session's end is reported by serve's result
-	reply, err := s.Bind(ctx, t.cfg.Bind)
+	reply, err := s.Bind(ctx, t.bindRequest())
 	if err != nil {
 		return 0, err
 	}
@@ -120,7 +120,7 @@ func (t *Tunnel) once(l *link) (time.Duration, error) {
 	ln := s.Listener()
 	if t.cfg.Bind.Protocol == protocol.ProtocolHTTP && t.traffic.Handler != nil {
 		srv = t.httpServer()
-		go func() { _ = srv.Serve(ln) }()
+		go func() { _ = srv.Serve(t.framedListener(ln)) }()
 		defer func() { _ = srv.Close() }() // it only closes the listener of the ended session
 	} else {
 		go t.serveTCP(ln)
