@@ -188,6 +188,17 @@ func (b *bench) streamsSection() error {
 	if _, err := b.grpcRow("tuna (TLS h2 to the edge, h2c from the agent)", httpsAddr, "grpc."+baseDomain, f.ca, directGRPC); err != nil {
 		return err
 	}
+	if keys, err = e.httpKeys("grpc-h1", 1); err != nil {
+		return err
+	}
+	oa, err := b.startAgent(e, "streams-grpc-agent-no-frames", "http", grpcAddr, keys, 1, "-upstream-scheme", "h2c", "-no-frames")
+	if err != nil {
+		return err
+	}
+	defer oa.stop()
+	if _, err := b.grpcRow(noFramesPath, httpsAddr, "grpc-h1."+baseDomain, f.ca, directGRPC); err != nil {
+		return err
+	}
 	if b.profileDir == "" {
 		return nil
 	}

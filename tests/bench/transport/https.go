@@ -15,6 +15,10 @@ const (
 	h2Bench    = "HTTPS h2 64 B, h2load -c64 -m10"
 	tunaHTTPS  = "tuna (edge terminating TLS + agent, 1 session)"
 	nginxHTTPS = "nginx, 2 hops, the first terminating TLS"
+	// noFramesPath is the reference of the h2 rows: the same edge with an
+	// agent that binds without frames, so that the edge sends each stream
+	// as HTTP/1.1 on a channel, as it did to every agent before frames.
+	noFramesPath = "tuna, agent without frames (h2 streams as HTTP/1.1 on channels)"
 )
 
 // httpsSection measures the path real visitors take: HTTPS with HTTP/1.1
@@ -101,6 +105,9 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if _, err := b.h2Row(tunaHTTPS, "https://"+host+"/", addr, directH2); err != nil {
 		return err
 	}
+	if err := b.h2NoFramesRow(e, backend, addr, directH2); err != nil {
+		return err
+	}
 	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
 		if _, err := b.connsRow(tunaHTTPS, addr, host, mode); err != nil {
 			return err
@@ -129,6 +136,22 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 		_, err := runRole(b.self, "tls-conns", addr, host, f.ca, strconv.Itoa(int(d.Seconds())), "full")
 		return err
 	})
+}
+
+// h2NoFramesRow measures the h2 row through the same edge to an agent
+// without frames (noFramesPath), right after the row with frames.
+func (b *bench) h2NoFramesRow(e *edgeProc, backend, addr string, directH2 float64) error {
+	keys, err := e.httpKeys("secure-h1", 1)
+	if err != nil {
+		return err
+	}
+	a, err := b.startAgent(e, "edge-https-agent-no-frames", "http", backend, keys, 1, "-no-frames")
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	_, err = b.h2Row(noFramesPath, "https://secure-h1."+baseDomain+"/", addr, directH2)
+	return err
 }
 
 // httpsNginx measures the same rows through two nginx hops, the first

@@ -59,6 +59,7 @@ func run() error {
 		pprofAddr = flag.String("pprof-addr", "", "serve /debug/pprof/ on this loopback address")
 		pipeHTTP  = flag.Bool("pipe-http", false, "pipe http tunnels' channels to the upstream without parsing HTTP")
 		noRelay   = flag.Bool("no-relay", false, "serve http tunnels' requests with net/http only, not the h1 relay")
+		noFrames  = flag.Bool("no-frames", false, "bind as agents before frames did: the edge sends HTTP/2 streams as HTTP/1.1 on channels")
 	)
 	flag.Parse()
 	if *edge == "" || *hostKey == "" || *keysFile == "" || *upstream == "" {
@@ -78,7 +79,7 @@ func run() error {
 	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	up := proxy.Upstream{Scheme: *scheme, Addr: *upstream, Display: *upstream}
-	traffic := session.Traffic{NoRelay: *noRelay}
+	traffic := session.Traffic{NoRelay: *noRelay, NoFrames: *noFrames}
 	switch {
 	case *proto == protocol.ProtocolHTTP && !*pipeHTTP:
 		// One proxy per tunnel in the agent; they share one transport.
