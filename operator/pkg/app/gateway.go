@@ -10,6 +10,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apiwatch"
 	gatewayctl "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/hostkey"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 )
 
@@ -31,8 +32,10 @@ func gatewayAPI(name string, extra []string, off string, serve func() error) api
 
 // watchControllerAPIs turns on the controller's part of the Gateway API:
 // the keys of Gateway hosts, the status controller, then TCPRoutes.
-func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler) error {
-	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces, Info: keys.Info}
+// certs is the edge API that takes HTTPS listeners' certificates.
+func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler, certs edgeapi.Certificates) error {
+	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces, Info: keys.Info,
+		Certificates: &edgeapi.HostCertificates{API: certs}, ClusterID: keys.ClusterID}
 	return watchAPIs(mgr, o,
 		gatewayAPI(apiGateway, nil, "Gateways and HTTPRoutes are not served", func() error {
 			if err := keys.ServeGateways(mgr); err != nil {

@@ -50,6 +50,11 @@ type Reconciler struct {
 	// listeners without a hostname, and whether it takes any host (nil:
 	// neither).
 	Info *edgeapi.InfoCache
+	// Certificates hands the edge the certificates of HTTPS listeners'
+	// certificateRefs, for the namespace that holds each host (nil: none
+	// is handed); ClusterID makes namespaces' owners on the edge.
+	Certificates *edgeapi.HostCertificates
+	ClusterID    string
 
 	// ctl is the running controller, which ServeTCPRoutes gives a watch;
 	// tcpRoutes serves TCPRoutes through Tunnels the Gateway owns, once
@@ -116,10 +121,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, err
 		}
 	}
+	// A certificate the edge could not take now leaves its listener's
+	// status as evaluated, and is tried again with backoff.
+	soon, certErr := r.hostCertificates(ctx, gws, evaluated, facts.HTTPSURL != "")
 	for key, ev := range evaluated {
 		if err := r.writeGateway(ctx, ev, attached[key]); err != nil {
 			return reconcile.Result{}, err
 		}
+	}
+	if certErr != nil {
+		return reconcile.Result{}, certErr
+	}
+	if soon {
+		return reconcile.Result{RequeueAfter: certificateRetry}, nil
 	}
 	// Services and Secrets are not watched (a backendRef's Service or a
 	// certificateRef's Secret may appear or change later), so look again
