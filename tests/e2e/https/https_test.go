@@ -3,7 +3,8 @@
 // speak HTTP/2 to the edge: a real gRPC client calls a real gRPC server
 // through a Tunnel. An edge with HTTPS publishes every tunnel on an
 // https:// URL, so it gets its own control plane and operator, apart from
-// the plain-HTTP suite of tests/e2e.
+// the plain-HTTP suite of tests/e2e. Gateway HTTPS listeners' own
+// certificates are served here too.
 package https
 
 import (
@@ -64,6 +65,11 @@ func run(m *testing.M) (int, error) {
 	}
 	defer cp.Stop()
 	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
+		return 0, err
+	}
+	// The Gateway API, for HTTPS listeners whose certificates the edge
+	// serves (gateway_cert_test.go).
+	if err := cp.InstallGatewayAPI(); err != nil {
 		return 0, err
 	}
 	dir, err := os.MkdirTemp("", "tuna-edge-")
