@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -107,13 +108,9 @@ func (s *Server) itemRefused(err error, w http.ResponseWriter) apiwire.TunnelKey
 // nothing in the list changed, its live sessions included.
 func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) (int, any, error) {
 	q := r.URL.Query()
-	want := map[string]string{}
-	for _, l := range q["label"] {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "label filter %q must be key=value", l)
-		}
-		want[k] = v
+	want, err := labelFilter(q)
+	if err != nil {
+		return 0, nil, err
 	}
 	limit := 0
 	if l := q.Get("limit"); l != "" {
@@ -127,34 +124,74 @@ func (s *Server) listTunnelKeys(w http.ResponseWriter, r *http.Request, p *auth.
 	if after != "" && limit == 0 {
 		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "after= pages a list asked for with limit=")
 	}
+	a := actor{p: p}
+	visible := func(rec store.TunnelKey) bool { return matches(rec.Labels, want) && a.mayTouchKey(rec) == nil }
+	if after != "" {
+		page, err := s.keyPageAfter(after, limit, visible)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, page, nil
+	}
+	// The first page needs every key, for the ETag of the whole list.
 	recs, err := s.st.ListTunnelKeys()
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing tunnel keys: %w", err)
 	}
-	a := actor{p: p}
 	items := []apiwire.TunnelKey{}
 	for _, rec := range recs {
-		// Keys before the page are skipped unseen: only the first page
-		// needs all of them, for its ETag.
-		if rec.ID > after && matches(rec.Labels, want) && a.mayTouchKey(rec) == nil {
+		if visible(rec) {
 			items = append(items, s.tunnelKeyOut(rec))
 		}
 	}
-	if after == "" {
-		tag, err := keyListETag(items)
-		if err != nil {
-			return 0, nil, err
-		}
-		w.Header().Set("ETag", tag)
-		if matchesETag(r.Header.Get("If-None-Match"), tag) {
-			return http.StatusNotModified, nil, nil
-		}
+	tag, err := keyListETag(items)
+	if err != nil {
+		return 0, nil, err
+	}
+	w.Header().Set("ETag", tag)
+	if matchesETag(r.Header.Get("If-None-Match"), tag) {
+		return http.StatusNotModified, nil, nil
 	}
 	out := apiwire.List[apiwire.TunnelKey]{Items: items}
 	if limit > 0 && len(items) > limit {
 		out.Items, out.Next = items[:limit], items[limit-1].ID
 	}
 	return http.StatusOK, out, nil
+}
+
+// keyPageAfter is a later page: the store is read from after on, as far
+// as the page and one key more, so reading a list of N keys in pages
+// reads each key about once, not once per page.
+func (s *Server) keyPageAfter(after string, limit int, visible func(store.TunnelKey) bool) (apiwire.List[apiwire.TunnelKey], error) {
+	out := apiwire.List[apiwire.TunnelKey]{Items: []apiwire.TunnelKey{}}
+	err := s.st.ScanTunnelKeys(after, func(rec store.TunnelKey) bool {
+		if !visible(rec) {
+			return true
+		}
+		if len(out.Items) == limit {
+			out.Next = out.Items[limit-1].ID
+			return false
+		}
+		out.Items = append(out.Items, s.tunnelKeyOut(rec))
+		return true
+	})
+	if err != nil {
+		return out, fmt.Errorf("listing tunnel keys: %w", err)
+	}
+	return out, nil
+}
+
+// labelFilter reads the label=k=v filters of a list.
+func labelFilter(q url.Values) (map[string]string, error) {
+	want := map[string]string{}
+	for _, l := range q["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "label filter %q must be key=value", l)
+		}
+		want[k] = v
+	}
+	return want, nil
 }
 
 // keyListETag is a strong validator of a list of keys: a hash of what it

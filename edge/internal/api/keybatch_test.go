@@ -87,8 +87,9 @@ func TestBatchIssueAndRenew(t *testing.T) {
 }
 
 // The list in pages: in id order, each page at most the limit, next
-// leading to the rest; the first page's ETag answers 304 while the list
-// is the same and changes with it.
+// leading to the rest, keys of other labels between them left out (a
+// later page reads on from its place); the first page's ETag answers 304
+// while the list is the same and changes with it.
 func TestKeyListPagesAndETag(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
@@ -96,6 +97,10 @@ func TestKeyListPagesAndETag(t *testing.T) {
 	labels := map[string]string{"cluster": "a"}
 	for i := range 7 {
 		if _, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("p%d", i), Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: fmt.Sprintf("other%d", i),
+			Labels: map[string]string{"cluster": "b"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

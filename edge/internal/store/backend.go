@@ -21,6 +21,10 @@ type tx interface {
 	// each calls fn for every key of bucket that starts with prefix, in
 	// key order.
 	each(bucket, prefix string, fn func(key string, value []byte) error) error
+	// scan calls fn for the keys of bucket after after, in key order,
+	// until fn returns false: it reads what fn looks at, not the whole
+	// bucket. Only in a read-only transaction, and fn must not write.
+	scan(bucket, after string, fn func(key string, value []byte) (more bool, err error)) error
 }
 
 // backend runs transactions. update may run fn more than once (etcd retries

@@ -110,6 +110,21 @@ func (x boltTx) each(bucket, prefix string, fn func(string, []byte) error) error
 	return nil
 }
 
+func (x boltTx) scan(bucket, after string, fn func(string, []byte) (bool, error)) error {
+	c := x.t.Bucket([]byte(bucket)).Cursor()
+	k, v := c.Seek([]byte(after))
+	if k != nil && string(k) == after {
+		k, v = c.Next()
+	}
+	for ; k != nil; k, v = c.Next() {
+		more, err := fn(string(k), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
 // LegacyHostKey returns the SSH host key (PEM) that edges before the
 // host key file kept in the database, or ErrNotFound. It is read only to
 // move the key out. Only a bbolt store can hold one.

@@ -325,6 +325,37 @@ func (t *etcdTx) each(bucket, prefix string, fn func(string, []byte) error) erro
 	return nil
 }
 
+// scanChunk is how many keys one range read of scan fetches.
+const scanChunk = 256
+
+func (t *etcdTx) scan(bucket, after string, fn func(string, []byte) (bool, error)) error {
+	if !t.readOnly {
+		return errors.New("store: scan in a writing transaction")
+	}
+	end := clientv3.GetPrefixRangeEnd(t.b.key(bucket, ""))
+	from := t.b.key(bucket, "")
+	if after != "" {
+		from = t.b.key(bucket, after) + "\x00" // the first key after it
+	}
+	for {
+		resp, err := t.fetch(from, clientv3.WithRange(end), clientv3.WithLimit(scanChunk))
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			_, name, _ := t.b.split(string(kv.Key))
+			more, err := fn(name, kv.Value)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
 // commit writes the buffered changes if nothing the transaction read has
 // changed since; ok is false when something has (the caller retries).
 func (t *etcdTx) commit() (rev int64, ok bool, err error) {

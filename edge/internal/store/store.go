@@ -242,6 +242,22 @@ func (s *Store) ListTunnelKeys() ([]TunnelKey, error) {
 	return listAll[TunnelKey](s, bucketTunnelKeys)
 }
 
+// ScanTunnelKeys calls fn for the tunnel keys whose id sorts after
+// after, in id order, until fn returns false. A page of a list costs the
+// keys it looks at, not every key: reading a list of N keys in pages of P
+// reads each key once, not N/P times.
+func (s *Store) ScanTunnelKeys(after string, fn func(TunnelKey) bool) error {
+	return s.be.view(func(tx tx) error {
+		return tx.scan(bucketTunnelKeys, after, func(k string, v []byte) (bool, error) {
+			var rec TunnelKey
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return false, fmt.Errorf("decoding %s/%s: %w", bucketTunnelKeys, k, err)
+			}
+			return fn(rec), nil
+		})
+	})
+}
+
 // UpdateTunnelKey rewrites a tunnel key with update, in one transaction;
 // ErrNotFound when it does not exist, update's error as is.
 // The host index follows the key, in case update changes its address.
