@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type KeyView struct {
 
 	mu   sync.Mutex
 	keys map[string]apiwire.TunnelKey
+	// byLabel indexes keys by each of their labels: a reconciler lists
+	// the keys of one object (its uid, its host), which few keys carry,
+	// and a list costs those keys, not every key of the cluster.
+	byLabel labelIndex
 	// edgeList is the list as the edge last answered it in full, without the
 	// operator's writes since: what a 304 to etag confirms.
 	edgeList  map[string]apiwire.TunnelKey
@@ -78,8 +83,8 @@ type localWrite struct {
 // NewKeyView is a view of the keys whose labels include selector (this
 // cluster's: {LabelCluster: id}).
 func NewKeyView(api KeyPager, selector map[string]string) *KeyView {
-	return &KeyView{api: api, selector: maps.Clone(selector), keys: map[string]apiwire.TunnelKey{}, local: map[string]localWrite{},
-		now: time.Now}
+	return &KeyView{api: api, selector: maps.Clone(selector), keys: map[string]apiwire.TunnelKey{}, byLabel: labelIndex{},
+		local: map[string]localWrite{}, now: time.Now}
 }
 
 // NeedLeaderElection makes the view refresh on the leader only, where the
@@ -136,20 +141,17 @@ func (v *KeyView) List(ctx context.Context, labels map[string]string) ([]apiwire
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []apiwire.TunnelKey
-	for _, k := range v.keys {
-		if matchLabels(k.Labels, labels) {
+	if len(labels) == 0 { // a view of every key on the edge: all of them
+		for _, k := range v.keys {
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, func(a, b apiwire.TunnelKey) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
+	for id := range v.byLabel.candidates(labels) {
+		if k := v.keys[id]; matchLabels(k.Labels, labels) {
+			out = append(out, k)
 		}
-		return 0
-	})
+	}
+	slices.SortFunc(out, func(a, b apiwire.TunnelKey) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -236,6 +238,10 @@ func (v *KeyView) read(ctx context.Context, start time.Time) error {
 		}
 	}
 	v.settle(startSeq)
+	v.byLabel = labelIndex{}
+	for _, k := range snapshot {
+		v.byLabel.add(k)
+	}
 	v.keys, v.etag, v.synced, v.lastStart, v.failed = snapshot, newTag, true, start, nil
 	return nil
 }
@@ -258,7 +264,11 @@ func (v *KeyView) Put(k apiwire.TunnelKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.seq++
+	if old, ok := v.keys[k.ID]; ok {
+		v.byLabel.remove(old)
+	}
 	v.keys[k.ID] = k
+	v.byLabel.add(k)
 	v.local[k.ID] = localWrite{seq: v.seq, key: &k}
 }
 
@@ -267,8 +277,52 @@ func (v *KeyView) Forget(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.seq++
+	if old, ok := v.keys[id]; ok {
+		v.byLabel.remove(old)
+	}
 	delete(v.keys, id)
 	v.local[id] = localWrite{seq: v.seq}
+}
+
+// labelIndex holds the ids of the keys that carry each label, by
+// "name\x00value".
+type labelIndex map[string]map[string]struct{}
+
+func labelOf(name, value string) string { return name + "\x00" + value }
+
+func (x labelIndex) add(k apiwire.TunnelKey) {
+	for name, value := range k.Labels {
+		l := labelOf(name, value)
+		if x[l] == nil {
+			x[l] = map[string]struct{}{}
+		}
+		x[l][k.ID] = struct{}{}
+	}
+}
+
+func (x labelIndex) remove(k apiwire.TunnelKey) {
+	for name, value := range k.Labels {
+		l := labelOf(name, value)
+		delete(x[l], k.ID)
+		if len(x[l]) == 0 {
+			delete(x, l)
+		}
+	}
+}
+
+// candidates are the ids of the keys that carry the rarest of labels (a
+// superset of those that carry them all); none when a label is on no
+// key, and none for no labels.
+func (x labelIndex) candidates(labels map[string]string) map[string]struct{} {
+	var best map[string]struct{}
+	first := true
+	for name, value := range labels {
+		ids := x[labelOf(name, value)]
+		if first || len(ids) < len(best) {
+			best, first = ids, false
+		}
+	}
+	return best
 }
 
 func matchLabels(have, want map[string]string) bool {

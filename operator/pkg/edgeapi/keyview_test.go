@@ -3,6 +3,7 @@ package edgeapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,5 +75,48 @@ func TestJitterSpreadsPeriods(t *testing.T) {
 	}
 	if Jitter(0) != 0 {
 		t.Fatalf("Jitter(0) = %s, want 0 (no period)", Jitter(0))
+	}
+}
+
+// A list of one object's keys looks at the keys that carry its rarest
+// label, not at every key of the cluster, and stays right as keys are
+// written, relabelled and forgotten.
+func TestKeyViewListsFromItsLabelIndex(t *testing.T) {
+	v := NewKeyView(nil, map[string]string{LabelCluster: "c"})
+	v.synced, v.lastStart = true, v.now()
+	const n = 10000
+	for i := range n {
+		v.Put(apiwire.TunnelKey{ID: fmt.Sprintf("tk_%05d", i), Labels: map[string]string{
+			LabelCluster: "c", LabelKind: "Tunnel", LabelUID: fmt.Sprint(i % (n / 2))}})
+	}
+	ctx := context.Background()
+	one := map[string]string{LabelCluster: "c", LabelKind: "Tunnel", LabelUID: "7"}
+	if c := v.byLabel.candidates(one); len(c) != 2 {
+		t.Fatalf("a list by uid looks at %d keys, want the 2 with that uid", len(c))
+	}
+	keys, err := v.List(ctx, one)
+	if err != nil || len(keys) != 2 || keys[0].ID != "tk_00007" || keys[1].ID != fmt.Sprintf("tk_%05d", n/2+7) {
+		t.Fatalf("list by uid: %v %v", keys, err)
+	}
+	if all, err := v.List(ctx, map[string]string{LabelCluster: "c"}); err != nil || len(all) != n {
+		t.Fatalf("list of the cluster: %d keys, %v", len(all), err)
+	}
+	// Relabelled: found by its new label only.
+	v.Put(apiwire.TunnelKey{ID: "tk_00007", Labels: map[string]string{LabelCluster: "c", LabelKind: "Tunnel", LabelUID: "new"}})
+	if keys, _ := v.List(ctx, one); len(keys) != 1 || keys[0].ID != fmt.Sprintf("tk_%05d", n/2+7) {
+		t.Fatalf("after the relabel, by the old uid: %v", keys)
+	}
+	if keys, _ := v.List(ctx, map[string]string{LabelCluster: "c", LabelUID: "new"}); len(keys) != 1 || keys[0].ID != "tk_00007" {
+		t.Fatalf("after the relabel, by the new uid: %v", keys)
+	}
+	v.Forget(fmt.Sprintf("tk_%05d", n/2+7))
+	if keys, _ := v.List(ctx, one); len(keys) != 0 {
+		t.Fatalf("after forgetting the last key of a uid: %v", keys)
+	}
+	if _, ok := v.byLabel[labelOf(LabelUID, "7")]; ok {
+		t.Fatal("a label no key carries is still indexed")
+	}
+	if keys, _ := v.List(ctx, map[string]string{LabelCluster: "c", LabelUID: "nobody"}); len(keys) != 0 {
+		t.Fatalf("a uid no key carries: %v", keys)
 	}
 }
