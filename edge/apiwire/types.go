@@ -372,3 +372,27 @@ type KeyPage struct {
 	ETag        string
 	NotModified bool
 }
+
+// SessionChanges answers GET /v1/sessions: the live tunnel sessions of
+// the keys the caller may see whose labels match, or, asked with
+// since=<a cursor it answered>, the sessions that began or ended after
+// that answer, so a client that follows them reads what changed, not
+// every session again.
+type SessionChanges struct {
+	// Cursor is this answer's place in the edge's changes: send it back
+	// as since= to hear what changed after it.
+	Cursor string `json:"cursor"`
+	// Full: Items are every live session, and a client that followed
+	// the changes starts again from them; the answer to a request
+	// without since=, or whose since= the edge no longer holds the
+	// changes after (too old, or from before the edge restarted).
+	Full  bool            `json:"full"`
+	Items []SessionChange `json:"items"`
+}
+
+// SessionChange is a session that is live (or began), or that ended.
+type SessionChange struct {
+	KeyID string `json:"key_id"`
+	ID    string `json:"id"`
+	Ended bool   `json:"ended,omitempty"`
+}

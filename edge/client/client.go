@@ -148,6 +148,22 @@ func (c *Client) ListTunnelKeysPage(ctx context.Context, in apiwire.KeyPageReque
 		NotModified: ans.status == http.StatusNotModified}, nil
 }
 
+// SessionChanges lists the live sessions of the keys whose labels include
+// labels; with since, the cursor of an earlier answer, the sessions that
+// began or ended after it (an answer in Full when the edge no longer
+// follows that cursor).
+func (c *Client) SessionChanges(ctx context.Context, labels map[string]string, since string) (*apiwire.SessionChanges, error) {
+	q := url.Values{}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		q.Add("label", k+"="+labels[k])
+	}
+	if since != "" {
+		q.Set("since", since)
+	}
+	var out apiwire.SessionChanges
+	return &out, c.do(ctx, http.MethodGet, "/v1/sessions?"+q.Encode(), nil, &out)
+}
+
 // CreateTunnelKeys issues up to apiwire.MaxBatch tunnel keys in one call; the
 // results are in the order of in, each with its key (and secret) or its
 // refusal (apiwire.TunnelKeyResult.Err).

@@ -175,6 +175,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/tunnel-keys/{id}", writeAccess, s.getTunnelKey)
 	s.handle("DELETE /v1/tunnel-keys/{id}", writeAccess, s.deleteTunnelKey)
 	s.handle("POST /v1/tunnel-keys/{id}/renew", writeAccess, s.renewTunnelKey)
+	s.handle("GET /v1/sessions", writeAccess, s.listSessions)
 
 	s.handle("POST /v1/domains", writeAccess, s.createDomain)
 	s.handle("GET /v1/domains", writeAccess, s.listDomains)

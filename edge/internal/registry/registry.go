@@ -104,6 +104,8 @@ type Registry struct {
 	pools  atomic.Uint64 // pool ids
 	// domainPolicy reads a reserved domain's access policy (UseDomainPolicies).
 	domainPolicy func(host string) string
+	// log numbers the sessions that begin and end (changes.go).
+	log changeLog
 }
 
 // New returns an empty registry.
@@ -114,6 +116,7 @@ func New() *Registry {
 		claims:   map[string]map[string]*claim{},
 		hosts:    map[string]*Pool{},
 		ports:    map[int]*Pool{},
+		log:      newChangeLog(),
 	}
 	return r
 }
@@ -184,6 +187,7 @@ func (r *Registry) Add(s Session, oneAddress bool) {
 	defer r.mu.Unlock()
 	e := &entry{s: s, oneAddress: oneAddress}
 	r.sessions[s.ID()] = e
+	r.log.record(s, false)
 	ks := r.byKey[s.KeyID()]
 	if ks == nil {
 		ks = map[string]*entry{}
@@ -206,6 +210,7 @@ func (r *Registry) Remove(sid string) {
 		return
 	}
 	delete(r.sessions, sid)
+	r.log.record(e.s, true)
 	if ks := r.byKey[e.s.KeyID()]; ks != nil {
 		delete(ks, sid)
 		if len(ks) == 0 {

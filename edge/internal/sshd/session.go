@@ -78,6 +78,15 @@ func (ss *session) ConnectedAt() time.Time { return ss.connected }
 func (ss *session) Load() int              { return ss.chans.InUse() }
 func (ss *session) Draining() bool         { return ss.draining.Load() }
 
+// TunnelKey is the session's tunnel key's owner and labels, for the
+// API's list of sessions (registry.Keyed); ok is false for an API key.
+func (ss *session) TunnelKey() (owner string, labels map[string]string, ok bool) {
+	if tk := ss.p.Tunnel; tk != nil {
+		return tk.Owner, tk.Labels, true
+	}
+	return "", nil, false
+}
+
 // run serves the session until the connection ends. An idle session
 // costs the edge no goroutine of its own but this one (the SSH
 // connection has its own): the channels an agent must not open are

@@ -235,7 +235,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := mgr.Add(gc); err != nil {
 		return fmt.Errorf("adding the orphan key collector: %w", err)
 	}
-	pruner := &sessions.Pruner{Client: mgr.GetClient(), Edge: sessionsEdge{api, keysAPI.Fresh()}, ClusterID: o.ClusterID, Interval: o.SessionCheck,
+	pruner := &sessions.Pruner{Client: mgr.GetClient(), Edge: api, ClusterID: o.ClusterID, Interval: o.SessionCheck,
 		Log: ctrl.Log.WithName("sessions")}
 	if err := mgr.Add(pruner); err != nil {
 		return fmt.Errorf("adding the session check: %w", err)
@@ -253,15 +253,6 @@ type ingressEdge struct {
 func (e ingressEdge) GetDomain(ctx context.Context, name string) (*apiwire.Domain, error) {
 	return e.api.GetDomain(ctx, name)
 }
-
-// sessionsEdge is what the session check calls: the nodes from the API,
-// the keys' live sessions from the shared view read afresh.
-type sessionsEdge struct {
-	api *edgeclient.Client
-	edgeapi.FreshKeys
-}
-
-func (e sessionsEdge) Nodes(ctx context.Context) ([]apiwire.Node, error) { return e.api.Nodes(ctx) }
 
 // apiKeySource is the operator's key: from the file, watched, or from the
 // environment, fixed.

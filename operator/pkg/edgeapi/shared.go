@@ -59,20 +59,3 @@ func (s *SharedKeys) RenewTunnelKey(ctx context.Context, id string) (*apiwire.Tu
 	}
 	return k, err
 }
-
-// Fresh is the view's list, read again from the edge for each call: what
-// compares the Tunnels with the edge's live sessions needs the sessions
-// as they are now, not as of the last refresh.
-func (s *SharedKeys) Fresh() FreshKeys { return FreshKeys{s.View} }
-
-// FreshKeys lists keys from a view read after the call began.
-type FreshKeys struct{ view *KeyView }
-
-// ListTunnelKeys reads the view afresh (one call answered 304 when nothing
-// changed) and lists from it.
-func (f FreshKeys) ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error) {
-	if err := f.view.Fresh(ctx, f.view.now()); err != nil {
-		return nil, err
-	}
-	return f.view.List(ctx, labels)
-}

@@ -162,10 +162,19 @@ func TestKeyViewFollowsTheEdge(t *testing.T) {
 	}
 }
 
+// freshList reads the view again from the edge and lists the cluster's
+// keys from it.
+func freshList(ctx context.Context, s *edgeapi.SharedKeys) ([]apiwire.TunnelKey, error) {
+	if err := s.View.Fresh(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	return s.View.List(ctx, cluster)
+}
+
 // freshCount reads the view afresh and checks how many keys it lists.
 func freshCount(t *testing.T, s *edgeapi.SharedKeys, want int) {
 	t.Helper()
-	keys, err := s.Fresh().ListTunnelKeys(context.Background(), cluster)
+	keys, err := freshList(context.Background(), s)
 	if err != nil || len(keys) != want {
 		t.Fatalf("a fresh read lists %d keys (%v), want %d", len(keys), err, want)
 	}
@@ -210,12 +219,12 @@ func TestKeyViewKeepsWritesMadeDuringARead(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	keys, err := s.Fresh().ListTunnelKeys(ctx, cluster)
+	keys, err := freshList(ctx, s)
 	if err != nil || len(keys) != 1 || issued == nil || keys[0].ID != issued.ID {
 		t.Fatalf("after a read that raced a revocation and an issue: %+v %v", keys, err)
 	}
 	// The next read sees the edge as it is: the same.
-	keys, err = s.Fresh().ListTunnelKeys(ctx, cluster)
+	keys, err = freshList(ctx, s)
 	if err != nil || len(keys) != 1 || keys[0].ID != issued.ID {
 		t.Fatalf("the next read: %+v %v", keys, err)
 	}

@@ -5,8 +5,10 @@
 // Lease lapses (operator/pkg/agent's Heartbeat, whichever comes first).
 //
 // The agents hold no API key, so the controller, which does, asks the edge:
-// one list of this cluster's tunnel keys, with their live sessions, per
-// interval, and only while some Tunnel has a connected entry. A cluster of
+// one call per interval, and only while some Tunnel has a connected entry,
+// for the sessions of this cluster's keys that began or ended since the
+// last (GET /v1/sessions with the last answer's cursor), so a check costs
+// what changed, not every session again. A cluster of
 // edge nodes has no single session list (each node lists its own), so the
 // check runs against a single edge only; there the heartbeat alone prunes.
 package sessions
@@ -33,7 +35,7 @@ const DefaultInterval = 5 * time.Second
 // Edge is what the pruner asks of the edge API.
 type Edge interface {
 	Nodes(ctx context.Context) ([]apiwire.Node, error)
-	ListTunnelKeys(ctx context.Context, labels map[string]string) ([]apiwire.TunnelKey, error)
+	SessionChanges(ctx context.Context, labels map[string]string, since string) (*apiwire.SessionChanges, error)
 }
 
 // Pruner removes the status.agents entries whose session the edge no
@@ -52,6 +54,10 @@ type Pruner struct {
 	// agent that reconnected and has not written its new session yet
 	// keeps its entry.
 	missing map[entry]bool
+	// live are the edge's live sessions of this cluster's keys, by key,
+	// as of cursor: the last answer's, whose changes come next.
+	live   map[string]map[string]bool
+	cursor string
 }
 
 // entry names one replica's entry of one Tunnel, and the session it says
@@ -89,7 +95,8 @@ func (p *Pruner) Start(ctx context.Context) error {
 // in a row did not find.
 func (p *Pruner) Check(ctx context.Context) error {
 	var list tunav1.TunnelList
-	if err := p.Client.List(ctx, &list); err != nil {
+	// Read only, so the cached Tunnels are not copied each check.
+	if err := p.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	var candidates []*tunav1.Tunnel
@@ -100,7 +107,7 @@ func (p *Pruner) Check(ctx context.Context) error {
 		}
 	}
 	if len(candidates) == 0 {
-		p.missing = nil
+		p.forget()
 		return nil
 	}
 	nodes, err := p.Edge.Nodes(ctx)
@@ -108,28 +115,16 @@ func (p *Pruner) Check(ctx context.Context) error {
 		return err
 	}
 	if len(nodes) != 1 {
-		p.missing = nil
+		p.forget()
 		return nil // a cluster of edges: no node lists every session
 	}
-	keys, err := p.Edge.ListTunnelKeys(ctx, map[string]string{edgeapi.LabelCluster: p.ClusterID, edgeapi.LabelKind: "Tunnel"})
-	if err != nil {
+	if err := p.follow(ctx); err != nil {
 		return err
-	}
-	live := map[string]map[string]bool{}
-	for _, k := range keys {
-		ids := map[string]bool{}
-		for _, s := range k.Sessions {
-			ids[s.ID] = true
-		}
-		live[k.ID] = ids
 	}
 	missing := map[entry]bool{}
 	var errs []error
 	for _, tun := range candidates {
-		sessions, known := live[tun.Status.KeyID]
-		if !known {
-			continue // a key gone on the edge: the Tunnel reconciler replaces it
-		}
+		sessions := p.live[tun.Status.KeyID]
 		for _, e := range tun.Status.Agents {
 			if !e.Connected || e.SessionID == "" || sessions[e.SessionID] {
 				continue
@@ -150,6 +145,39 @@ func (p *Pruner) Check(ctx context.Context) error {
 	p.missing = missing
 	return errors.Join(errs...)
 }
+
+// follow brings live up to date: the changes since the last answer, or
+// every live session when the edge answers in full (the first call, or a
+// cursor it no longer follows).
+func (p *Pruner) follow(ctx context.Context) error {
+	ch, err := p.Edge.SessionChanges(ctx, map[string]string{edgeapi.LabelCluster: p.ClusterID, edgeapi.LabelKind: "Tunnel"}, p.cursor)
+	if err != nil {
+		return err
+	}
+	if ch.Full || p.live == nil {
+		p.live = map[string]map[string]bool{}
+	}
+	for _, c := range ch.Items {
+		ids := p.live[c.KeyID]
+		switch {
+		case c.Ended:
+			delete(ids, c.ID)
+			if len(ids) == 0 {
+				delete(p.live, c.KeyID)
+			}
+		case ids == nil:
+			p.live[c.KeyID] = map[string]bool{c.ID: true}
+		default:
+			ids[c.ID] = true
+		}
+	}
+	p.cursor = ch.Cursor
+	return nil
+}
+
+// forget drops what the checks followed: with no entry to check, nothing
+// is asked of the edge, and the next check starts from every session.
+func (p *Pruner) forget() { p.missing, p.live, p.cursor = nil, nil, "" }
 
 func hasConnected(tun *tunav1.Tunnel) bool {
 	for _, e := range tun.Status.Agents {
