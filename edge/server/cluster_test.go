@@ -341,16 +341,10 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	bind(t, s, protocol.BindRequest{Protocol: "http", Subdomain: "app"})
 	serveHTTP(t, s, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
 	// A session that logs in now and binds only once quorum is lost. The
-	// bind waits for the store (5 s) with the session's requests, its
-	// keepalives too, behind it: this one waits longer for their answers
-	// than the helper's 2 s, as the agent does (45 s).
+	// bind waits for the store (5 s), longer than the helper's keepalive
+	// timeout (2 s): the session stays up meanwhile.
 	lateKey := a.tunnelKey(t, apiwire.CreateTunnelKey{Protocol: "http", Address: "late." + baseDomain})
-	late, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: b.SSHAddr(), Key: lateKey.Key, HostKey: b.HostKey(),
-		KeepaliveInterval: time.Second, KeepaliveTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = late.Close() })
+	late := b.mustDial(t, lateKey.Key)
 
 	// One member away: nothing visible changes.
 	c.etcd.Stop(2)
@@ -378,7 +372,7 @@ func TestClusterWithoutQuorumRefusesWritesAndKeepsServing(t *testing.T) {
 	default:
 	}
 	// A new login cannot check its key: refused as retryable, not revoked.
-	_, err = tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: a.SSHAddr(), Key: tk.Key, HostKey: a.HostKey()})
+	_, err := tunnelclient.Dial(context.Background(), tunnelclient.Config{Addr: a.SSHAddr(), Key: tk.Key, HostKey: a.HostKey()})
 	var ae *tunnelclient.AuthError
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeStateUnavailable {
 		t.Fatalf("login without quorum: %v, want a state_unavailable refusal", err)

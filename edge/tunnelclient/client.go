@@ -64,6 +64,11 @@ type Session struct {
 	// closed yet; quiet is signalled when it falls to zero (Drain waits).
 	open  atomic.Int64
 	quiet chan struct{}
+	// asking counts our requests that await their answer (bind, drain,
+	// leave); heard is when the edge last sent a request of its own
+	// (its keepalive), in Unix nanoseconds. See keepalive.
+	asking atomic.Int32
+	heard  atomic.Int64
 
 	mu         sync.Mutex
 	streamCert string             // the fingerprint the bind reply named
@@ -138,6 +143,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 		quiet:  make(chan struct{}, 1),
 		nodes:  make(chan protocol.NodeList, 1),
 	}
+	s.heard.Store(time.Now().UnixNano())
 	go s.channels(chans)
 	go s.requests(reqs)
 	go s.keepalive()
@@ -175,6 +181,7 @@ func (s *Session) channels(chans <-chan ssh.NewChannel) {
 
 func (s *Session) requests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
+		s.heard.Store(time.Now().UnixNano())
 		switch req.Type {
 		case protocol.KeepaliveRequestType:
 			_ = req.Reply(true, nil)
@@ -223,7 +230,12 @@ func (s *Session) offerNodes(l protocol.NodeList) {
 func (s *Session) Nodes() <-chan protocol.NodeList { return s.nodes }
 
 // keepalive ends the session when the edge stops answering, so a dead path
-// is noticed even when no traffic flows.
+// is noticed even when no traffic flows. SSH answers requests in the order
+// they came, and one at a time from here: while a request of ours awaits
+// its answer (a bind the edge checks against a slow store), a keepalive
+// would wait behind it and time out although the edge is there. So then
+// the edge's own keepalives are the sign of life: the session ends only
+// when the edge has sent nothing for the timeout.
 func (s *Session) keepalive() {
 	t := time.NewTicker(s.cfg.KeepaliveInterval)
 	defer t.Stop()
@@ -232,6 +244,14 @@ func (s *Session) keepalive() {
 		case <-s.done:
 			return
 		case <-t.C:
+		}
+		if s.asking.Load() > 0 {
+			if silent := time.Since(time.Unix(0, s.heard.Load())); silent > s.cfg.KeepaliveTimeout {
+				s.setErr(fmt.Errorf("keepalive timeout: edge %s sent nothing for %s while a request awaited its answer",
+					s.cfg.Addr, silent.Round(time.Millisecond)))
+				_ = s.conn.Close()
+			}
+			continue
 		}
 		res := make(chan error, 1)
 		go func() {
@@ -253,6 +273,14 @@ func (s *Session) keepalive() {
 	}
 }
 
+// ask sends a request that wants an answer, counted in asking while it
+// waits for it.
+func (s *Session) ask(name string, payload []byte) (bool, []byte, error) {
+	s.asking.Add(1)
+	defer s.asking.Add(-1)
+	return s.conn.SendRequest(name, true, payload)
+}
+
 // Bind asks the edge to publish an address; a refusal is *BindError.
 func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.BindReply, error) {
 	type result struct {
@@ -262,7 +290,7 @@ func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.
 	}
 	r := make(chan result, 1)
 	go func() {
-		ok, payload, err := s.conn.SendRequest(protocol.BindRequestType, true, protocol.Marshal(req))
+		ok, payload, err := s.ask(protocol.BindRequestType, protocol.Marshal(req))
 		r <- result{ok, payload, err}
 	}()
 	var res result
@@ -304,7 +332,7 @@ func (s *Session) Bind(ctx context.Context, req protocol.BindRequest) (protocol.
 func (s *Session) Drain(ctx context.Context) error {
 	r := make(chan error, 1)
 	go func() {
-		ok, _, err := s.conn.SendRequest(protocol.DrainRequestType, true, nil)
+		ok, _, err := s.ask(protocol.DrainRequestType, nil)
 		if err == nil && !ok {
 			err = errors.New("the edge does not support draining")
 		}
@@ -330,7 +358,7 @@ func (s *Session) Leave(ctx context.Context) (bool, error) {
 	var ok bool
 	go func() {
 		var err error
-		ok, _, err = s.conn.SendRequest(protocol.LeaveRequestType, true, nil)
+		ok, _, err = s.ask(protocol.LeaveRequestType, nil)
 		r <- err
 	}()
 	select {

@@ -46,6 +46,9 @@ type session struct {
 	// frames: the agent serves framed channels (protocol.FeatureHTTPFrames).
 	frames  atomic.Bool
 	streams sessionStreams
+	// answers keeps the replies to the agent's requests in order while a
+	// bind waits for the store off the session's loop (answers.go).
+	answers answers
 
 	// The addresses it binds, and the TCP endpoints' ports it serves (nil
 	// until it binds one): an agent's session binds one address or a few,
@@ -109,34 +112,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				continue
 			}
 		}
-		switch req.Type {
-		case protocol.KeepaliveRequestType:
-			_ = req.Reply(true, nil)
-		case protocol.StreamFailedRequestType:
-			ss.streams.fail(req.Payload)
-		case protocol.DrainRequestType:
-			// The reply goes after the idle connections are taken back:
-			// the agent waits, from then on, for the rest to close.
-			ss.drain()
-			_ = req.Reply(true, nil)
-		case protocol.LeaveRequestType:
-			_ = req.Reply(ss.leave(), nil)
-		case protocol.BindRequestType:
-			reply, err := ss.bind(req.Payload)
-			if err != nil {
-				_ = req.Reply(false, protocol.Marshal(err))
-				continue
-			}
-			reply.Nodes = ss.srv.nodeList()
-			if hub := ss.srv.cfg.Streams; hub != nil {
-				reply.StreamCert = hub.Fingerprint()
-			}
-			_ = req.Reply(true, protocol.Marshal(reply))
-		default:
-			if req.WantReply {
-				_ = req.Reply(false, nil)
-			}
-		}
+		ss.serve(req)
 	}
 	stop()
 	// reqs closes when the connection is gone. The session leaves the
@@ -145,6 +121,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	// reserved ports stay with the edge; a port's listener is detached
 	// only when this was the last session of its pool.
 	_ = ss.conn.Close()
+	ss.answers.wait() // a bind in flight is in the table before the session leaves it
 	ss.streams.closeAll()
 	ss.srv.reg.Remove(ss.id)
 	ss.mu.Lock()
