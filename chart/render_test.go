@@ -629,7 +629,7 @@ func TestNamesAndNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusterScoped := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "IngressClass": true}
+	clusterScoped := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "IngressClass": true, "FlowSchema": true}
 	for _, m := range r.Manifests {
 		name := m.Name()
 		if m.Kind() == "Service" {
@@ -670,7 +670,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			t.Errorf("%s %s (%s): %v", m.Kind(), m.Name(), m.Source, err)
 		}
 	}
-	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "IngressClass", "PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "IngressClass", "PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"}
 	if got := slices.Sorted(maps.Keys(kinds)); !slices.Equal(got, want) {
 		t.Errorf("kinds = %v, want %v", got, want)
 	}

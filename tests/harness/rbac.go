@@ -2,8 +2,11 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -29,16 +32,9 @@ func (cp *ControlPlane) ChartIdentities(ctx context.Context) (*Identities, error
 // top level, e.g. {"watchNamespaces": []any{"team-a"}}; the namespaces the
 // chart puts Roles in must exist.
 func (cp *ControlPlane) ChartIdentitiesWith(ctx context.Context, values map[string]any) (*Identities, error) {
-	vals := map[string]any{
-		"credentials": map[string]any{"apiKey": "rendered-for-rbac-only"},
-		"edge":        map[string]any{"apiURL": "http://127.0.0.1:1"},
-		"clusterID":   TestClusterID,
-		"secretSync":  map[string]any{"enabled": true},
-	}
-	maps.Copy(vals, values)
-	rendered, err := chart.Render(vals, chart.Options{Namespace: OperatorNamespace})
+	rendered, err := renderForTests(values)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the chart: %w", err)
+		return nil, err
 	}
 	ids := &Identities{}
 	for component, cfg := range map[string]**rest.Config{"controller": &ids.Controller, "agent": &ids.Agent} {
@@ -56,4 +52,41 @@ func (cp *ControlPlane) ChartIdentitiesWith(ctx context.Context, values map[stri
 		*cfg = c
 	}
 	return ids, nil
+}
+
+// renderForTests renders the chart for the tests' release, with values
+// set at the top level over the defaults the tests need.
+func renderForTests(values map[string]any) (*chart.Rendered, error) {
+	vals := map[string]any{
+		"credentials": map[string]any{"apiKey": "rendered-for-rbac-only"},
+		"edge":        map[string]any{"apiURL": "http://127.0.0.1:1"},
+		"clusterID":   TestClusterID,
+		"secretSync":  map[string]any{"enabled": true},
+	}
+	maps.Copy(vals, values)
+	rendered, err := chart.Render(vals, chart.Options{Namespace: OperatorNamespace})
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chart: %w", err)
+	}
+	return rendered, nil
+}
+
+// ChartFlowSchema is the FlowSchema the chart renders for the release of
+// ChartIdentities: it gives the Lease requests of both components the
+// leader-election priority level.
+func ChartFlowSchema() (*flowcontrolv1.FlowSchema, error) {
+	rendered, err := renderForTests(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range rendered.Manifests {
+		if m.Kind() == "FlowSchema" {
+			var fs flowcontrolv1.FlowSchema
+			if err := m.Into(&fs); err != nil {
+				return nil, fmt.Errorf("decoding the chart's FlowSchema: %w", err)
+			}
+			return &fs, nil
+		}
+	}
+	return nil, errors.New("the chart renders no FlowSchema")
 }
