@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type phase struct {
 	procs          []usage
 	load           [2]string // load average at the start and the end
 	note           string
+	apf            string // the apiserver's Priority and Fairness over the phase
 }
 
 // cpuMark is a process's CPU time and resident memory (KiB) when a phase
@@ -124,6 +126,10 @@ func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, er
 	if err != nil {
 		return p, err
 	}
+	apf, err := w.apf()
+	if err != nil {
+		return p, err
+	}
 	start := time.Now()
 	var profiles sync.WaitGroup
 	if profile != "" {
@@ -142,6 +148,7 @@ func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, er
 	}
 	p.took = time.Since(start)
 	p.note = fmt.Sprintf("the %d creates took %s", n, created.Round(100*time.Millisecond))
+	p.apf = w.apfSince(apf)
 	profiles.Wait()
 	if err := w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent"); err != nil {
 		return p, err
@@ -170,6 +177,10 @@ func (w *world) restart(ctx context.Context, n int) (phase, error) {
 	if err != nil {
 		return p, err
 	}
+	apf, err := w.apf()
+	if err != nil {
+		return p, err
+	}
 	start := time.Now()
 	if err := w.startOperator(); err != nil {
 		return p, err
@@ -195,13 +206,21 @@ func (w *world) restart(ctx context.Context, n int) (phase, error) {
 	p.took = time.Since(start)
 	p.note = fmt.Sprintf("the controller confirmed every key after %s; the agent had every Tunnel Ready on a new session after %s; stopping both took %s",
 		keysAt.Round(100*time.Millisecond), p.took.Round(100*time.Millisecond), stopped.Round(100*time.Millisecond))
+	p.apf = w.apfSince(apf)
 	return p, w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent")
 }
 
-// await polls cond (every 250 ms) until it holds or patience runs out.
+// await polls cond (every 250 ms) until it holds or patience runs out, or
+// an operator process exits (a controller that lost its leader lease
+// does): then with the end of its log.
 func (w *world) await(ctx context.Context, cond func() (bool, error)) error {
 	deadline := time.Now().Add(patience)
 	for {
+		for _, p := range []*operatorProcess{w.controller, w.agent} {
+			if p.Exited() {
+				return fmt.Errorf("%s exited: %s", p.Log, tail(p.Log, 10))
+			}
+		}
 		ok, err := cond()
 		if err != nil {
 			return err
@@ -218,6 +237,16 @@ func (w *world) await(ctx context.Context, cond func() (bool, error)) error {
 		case <-time.After(250 * time.Millisecond): // polling a cache: nothing to wake on
 		}
 	}
+}
+
+// tail is the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // profile takes CPU profiles of the three processes at once, for d, after
@@ -289,7 +318,7 @@ func (r report) String() string {
 			fmt.Fprintf(&s, "%s %.0f MiB (%.0f before, peak %.0f), %.1f s CPU; ", u.name, float64(u.mem.RSS)/1024,
 				float64(u.before)/1024, float64(u.mem.Peak)/1024, u.cpu.Seconds())
 		}
-		fmt.Fprintf(&s, "| %s → %s | %s; calls by route %v |\n", p.load[0], p.load[1], p.note, p.byRoute)
+		fmt.Fprintf(&s, "| %s → %s | %s; calls by route %v; %s |\n", p.load[0], p.load[1], p.note, p.byRoute, p.apf)
 	}
 	return s.String()
 }

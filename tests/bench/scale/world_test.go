@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,7 +30,15 @@ const ns = "scale"
 // processes, and a cache of the Tunnels that the waits read (so watching
 // 10,000 Tunnels costs the apiserver one watch, not a list per look).
 type world struct {
-	dir, bin, kubeconfig string
+	dir, bin string
+	// The controller's and the agent's kubeconfigs: each acts as its
+	// ServiceAccount of the chart, with the chart's RBAC, so the
+	// apiserver's Priority and Fairness classifies its requests as in a
+	// cluster (an administrator's would be exempt from it).
+	controllerKubeconfig, agentKubeconfig string
+	// flowSchema is the chart's FlowSchema for the components' Leases
+	// (nil: left out, TUNA_SCALE_FLOWSCHEMA=off).
+	flowSchema *flowcontrolv1.FlowSchema
 	cp                   *harness.ControlPlane
 	edge                 *harness.EdgeProcess
 	controller, agent    *operatorProcess
@@ -45,7 +55,8 @@ type operatorProcess struct {
 }
 
 func startWorld(ctx context.Context, dir, bin string) (w *world, err error) {
-	w = &world{dir: dir, bin: bin, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	w = &world{dir: dir, bin: bin, controllerKubeconfig: filepath.Join(dir, "controller.kubeconfig"),
+		agentKubeconfig: filepath.Join(dir, "agent.kubeconfig")}
 	defer func() {
 		if err != nil {
 			w.stop()
@@ -62,8 +73,23 @@ func startWorld(ctx context.Context, dir, bin string) (w *world, err error) {
 	if _, err := harness.CreateService(ctx, w.cp.Client, ns, "web", harness.ServicePort{Port: 8080}); err != nil {
 		return w, err
 	}
-	if err := w.cp.WriteKubeconfig(w.kubeconfig); err != nil {
+	ids, err := w.cp.ChartIdentities(ctx)
+	if err != nil {
 		return w, err
+	}
+	if err := w.cp.WriteKubeconfigAs(w.controllerKubeconfig, ids.Controller.Impersonate); err != nil {
+		return w, err
+	}
+	if err := w.cp.WriteKubeconfigAs(w.agentKubeconfig, ids.Agent.Impersonate); err != nil {
+		return w, err
+	}
+	if os.Getenv("TUNA_SCALE_FLOWSCHEMA") != "off" {
+		if w.flowSchema, err = harness.ChartFlowSchema(); err != nil {
+			return w, err
+		}
+		if err := w.cp.Client.Create(ctx, w.flowSchema); err != nil {
+			return w, fmt.Errorf("creating the chart's FlowSchema: %w", err)
+		}
 	}
 	// The edge as it ships: no flag raises its API budget.
 	if w.edge, err = harness.StartEdgeProcess(dir); err != nil {
@@ -105,13 +131,13 @@ func (w *world) startOperator() error {
 		}
 		addrs[i] = a
 	}
-	c, err := harness.StartControllerProcess(w.bin, w.kubeconfig, filepath.Join(w.dir, "controller.log"), w.edge, w.edge.OperatorKey,
+	c, err := harness.StartControllerProcess(w.bin, w.controllerKubeconfig, filepath.Join(w.dir, "controller.log"), w.edge, w.edge.OperatorKey,
 		"--metrics-bind-address="+addrs[0], "--pprof-bind-address="+addrs[1])
 	if err != nil {
 		return err
 	}
 	w.controller = &operatorProcess{Process: c, metrics: addrs[0], pprof: addrs[1]}
-	a, err := harness.StartAgentProcess(w.bin, w.kubeconfig, w.dir,
+	a, err := harness.StartAgentProcess(w.bin, w.agentKubeconfig, w.dir,
 		"--metrics-bind-address="+addrs[2], "--pprof-bind-address="+addrs[3], "--replica=agent-0")
 	if err != nil {
 		return err
