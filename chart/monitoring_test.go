@@ -12,13 +12,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The dashboards ship as ConfigMaps for the Grafana sidecar, each holding
-// its file of dashboards/ unchanged; the label the sidecar selects by is
-// configurable, and each dashboard can be left out.
+// The operator's dashboard ships as a ConfigMap for the Grafana sidecar,
+// holding its file of dashboards/ unchanged; the label the sidecar selects
+// by is configurable, and the dashboard can be left out. The edge's ships
+// with the edge: the chart has none, and says so to a values file that
+// still asks for it.
 func TestDashboardConfigMaps(t *testing.T) {
 	files := map[string]string{
-		testFullname + "-dashboard":      "tuna-k8s-operator.json",
-		testFullname + "-edge-dashboard": "tuna-edge.json",
+		testFullname + "-dashboard": "tuna-k8s-operator.json",
 	}
 	r := render(t, withKey(t, "metrics.dashboard.annotations.grafana_folder=Tuna"))
 	for name, file := range files {
@@ -48,16 +49,17 @@ func TestDashboardConfigMaps(t *testing.T) {
 		}
 	}
 
-	r = render(t, withKey(t, "metrics.dashboard.label=grafana.io/dashboard", "metrics.dashboard.labelValue=tuna", "metrics.dashboard.edge=false"))
+	if r.Find("ConfigMap", testFullname+"-edge-dashboard") != nil {
+		t.Error("the chart renders the edge's dashboard, which ships with the edge")
+	}
+	renderFails(t, withKey(t, "metrics.dashboard.edge=true"), "edge/deploy/monitoring/tuna-edge.json")
+	r = render(t, withKey(t, "metrics.dashboard.label=grafana.io/dashboard", "metrics.dashboard.labelValue=tuna"))
 	var cm corev1.ConfigMap
 	if err := r.Find("ConfigMap", testFullname+"-dashboard").Into(&cm); err != nil {
 		t.Fatal(err)
 	}
 	if cm.Labels["grafana.io/dashboard"] != "tuna" || cm.Labels["grafana_dashboard"] != "" {
 		t.Errorf("custom sidecar label: %v", cm.Labels)
-	}
-	if r.Find("ConfigMap", testFullname+"-edge-dashboard") != nil {
-		t.Error("metrics.dashboard.edge=false still renders the edge dashboard")
 	}
 	r = render(t, withKey(t, "metrics.dashboard.enabled=false"))
 	for name := range files {
@@ -95,11 +97,11 @@ func TestMonitoringExample(t *testing.T) {
 			t.Errorf("%s: %v", kind, m)
 		}
 	}
-	if groups := prometheusRule(t, r); len(groups) != 2 || groups[0].Rules[0].Labels["team"] != "platform" {
+	if groups := prometheusRule(t, r); len(groups) != 1 || groups[0].Rules[0].Labels["team"] != "platform" {
 		t.Errorf("rule groups %+v", groups)
 	}
-	if m := r.Find("ConfigMap", testFullname+"-edge-dashboard"); m == nil || m.Object.GetAnnotations()["grafana_folder"] != "Tuna" {
-		t.Errorf("edge dashboard: %v", m)
+	if m := r.Find("ConfigMap", testFullname+"-dashboard"); m == nil || m.Object.GetAnnotations()["grafana_folder"] != "Tuna" {
+		t.Errorf("dashboard: %v", m)
 	}
 }
 
@@ -137,11 +139,10 @@ func TestPrometheusRule(t *testing.T) {
 		"TunaTunnelKeysNotIssued": {"10m", "warning"},
 		"TunaEdgeAPIFailing":      {"10m", "critical"},
 		"TunaReconcileErrors":     {"15m", "warning"},
-		"TunaEdgeLimitRefusals":   {"10m", "warning"},
 	}
 	groups := prometheusRule(t, render(t, withKey(t, "metrics.prometheusRule.enabled=true",
 		"metrics.prometheusRule.labels.release=kube-prometheus-stack", "metrics.prometheusRule.alertLabels.team=platform")))
-	if len(groups) != 2 || groups[0].Name != "tuna-k8s-operator" || groups[1].Name != "tuna-edge" {
+	if len(groups) != 1 || groups[0].Name != "tuna-k8s-operator" {
 		t.Fatalf("groups %+v", groups)
 	}
 	seen := map[string]bool{}
@@ -160,7 +161,7 @@ func TestPrometheusRule(t *testing.T) {
 				r.Annotations["runbook_url"] != "https://code.tuna.am/tuna/k8s-operator/blob/main/docs/operations.md#"+strings.ToLower(r.Alert) {
 				t.Errorf("%s: annotations %v", r.Alert, r.Annotations)
 			}
-			if g.Name == "tuna-k8s-operator" && !strings.Contains(r.Expr, `namespace="`+DefaultNamespace+`"`) {
+			if !strings.Contains(r.Expr, `namespace="`+DefaultNamespace+`"`) {
 				t.Errorf("%s does not select the release's namespace: %s", r.Alert, r.Expr)
 			}
 		}
@@ -176,12 +177,12 @@ func TestPrometheusRule(t *testing.T) {
 	}
 
 	groups = prometheusRule(t, render(t, withKey(t, "metrics.prometheusRule.enabled=true",
-		`metrics.prometheusRule.selector=job=~"tuna-.*"`, `metrics.prometheusRule.edgeSelector=job="edge"`,
+		`metrics.prometheusRule.selector=job=~"tuna-.*"`,
 		"metrics.prometheusRule.alerts.TunaTunnelDown.for=1m", "metrics.prometheusRule.alerts.TunaReconcileErrors.enabled=false",
 		"metrics.prometheusRule.runbookURL=")))
 	for _, g := range groups {
 		for _, r := range g.Rules {
-			sel := map[string]string{"tuna-k8s-operator": `{job=~"tuna-.*"`, "tuna-edge": `{job="edge"`}[g.Name]
+			sel := `{job=~"tuna-.*"`
 			if !strings.Contains(r.Expr, sel) || strings.Contains(r.Expr, "namespace=") {
 				t.Errorf("%s: %s does not use the selector %s", r.Alert, r.Expr, sel)
 			}
@@ -208,4 +209,8 @@ func TestPrometheusRule(t *testing.T) {
 	renderFails(t, withKey(t, "metrics.prometheusRule.alerts.TunaTunnelDown.for=5 minutes"), "/metrics/prometheusRule/alerts/TunaTunnelDown/for")
 	renderFails(t, withKey(t, "metrics.prometheusRule.alerts.TunaTunnelDwn.for=5m"), "TunaTunnelDwn")
 	renderFails(t, withKey(t, `metrics.prometheusRule.selector={job="x"}`), "/metrics/prometheusRule/selector")
+	// The edge's rules ship with the edge: values that still tune them fail
+	// with where the rules are now.
+	renderFails(t, withKey(t, `metrics.prometheusRule.edgeSelector=job="edge"`), "edge/deploy/monitoring/tuna-edge-rules.yaml")
+	renderFails(t, withKey(t, "metrics.prometheusRule.alerts.TunaEdgeLimitRefusals.for=5m"), "edge/deploy/monitoring/tuna-edge-rules.yaml")
 }

@@ -4,14 +4,14 @@
 #   - crds/k8s.tuna.am_*.yaml (the CustomResourceDefinitions),
 #   - chart/tuna-k8s-operator/crds/ (a copy of crds/, which Helm and Nelm
 #     install with the chart);
-# and the chart's Grafana dashboards (chart/tuna-k8s-operator/dashboards/),
-# built as code in chart/dashboards.
+# and the Grafana dashboards (the chart's chart/tuna-k8s-operator/dashboards/,
+# the edge's edge/deploy/monitoring/), built as code in internal/dashboards.
 #
 # controller-gen is pinned by the `tool` directive in go.mod
 # (sigs.k8s.io/controller-tools v0.23.0), so `go tool controller-gen` needs no
 # other installation. Run from anywhere: hack/generate.sh
 #
-# Tests (operator/api/v1alpha1/crds_test.go, chart/dashboards) fail while
+# Tests (operator/api/v1alpha1/crds_test.go, internal/dashboards) fail while
 # the committed files differ from what this script writes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,5 +29,5 @@ mkdir -p chart/tuna-k8s-operator/crds
 rm -f chart/tuna-k8s-operator/crds/k8s.tuna.am_*.yaml
 cp crds/k8s.tuna.am_*.yaml chart/tuna-k8s-operator/crds/
 
-echo "generate: Grafana dashboards into chart/tuna-k8s-operator/dashboards/" >&2
-go run ./chart/dashboards/gen
+echo "generate: Grafana dashboards into chart/tuna-k8s-operator/dashboards/ and edge/deploy/monitoring/" >&2
+go run ./internal/dashboards/gen

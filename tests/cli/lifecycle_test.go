@@ -129,10 +129,8 @@ func TestLifecycle(t *testing.T) {
 	if c := find(p.Resources, "Deployment", fullname+"-agent"); c == nil || c.Action != cluster.ActionUnchanged {
 		t.Fatalf("agent Deployment: %+v", c)
 	}
-	for _, name := range []string{fullname + "-dashboard", fullname + "-edge-dashboard"} {
-		if c := find(p.Resources, "ConfigMap", name); c == nil || c.Action != cluster.ActionDelete {
-			t.Fatalf("dashboard ConfigMap %s: %+v", name, c)
-		}
+	if c := find(p.Resources, "ConfigMap", fullname+"-dashboard"); c == nil || c.Action != cluster.ActionDelete {
+		t.Fatalf("dashboard ConfigMap: %+v", c)
 	}
 	r = tunaEnv(t, newer, append([]string{"plan"}, change...)...)
 	expectCode(t, r, cmd.ExitChanges)
@@ -140,8 +138,7 @@ func TestLifecycle(t *testing.T) {
 		"~ update CustomResourceDefinition tunnels.k8s.tuna.am: schema of version v1alpha1 changed",
 		"~ update Deployment tuna-system/" + fullname + "-controller",
 		"- delete ConfigMap tuna-system/" + fullname + "-dashboard",
-		"- delete ConfigMap tuna-system/" + fullname + "-edge-dashboard",
-		"0 to create, 2 to update, 2 to delete",
+		"0 to create, 2 to update, 1 to delete",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plan text lacks %q: %s", want, r)
@@ -182,10 +179,8 @@ func TestLifecycle(t *testing.T) {
 	if *d.Spec.Replicas != 3 {
 		t.Fatalf("controller Deployment after upgrade: replicas %d, want 3 as the upgrade set", *d.Spec.Replicas)
 	}
-	for _, name := range []string{fullname + "-dashboard", fullname + "-edge-dashboard"} {
-		if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); !gone(err) {
-			t.Fatalf("the dashboard ConfigMap %s survived the upgrade: %v", name, err)
-		}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, fullname+"-dashboard", metav1.GetOptions{}); !gone(err) {
+		t.Fatalf("the dashboard ConfigMap survived the upgrade: %v", err)
 	}
 	// Now the plan is empty; with the older chart the CRD would change back.
 	expectCode(t, tunaEnv(t, newer, "plan", "--reuse-values"), cmd.ExitOK)

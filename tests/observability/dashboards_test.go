@@ -3,6 +3,7 @@ package observability
 import (
 	"encoding/json"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,19 +22,27 @@ import (
 // dashboardQuery is one target of a shipped dashboard.
 type dashboardQuery struct{ dashboard, panel, expr string }
 
-// shippedDashboards reads every dashboard of the chart, as it ships
-// (chart.Files, the embedded chart), and returns its queries and its
-// query variables (name -> label_values(metric, label)).
+// shippedDashboards reads every dashboard as it ships: the chart's (the
+// embedded chart's files) and the edge's (edge/deploy/monitoring/), and
+// returns their queries and query variables (name -> label_values(metric,
+// label)).
 func shippedDashboards(t *testing.T) (queries []dashboardQuery, variables map[string]map[string][2]string) {
 	t.Helper()
 	files, err := fs.Glob(chart.Files(), "dashboards/*.json")
 	require.NoError(t, err)
-	require.Len(t, files, 2)
-	variables = map[string]map[string][2]string{}
-	labelValues := regexp.MustCompile(`^label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$`)
+	require.Len(t, files, 1)
+	contents := map[string][]byte{}
 	for _, f := range files {
 		b, err := fs.ReadFile(chart.Files(), f)
 		require.NoError(t, err)
+		contents[f] = b
+	}
+	edge, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "edge", "deploy", "monitoring", "tuna-edge.json"))
+	require.NoError(t, err)
+	contents["tuna-edge.json"] = edge
+	variables = map[string]map[string][2]string{}
+	labelValues := regexp.MustCompile(`^label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$`)
+	for f, b := range contents {
 		var d struct {
 			Panels []struct {
 				Type    string `json:"type"`

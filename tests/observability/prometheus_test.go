@@ -48,7 +48,8 @@ const chartFullname = "tuna-operator-tuna-k8s-operator"
 type prometheus struct {
 	*process
 	url string
-	// rules is the rule file it loaded (the chart's rendered groups).
+	// rules is the rule file it loaded (the chart's rendered groups and
+	// the edge's).
 	rules []byte
 }
 
@@ -149,7 +150,8 @@ func (p *prometheus) scrapingAll(n int) bool {
 
 // renderRules renders the chart's PrometheusRule for the test's release
 // with every alert's for: set to forDuration ("" keeps values.yaml's), and
-// returns its groups as a Prometheus rule file.
+// returns its groups, followed by those of the edge's rule file
+// (edge/deploy/monitoring/, for: likewise), as one Prometheus rule file.
 func renderRules(forDuration string) ([]byte, error) {
 	ch, err := chart.Load()
 	if err != nil {
@@ -179,7 +181,27 @@ func renderRules(forDuration string) ([]byte, error) {
 		return nil, fmt.Errorf("the chart rendered no PrometheusRule %s", chartFullname)
 	}
 	spec, _ := m.Object.Object["spec"].(map[string]any)
-	return yaml.Marshal(map[string]any{"groups": spec["groups"]})
+	groups, _ := spec["groups"].([]any)
+	b, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "edge", "deploy", "monitoring", "tuna-edge-rules.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var edge struct {
+		Groups []map[string]any `json:"groups"`
+	}
+	if err := yaml.UnmarshalStrict(b, &edge); err != nil {
+		return nil, fmt.Errorf("the edge's rule file: %w", err)
+	}
+	for _, g := range edge.Groups {
+		rules, _ := g["rules"].([]any)
+		for _, r := range rules {
+			if rule, ok := r.(map[string]any); ok && forDuration != "" {
+				rule["for"] = forDuration
+			}
+		}
+		groups = append(groups, g)
+	}
+	return yaml.Marshal(map[string]any{"groups": groups})
 }
 
 // get calls the HTTP API and decodes its data into out.

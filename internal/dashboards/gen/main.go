@@ -1,5 +1,5 @@
-// Command gen writes the chart's Grafana dashboards from package
-// dashboards into chart/tuna-k8s-operator/dashboards/ (run by
+// Command gen writes the product's Grafana dashboards from package
+// dashboards to their files (the chart's, the edge's; run by
 // `go tool task generate`, from the repository's root).
 package main
 
@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"code.tuna.am/tuna/k8s-operator/chart/dashboards"
+	"code.tuna.am/tuna/k8s-operator/internal/dashboards"
 )
 
 func main() {
@@ -18,7 +18,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "dashboards:", err)
 			os.Exit(1)
 		}
-		if err := os.WriteFile(filepath.Join(dashboards.Dir, f.Name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.FromSlash(f.Path), b, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "dashboards:", err)
 			os.Exit(1)
 		}

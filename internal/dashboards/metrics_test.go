@@ -1,8 +1,7 @@
-package chart
+package dashboards
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -71,10 +70,11 @@ var edgeExportedMetrics = []string{
 	"process_resident_memory_bytes",
 }
 
-// shippedDashboards maps each dashboard file to the metrics it may use.
+// shippedDashboards maps each dashboard file (File.Path) to the metrics it
+// may use.
 var shippedDashboards = map[string][]string{
-	"tuna-k8s-operator.json": exportedMetrics,
-	"tuna-edge.json":         edgeExportedMetrics,
+	"chart/tuna-k8s-operator/dashboards/tuna-k8s-operator.json": exportedMetrics,
+	"edge/deploy/monitoring/tuna-edge.json":                     edgeExportedMetrics,
 }
 
 var (
@@ -135,7 +135,11 @@ func TestPromMetricNames(t *testing.T) {
 func dashboardMetrics(t *testing.T, file string) (perPanel map[string][]string, all []string) {
 	t.Helper()
 	var dash map[string]any
-	if err := json.Unmarshal(readChartFile(t, "dashboards/"+file), &dash); err != nil {
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatal(err)
 	}
 	perPanel = map[string][]string{}
@@ -172,13 +176,9 @@ func dashboardMetrics(t *testing.T, file string) (perPanel map[string][]string, 
 
 // Every panel of every dashboard queries only metrics the code exports.
 func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
-	entries, err := fs.ReadDir(Files(), "dashboards")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if _, ok := shippedDashboards[e.Name()]; !ok {
-			t.Errorf("dashboards/%s has no entry in shippedDashboards", e.Name())
+	for _, f := range Files {
+		if _, ok := shippedDashboards[f.Path]; !ok {
+			t.Errorf("%s has no entry in shippedDashboards", f.Path)
 		}
 	}
 	for file, exported := range shippedDashboards {
@@ -220,7 +220,7 @@ func TestExportedMetricsMatchEdgeSource(t *testing.T) {
 // Go source of the package at dir (relative to the repository).
 func checkDeclared(t *testing.T, names []string, dir ...string) {
 	t.Helper()
-	pkg := filepath.Join(append([]string{".."}, dir...)...)
+	pkg := filepath.Join(append([]string{"..", ".."}, dir...)...)
 	files, err := filepath.Glob(filepath.Join(pkg, "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("%s: %v %v", pkg, files, err)

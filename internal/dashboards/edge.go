@@ -14,8 +14,9 @@ const inst = `instance=~"$instance"`
 // edge puts the instance selector into each {} of expr.
 func edge(expr string) string { return strings.ReplaceAll(expr, "{}", "{"+inst+"}") }
 
-// Edge is the dashboard of tuna-edge: sessions, binds, public traffic,
-// the control API and the limits. The edge may run outside the cluster
+// Edge is the dashboard of tuna-edge, which ships with the edge
+// (edge/deploy/monitoring/, beside its alert rules): sessions, binds,
+// public traffic, the control API and the limits. The edge may run outside the cluster
 // (a VPS): its series are told apart by instance only.
 func Edge() (dashboard.Dashboard, error) {
 	rate := func(m string) string { return "rate(" + m + "{" + inst + "}[$__rate_interval])" }

@@ -1,8 +1,10 @@
-// Package dashboards builds the Grafana dashboards the chart ships, as code
-// with the Grafana Foundation SDK (github.com/grafana/grafana-foundation-sdk,
-// Apache-2.0). The JSON in chart/tuna-k8s-operator/dashboards/ is written
-// from here by `go tool task generate`; a test fails while the committed
-// files differ from what this package builds.
+// Package dashboards builds the product's Grafana dashboards as code with
+// the Grafana Foundation SDK (github.com/grafana/grafana-foundation-sdk,
+// Apache-2.0): the operator's, which the chart ships
+// (chart/tuna-k8s-operator/dashboards/), and the edge's, which ships with
+// the edge (edge/deploy/monitoring/). The JSON files are written from here
+// by `go tool task generate`; a test fails while the committed files
+// differ from what this package builds.
 //
 // Every query selects its series with the dashboard's variables only, so
 // tests/observability can evaluate each one against a real Prometheus after
@@ -23,20 +25,18 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
 
-// Dir is where the chart keeps the dashboards, relative to the repository.
-const Dir = "chart/tuna-k8s-operator/dashboards"
-
-// File is one dashboard the chart ships.
+// File is one dashboard the product ships.
 type File struct {
-	// Name is the file name in Dir and the key in the ConfigMap.
-	Name  string
+	// Path is the file's path in the repository. The chart's file name is
+	// also the key in its ConfigMap.
+	Path  string
 	Build func() (dashboard.Dashboard, error)
 }
 
-// Files are every dashboard, in the order the chart lists them.
+// Files are every dashboard.
 var Files = []File{
-	{Name: "tuna-k8s-operator.json", Build: Operator},
-	{Name: "tuna-edge.json", Build: Edge},
+	{Path: "chart/tuna-k8s-operator/dashboards/tuna-k8s-operator.json", Build: Operator},
+	{Path: "edge/deploy/monitoring/tuna-edge.json", Build: Edge},
 }
 
 // JSON is the file content of a dashboard: indented, with a final newline.

@@ -16,12 +16,12 @@ func TestCommittedDashboardsAreGenerated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join("..", "tuna-k8s-operator", "dashboards", f.Name))
+		got, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(f.Path)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s/%s differs from what chart/dashboards builds: run go tool task generate", Dir, f.Name)
+			t.Errorf("%s differs from what internal/dashboards builds: run go tool task generate", f.Path)
 		}
 	}
 }
@@ -46,22 +46,22 @@ func TestPanelsHaveIDsAndDoNotOverlap(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d.UID == "" {
-			t.Errorf("%s has no uid", f.Name)
+			t.Errorf("%s has no uid", f.Path)
 		}
 		ids := map[int]string{}
 		cells := map[[2]int]string{}
 		for _, p := range d.Panels {
 			if p.ID == 0 || ids[p.ID] != "" {
-				t.Errorf("%s: panel %q has id %d (taken by %q)", f.Name, p.Title, p.ID, ids[p.ID])
+				t.Errorf("%s: panel %q has id %d (taken by %q)", f.Path, p.Title, p.ID, ids[p.ID])
 			}
 			ids[p.ID] = p.Title
 			if p.GridPos.X+p.GridPos.W > 24 || p.GridPos.W == 0 || p.GridPos.H == 0 {
-				t.Errorf("%s: panel %q at %+v does not fit the grid", f.Name, p.Title, p.GridPos)
+				t.Errorf("%s: panel %q at %+v does not fit the grid", f.Path, p.Title, p.GridPos)
 			}
 			for x := p.GridPos.X; x < p.GridPos.X+p.GridPos.W; x++ {
 				for y := p.GridPos.Y; y < p.GridPos.Y+p.GridPos.H; y++ {
 					if other := cells[[2]int{x, y}]; other != "" {
-						t.Fatalf("%s: panels %q and %q overlap at %d,%d", f.Name, other, p.Title, x, y)
+						t.Fatalf("%s: panels %q and %q overlap at %d,%d", f.Path, other, p.Title, x, y)
 					}
 					cells[[2]int{x, y}] = p.Title
 				}
