@@ -27,6 +27,16 @@ func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws [
 	if len(gws) == 0 {
 		return nil, nil
 	}
+	var list gwv1.HTTPRouteList
+	if err := reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
+	}
+	return RoutesOfHost(host, gws, list.Items, nsLabels), nil
+}
+
+// RoutesOfHost is HTTPRoutesFor on routes already listed: those of routes,
+// not being deleted, that attach to host through gws.
+func RoutesOfHost(host string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, nsLabels func(ns string) labels.Set) []*gwv1.HTTPRoute {
 	evaluated := Gateways{}
 	for _, gw := range gws {
 		own := Verdict{OK: true, Address: OwnAddress(gw)}
@@ -35,13 +45,9 @@ func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws [
 			Address: func(int32) Verdict { return own }}
 		evaluated[client.ObjectKeyFromObject(gw)] = Evaluated{Gateway: gw, Listeners: Evaluate(gw, open)}
 	}
-	var list gwv1.HTTPRouteList
-	if err := reader.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
-	}
 	var out []*gwv1.HTTPRoute
-	for i := range list.Items {
-		rt := &list.Items[i]
+	for i := range routes {
+		rt := &routes[i]
 		if !rt.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -56,7 +62,7 @@ func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws [
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 func contains(s []string, v string) bool {

@@ -20,8 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,66 +64,42 @@ type Reconciler struct {
 // Request is the one request of this reconciler.
 var Request = reconcile.Request{NamespacedName: types.NamespacedName{Name: "gateway-api"}}
 
-// Reconcile converges all Gateway API status.
+// Reconcile converges all Gateway API status: it reads what the
+// translation needs, translates (translate, without I/O), and writes
+// what changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	if err := r.classes(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	gws, err := model.Source.Served(ctx, r.Client, r.Namespaces...)
+	in, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var domains tunav1.DomainList
-	var endpoints tunav1.TCPEndpointList
-	if err := scope.List(ctx, r.Client, &domains, r.Namespaces); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := scope.List(ctx, r.Client, &endpoints, r.Namespaces); err != nil {
-		return reconcile.Result{}, err
-	}
-	facts, err := r.edgeFacts(ctx)
+	out, err := translate(in)
 	if err != nil {
+		// Status stays as it is until the Secret or Service can be read.
 		return reconcile.Result{}, err
 	}
-	own := model.AssignAddresses(gws, facts.GatewayAddresses)
-	edge := edgeRules{anyHost: facts.AnyHost, pool: len(facts.GatewayAddresses), port: int32(facts.GatewayHTTPPort), first: firstPublishers(gws)}
-	var grants gwv1.ReferenceGrantList
-	if err := scope.List(ctx, r.Client, &grants, r.Namespaces); err != nil {
-		return reconcile.Result{}, err
-	}
-	evaluated := model.Gateways{}
-	var readErr error
-	for _, gw := range gws {
-		key := client.ObjectKeyFromObject(gw)
-		edge.own = own[key]
-		res := reserved(gw.Namespace, domains.Items, endpoints.Items, edge)
-		res.Certificates = func(l gwv1.Listener) model.CertVerdict {
-			v, err := model.ResolveCertificateRefs(gw.Namespace, l, grants.Items, r.secret(ctx))
-			if err != nil && readErr == nil {
-				readErr = err
-			}
-			return v
+	for _, n := range out.httpRoutes {
+		if err := writeParents(ctx, r.Client, "HTTPRoute", n.route, func(x *gwv1.HTTPRoute) *gwv1.RouteStatus { return &x.Status.RouteStatus }, n.parents); err != nil {
+			return reconcile.Result{}, err
 		}
-		evaluated[key] = model.Evaluated{Gateway: gw, Listeners: model.Evaluate(gw, res)}
 	}
-	if readErr != nil {
-		// Status stays as it is until the Secret can be read.
-		return reconcile.Result{}, readErr
-	}
-	attached, err := r.routes(ctx, evaluated, grants.Items)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if r.servesTCP.Load() {
-		if err := r.tcpRoutes(ctx, evaluated, endpoints.Items, attached); err != nil {
+	if in.serveTCP {
+		for _, n := range out.tcpRoutes {
+			if err := writeParents(ctx, r.Client, "TCPRoute", n.route, func(x *gwv1.TCPRoute) *gwv1.RouteStatus { return &x.Status.RouteStatus }, n.parents); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		if err := r.applyTunnels(ctx, out.tunnels); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	// A certificate the edge could not take now leaves its listener's
 	// status as evaluated, and is tried again with backoff.
-	soon, certErr := r.hostCertificates(ctx, gws, evaluated, facts.HTTPSURL != "")
-	for key, ev := range evaluated {
-		if err := r.writeGateway(ctx, ev, attached[key]); err != nil {
+	soon, certErr := r.hostCertificates(ctx, in.gateways, out.evaluated, in.edge.HTTPSURL != "")
+	for key, ev := range out.evaluated {
+		if err := r.writeGateway(ctx, ev.Gateway, gatewayStatus(ev, out.attached[key])); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -139,6 +113,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	// certificateRef's Secret may appear or change later), so look again
 	// now and then.
 	return reconcile.Result{RequeueAfter: resync}, nil
+}
+
+// read lists what translate needs, within the watched namespaces, and
+// gives it lookups of the objects the controller reads by name.
+func (r *Reconciler) read(ctx context.Context) (snapshot, error) {
+	in := snapshot{serveTCP: r.servesTCP.Load(), secret: r.secret(ctx), service: r.service(ctx), namespaceLabels: r.namespaceLabels(ctx)}
+	var err error
+	if in.gateways, err = model.Source.Served(ctx, r.Client, r.Namespaces...); err != nil {
+		return in, err
+	}
+	var domains tunav1.DomainList
+	var endpoints tunav1.TCPEndpointList
+	var grants gwv1.ReferenceGrantList
+	var routes gwv1.HTTPRouteList
+	for _, l := range []client.ObjectList{&domains, &endpoints, &grants, &routes} {
+		if err := scope.List(ctx, r.Client, l, r.Namespaces); err != nil {
+			return in, err
+		}
+	}
+	in.domains, in.endpoints, in.grants, in.httpRoutes = domains.Items, endpoints.Items, grants.Items, routes.Items
+	if in.serveTCP {
+		var tcp gwv1.TCPRouteList
+		if err := scope.List(ctx, r.Client, &tcp, r.Namespaces); err != nil {
+			return in, err
+		}
+		in.tcpRoutes = tcp.Items
+	}
+	if in.edge, err = r.edgeFacts(ctx); err != nil {
+		return in, err
+	}
+	return in, nil
 }
 
 const resync = 30 * time.Second
@@ -169,15 +174,12 @@ func (r *Reconciler) classes(ctx context.Context) error {
 		if !gatewayclass.Ours(gc) {
 			continue
 		}
-		conds := append([]metav1.Condition(nil), gc.Status.Conditions...)
-		meta.SetStatusCondition(&conds, metav1.Condition{Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
-			Reason: string(gwv1.GatewayClassReasonAccepted), Message: "Gateways of this class are published through the tuna edge", ObservedGeneration: gc.Generation})
-		supported := model.SupportedFeatures()
-		if equality.Semantic.DeepEqual(conds, gc.Status.Conditions) && equality.Semantic.DeepEqual(supported, gc.Status.SupportedFeatures) {
+		next := classStatus(gc)
+		if equality.Semantic.DeepEqual(next, gc.Status) {
 			continue
 		}
 		gc = gc.DeepCopy()
-		gc.Status.Conditions, gc.Status.SupportedFeatures = conds, supported
+		gc.Status = next
 		if err := r.Client.Status().Update(ctx, gc); err != nil {
 			return fmt.Errorf("writing the status of GatewayClass %s: %w", gc.Name, err)
 		}
@@ -203,52 +205,52 @@ func (r *Reconciler) secret(ctx context.Context) model.SecretLookup {
 	}
 }
 
-// namespaceLabels reads the labels of ns for allowedRoutes selectors.
-func (r *Reconciler) namespaceLabels(ctx context.Context, ns string, cache map[string]labels.Set) labels.Set {
-	if l, ok := cache[ns]; ok {
-		return l
+// namespaceLabels reads namespaces' labels for allowedRoutes selectors,
+// each once per reconcile.
+func (r *Reconciler) namespaceLabels(ctx context.Context) func(ns string) labels.Set {
+	seen := map[string]labels.Set{}
+	return func(ns string) labels.Set {
+		if l, ok := seen[ns]; ok {
+			return l
+		}
+		var n corev1.Namespace
+		var set labels.Set
+		if err := r.Reader.Get(ctx, types.NamespacedName{Name: ns}, &n); err == nil {
+			set = labels.Set(n.Labels)
+		}
+		seen[ns] = set
+		return set
 	}
-	var n corev1.Namespace
-	var set labels.Set
-	if err := r.Reader.Get(ctx, types.NamespacedName{Name: ns}, &n); err == nil {
-		set = labels.Set(n.Labels)
-	}
-	cache[ns] = set
-	return set
 }
 
-// writeGateway writes a Gateway's status: conditions, addresses and each
-// listener's conditions and attachedRoutes.
-func (r *Reconciler) writeGateway(ctx context.Context, ev model.Evaluated, attached map[string]int32) error {
-	gw := ev.Gateway
-	conds, addrs := model.GatewayConditions(gw, ev.Listeners)
-	next := gw.Status.DeepCopy()
-	for _, c := range conds {
-		meta.SetStatusCondition(&next.Conditions, c)
+// service reports whether the Service a backendRef names exists.
+func (r *Reconciler) service(ctx context.Context) func(ns, name string) (bool, error) {
+	return func(ns, name string) (bool, error) {
+		var svc corev1.Service
+		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc)
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case apierrors.IsForbidden(err):
+			// Without loadBalancer.enabled the controller may not read
+			// Services: the agent, which resolves them, answers 500 for
+			// a missing one.
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
+		}
+		return true, nil
 	}
-	next.Addresses = addrs
-	var ls []gwv1.ListenerStatus
-	for _, l := range ev.Listeners {
-		st := gwv1.ListenerStatus{Name: gwv1.SectionName(l.Name), SupportedKinds: l.Kinds, AttachedRoutes: attached[l.Name]}
-		if st.SupportedKinds == nil {
-			st.SupportedKinds = []gwv1.RouteGroupKind{}
-		}
-		for _, old := range gw.Status.Listeners {
-			if string(old.Name) == l.Name {
-				st.Conditions = append(st.Conditions, old.Conditions...)
-			}
-		}
-		for _, c := range l.Conditions {
-			meta.SetStatusCondition(&st.Conditions, c)
-		}
-		ls = append(ls, st)
-	}
-	next.Listeners = ls
-	if equality.Semantic.DeepEqual(*next, gw.Status) {
+}
+
+// writeGateway writes a Gateway's next status (gatewayStatus) when it
+// changed.
+func (r *Reconciler) writeGateway(ctx context.Context, gw *gwv1.Gateway, next gwv1.GatewayStatus) error {
+	if equality.Semantic.DeepEqual(next, gw.Status) {
 		return nil
 	}
 	out := gw.DeepCopy()
-	out.Status = *next
+	out.Status = next
 	if err := r.Client.Status().Update(ctx, out); err != nil {
 		return fmt.Errorf("writing the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}

@@ -15,7 +15,6 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	model "code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/scope"
 )
 
 // LabelGateway is set on the Tunnels the controller makes for a
@@ -25,47 +24,34 @@ const LabelGateway = "k8s.tuna.am/gateway"
 // tcpRoutes serves TCPRoutes the way LoadBalancer Services serve TCP
 // ports: one tcp Tunnel per attached TCP listener, on the listener's
 // TCPEndpoint, owned by the Gateway. Keys, sessions and the TCP listener
-// on the edge are the Tunnel's, so nothing of them is copied. It writes
-// the routes' status and adds to attached.
-func (r *Reconciler) tcpRoutes(ctx context.Context, gws model.Gateways, endpoints []tunav1.TCPEndpoint, attached map[types.NamespacedName]map[string]int32) error {
-	var routes gwv1.TCPRouteList
-	if err := scope.List(ctx, r.Client, &routes, r.Namespaces); err != nil {
-		return err
-	}
-	sorted := ptrs(routes.Items)
+// on the edge are the Tunnel's, so nothing of them is copied. It adds the
+// routes' next status to next, counts their attachments, and returns the
+// Tunnels.
+func tcpRoutes(in snapshot, gws model.Gateways, count func([]model.Parent), next *[]nextParents[*gwv1.TCPRoute]) map[types.NamespacedName]*tunav1.Tunnel {
+	sorted := ptrs(in.tcpRoutes)
 	pubhost.SortOldestFirst(sorted)
 	desired := map[types.NamespacedName]*tunav1.Tunnel{}
 	for _, rt := range sorted {
 		parents := model.Attach(model.RouteInfo{Kind: "TCPRoute", Namespace: rt.Namespace, Parents: rt.Spec.ParentRefs}, gws)
+		count(parents)
 		backend, resolved := tcpBackend(rt, parents)
 		for pi := range parents {
 			p := &parents[pi]
-			gwKey := client.ObjectKeyFromObject(p.Gateway)
-			if attached[gwKey] == nil {
-				attached[gwKey] = map[string]int32{}
-			}
-			for _, l := range p.Attached {
-				attached[gwKey][l]++
-			}
-			if !p.Accepted {
+			if !p.Accepted || backend == nil {
 				continue
 			}
 			for _, l := range p.Listeners {
-				if backend == nil {
-					continue
-				}
-				tun := tcpTunnel(p.Gateway, l, gws[gwKey], endpoints, *backend)
+				tun := tcpTunnel(p.Gateway, l, gws[client.ObjectKeyFromObject(p.Gateway)], in.endpoints, *backend)
 				k := client.ObjectKeyFromObject(tun)
 				if desired[k] == nil { // the oldest route wins a listener
 					desired[k] = tun
 				}
 			}
 		}
-		if err := writeParents(ctx, r.Client, "TCPRoute", rt, func(x *gwv1.TCPRoute) *gwv1.RouteStatus { return &x.Status.RouteStatus }, parents, resolved, ""); err != nil {
-			return err
-		}
+		*next = append(*next, nextParents[*gwv1.TCPRoute]{route: rt,
+			parents: model.RouteParents(rt.Status.Parents, parents, rt.Namespace, rt.Generation, resolved, "")})
 	}
-	return r.applyTunnels(ctx, gws, desired)
+	return desired
 }
 
 func ptrs[T any](items []T) []*T {
@@ -146,7 +132,7 @@ func tcpTunnel(gw *gwv1.Gateway, listener string, ev model.Evaluated, endpoints 
 
 // applyTunnels creates and updates the desired Tunnels and deletes the
 // Gateways' Tunnels no TCPRoute asks for any more.
-func (r *Reconciler) applyTunnels(ctx context.Context, gws model.Gateways, desired map[types.NamespacedName]*tunav1.Tunnel) error {
+func (r *Reconciler) applyTunnels(ctx context.Context, desired map[types.NamespacedName]*tunav1.Tunnel) error {
 	for k, want := range desired {
 		var have tunav1.Tunnel
 		err := r.Client.Get(ctx, k, &have)
