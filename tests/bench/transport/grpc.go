@@ -191,12 +191,12 @@ func (b *bench) streamsSection() error {
 	if keys, err = e.httpKeys("grpc-h1", 1); err != nil {
 		return err
 	}
-	oa, err := b.startAgent(e, "streams-grpc-agent-no-frames", "http", grpcAddr, keys, 1, "-upstream-scheme", "h2c", "-no-frames")
+	oa, err := b.startAgent(e, "streams-grpc-agent-no-frames", "http", grpcAddr, keys, 1, "-upstream-scheme", "h2c", "-frames", "off")
 	if err != nil {
 		return err
 	}
 	defer oa.stop()
-	if _, err := b.grpcRow(noFramesPath, httpsAddr, "grpc-h1."+baseDomain, f.ca, directGRPC); err != nil {
+	if _, err := b.grpcRow(framesOffPath, httpsAddr, "grpc-h1."+baseDomain, f.ca, directGRPC); err != nil {
 		return err
 	}
 	if b.profileDir == "" {

@@ -15,10 +15,12 @@ const (
 	h2Bench    = "HTTPS h2 64 B, h2load -c64 -m10"
 	tunaHTTPS  = "tuna (edge terminating TLS + agent, 1 session)"
 	nginxHTTPS = "nginx, 2 hops, the first terminating TLS"
-	// noFramesPath is the reference of the h2 rows: the same edge with an
-	// agent that binds without frames, so that the edge sends each stream
-	// as HTTP/1.1 on a channel, as it did to every agent before frames.
-	noFramesPath = "tuna, agent without frames (h2 streams as HTTP/1.1 on channels)"
+	// The other way of carrying h2 streams than the agent's default, as
+	// the reference of the h2 row (an http upstream: by default HTTP/1.1
+	// on channels, to the agent's h1 relay) and of the gRPC row (an h2c
+	// upstream: by default in frames): the same edge, another agent.
+	framesOnPath  = "tuna, agent forced to frames (-frames on)"
+	framesOffPath = "tuna, agent without frames (-frames off: h2 streams as HTTP/1.1 on channels)"
 )
 
 // httpsSection measures the path real visitors take: HTTPS with HTTP/1.1
@@ -105,7 +107,7 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if _, err := b.h2Row(tunaHTTPS, "https://"+host+"/", addr, directH2); err != nil {
 		return err
 	}
-	if err := b.h2NoFramesRow(e, backend, addr, directH2); err != nil {
+	if err := b.h2FramesRow(e, backend, addr, directH2); err != nil {
 		return err
 	}
 	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
@@ -138,19 +140,19 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	})
 }
 
-// h2NoFramesRow measures the h2 row through the same edge to an agent
-// without frames (noFramesPath), right after the row with frames.
-func (b *bench) h2NoFramesRow(e *edgeProc, backend, addr string, directH2 float64) error {
-	keys, err := e.httpKeys("secure-h1", 1)
+// h2FramesRow measures the h2 row through the same edge to an agent that
+// takes every stream in frames (framesOnPath), right after the default.
+func (b *bench) h2FramesRow(e *edgeProc, backend, addr string, directH2 float64) error {
+	keys, err := e.httpKeys("secure-frames", 1)
 	if err != nil {
 		return err
 	}
-	a, err := b.startAgent(e, "edge-https-agent-no-frames", "http", backend, keys, 1, "-no-frames")
+	a, err := b.startAgent(e, "edge-https-agent-frames", "http", backend, keys, 1, "-frames", "on")
 	if err != nil {
 		return err
 	}
 	defer a.stop()
-	_, err = b.h2Row(noFramesPath, "https://secure-h1."+baseDomain+"/", addr, directH2)
+	_, err = b.h2Row(framesOnPath, "https://secure-frames."+baseDomain+"/", addr, directH2)
 	return err
 }
 

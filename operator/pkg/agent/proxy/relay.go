@@ -22,6 +22,10 @@ func (h *HTTP) Route(_ *h1.Head, _ string) (h1.Route, bool) {
 	return t.relay, true
 }
 
+// Relays reports whether the h1 relay serves plain requests now: the
+// upstream is http (see Route).
+func (h *HTTP) Relays() bool { return h.current.Load().up.Scheme == "http" }
+
 // route is the relay's route to t's upstream; meter, if set, counts
 // each exchange as the handler's metering does.
 func (t *target) route(meter Meter) h1.Route {

@@ -11,10 +11,46 @@ import (
 	"code.tuna.am/tuna/k8s-operator/internal/streamframe"
 )
 
+// Frames chooses how an http tunnel takes the edge's HTTP/2 streams.
+type Frames int
+
+const (
+	// FramesAuto takes them in frames unless the h1 relay serves the
+	// tunnel's plain requests (an http upstream). Frames save the edge an
+	// HTTP/1.1 write and parse, and feed the agent's net/http handler,
+	// which costs more than the relay; where net/http serves the stream
+	// anyway (h2c and https upstreams, Ingress hosts) they only save.
+	// Measured on a loaded machine, neither way won clearly
+	// (docs/benchmarks.md).
+	FramesAuto Frames = iota
+	// FramesOn takes every stream in frames.
+	FramesOn
+	// FramesOff binds as agents before frames did: every stream comes
+	// as HTTP/1.1 on a channel.
+	FramesOff
+)
+
+// relayer is a handler whose plain requests the h1 relay serves now
+// (proxy.HTTP with an http upstream).
+type relayer interface{ Relays() bool }
+
 // servesFrames: an http tunnel with a handler serves the framed channels
-// that carry the edge's HTTP/2 streams (protocol.FeatureHTTPFrames).
+// that carry the edge's HTTP/2 streams (protocol.FeatureHTTPFrames), as
+// its Frames says. Decided at each bind: an upstream swapped to another
+// scheme while the session lives keeps the session's choice (both carry
+// every stream; only their cost differs).
 func (t *Tunnel) servesFrames() bool {
-	return t.cfg.Bind.Protocol == protocol.ProtocolHTTP && t.traffic.Handler != nil && !t.traffic.NoFrames
+	if t.cfg.Bind.Protocol != protocol.ProtocolHTTP || t.traffic.Handler == nil {
+		return false
+	}
+	switch t.traffic.Frames {
+	case FramesOn:
+		return true
+	case FramesOff:
+		return false
+	}
+	r, ok := t.traffic.Handler.(relayer)
+	return !ok || t.traffic.NoRelay || !r.Relays()
 }
 
 // bindRequest is the tunnel's bind, with the features the agent serves.

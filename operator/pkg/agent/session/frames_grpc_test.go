@@ -86,7 +86,7 @@ func TestGRPCOverBothH2Paths(t *testing.T) {
 
 	results := map[string][]string{}
 	for _, p := range h2Paths {
-		host, seen := h.publish(t, "grpc-"+p.name, proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "grpc"}, p.noFrames)
+		host, seen := h.publish(t, "grpc-"+p.name, proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "grpc"}, p.frames)
 		creds := credentials.NewTLS(&tls.Config{RootCAs: h.pool, ServerName: host, MinVersion: tls.VersionTLS12})
 		cc, err := grpc.NewClient("passthrough:///"+host, grpc.WithTransportCredentials(creds),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {

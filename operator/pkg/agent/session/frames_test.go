@@ -36,11 +36,11 @@ import (
 // frames). The tests below run real clients through the real edge over
 // both, and require the same answers.
 var h2Paths = []struct {
-	name     string
-	noFrames bool
+	name   string
+	frames Frames
 	// proto is the protocol the agent's handler sees a stream in.
 	proto int
-}{{"frames", false, 2}, {"http1-channels", true, 1}}
+}{{"frames", FramesOn, 2}, {"http1-channels", FramesOff, 1}}
 
 // h2Edge is a real edge with its HTTPS listener on loopback, for a
 // certificate of *.tuna.localhost from a test CA.
@@ -50,7 +50,7 @@ type h2Edge struct {
 	pool *x509.CertPool
 }
 
-func startH2Edge(t *testing.T) *h2Edge {
+func startH2Edge(t testing.TB) *h2Edge {
 	t.Helper()
 	ca, err := testca.New("tuna frames test CA")
 	if err != nil {
@@ -108,7 +108,7 @@ func (p *protoSeen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // publish runs a tunnel for label.tuna.localhost to up, with frames or
 // without, and returns its host and what its handler saw.
-func (h *h2Edge) publish(t *testing.T, label string, up proxy.Upstream, noFrames bool) (string, *protoSeen) {
+func (h *h2Edge) publish(t testing.TB, label string, up proxy.Upstream, frames Frames) (string, *protoSeen) {
 	t.Helper()
 	tk, err := h.api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: label})
 	if err != nil {
@@ -120,14 +120,14 @@ func (h *h2Edge) publish(t *testing.T, label string, up proxy.Upstream, noFrames
 		Bind: protocol.BindRequest{Protocol: "http"},
 	}
 	seen := &protoSeen{h: proxy.NewHTTP(up, nil)}
-	tun := Start(cfg, Traffic{Handler: seen, NoFrames: noFrames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
+	tun := Start(cfg, Traffic{Handler: seen, Frames: frames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
 	t.Cleanup(tun.Stop)
-	waitConnected(t, tun)
+	waitConnectedB(t, tun)
 	return label + ".tuna.localhost", seen
 }
 
 // client is an HTTP/2 client of the edge's HTTPS listener.
-func (h *h2Edge) client(t *testing.T) *http.Client {
+func (h *h2Edge) client(t testing.TB) *http.Client {
 	t.Helper()
 	p := &http.Protocols{}
 	p.SetHTTP2(true)
@@ -140,7 +140,7 @@ func (h *h2Edge) client(t *testing.T) *http.Client {
 }
 
 // serveBackend serves h with HTTP/1.1 on loopback and returns its address.
-func serveBackend(t *testing.T, h http.Handler) string {
+func serveBackend(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -189,7 +189,7 @@ func TestH2StreamsInFramesAsOnHTTP1Channels(t *testing.T) {
 	}))
 	got := map[string]string{}
 	for _, p := range h2Paths {
-		host, seen := h.publish(t, "fields-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.noFrames)
+		host, seen := h.publish(t, "fields-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
 		current.Store(&host)
 		c := h.client(t)
 		for range 2 { // the second goes on a channel kept from the first
@@ -267,7 +267,7 @@ func TestH2EventStreamAndResetOverBothPaths(t *testing.T) {
 		}
 	}))
 	for _, p := range h2Paths {
-		host, _ := h.publish(t, "events-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.noFrames)
+		host, _ := h.publish(t, "events-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
 		ctx, cancel := context.WithCancel(context.Background())
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/events", nil)
 		if err != nil {
@@ -333,7 +333,7 @@ func TestH2IdentityFieldsOverBothPaths(t *testing.T) {
 			Bind: protocol.BindRequest{Protocol: "http", AccessPolicy: "staff"},
 		}
 		seen := &protoSeen{h: proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, nil)}
-		tun := Start(cfg, Traffic{Handler: seen, NoFrames: p.noFrames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
+		tun := Start(cfg, Traffic{Handler: seen, Frames: p.frames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
 		t.Cleanup(tun.Stop)
 		waitConnected(t, tun)
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://"+label+".tuna.localhost/", nil)
@@ -357,6 +357,50 @@ func TestH2IdentityFieldsOverBothPaths(t *testing.T) {
 		}
 		if int(seen.major.Load()) != p.proto {
 			t.Fatalf("%s: the agent's handler took the stream as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
+		}
+	}
+}
+
+// Relays passes the proxy's on, so that FramesAuto decides as it would
+// for the proxy itself.
+func (p *protoSeen) Relays() bool {
+	r, ok := p.h.(relayer)
+	return ok && r.Relays()
+}
+
+// By default an agent takes h2 streams in frames unless the h1 relay
+// serves its upstream: an http upstream gets them as HTTP/1.1 on
+// channels (to the relay), an h2c one in frames.
+func TestFramesAutoFollowsTheRelay(t *testing.T) {
+	h := startH2Edge(t)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	h1Backend := serveBackend(t, ok)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &http.Protocols{}
+	p.SetUnencryptedHTTP2(true)
+	h2c := &http.Server{Handler: ok, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = h2c.Serve(ln) }()
+	t.Cleanup(func() { _ = h2c.Close() })
+	for _, c := range []struct {
+		label string
+		up    proxy.Upstream
+		proto int
+	}{
+		{"auto-http", proxy.Upstream{Scheme: "http", Addr: h1Backend, Display: "backend"}, 1},
+		{"auto-h2c", proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "h2c"}, 2},
+	} {
+		host, seen := h.publish(t, c.label, c.up, FramesAuto)
+		res, err := h.client(t).Get("https://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if string(body) != "ok" || int(seen.major.Load()) != c.proto {
+			t.Fatalf("%s: %q, the agent's handler took the stream as HTTP/%d, want HTTP/%d", c.label, body, seen.major.Load(), c.proto)
 		}
 	}
 }

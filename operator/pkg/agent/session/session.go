@@ -75,14 +75,13 @@ var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 30 * time.Sec
 // its plain requests relayed by package h1, their heads parsed once and
 // their bodies piped, unless NoRelay is set; net/http serves the rest.
 //
-// An http tunnel with a Handler serves the HTTP/2 streams that the edge
-// sends in frames (frames.go), unless NoFrames is set: the agent then
-// binds as agents did before frames, and gets them as HTTP/1.1.
+// Frames says whether the agent takes the edge's HTTP/2 streams in frames
+// (frames.go) or as HTTP/1.1 on channels; see Frames.
 type Traffic struct {
-	Handler  http.Handler
-	TCPAddr  func() string
-	NoRelay  bool
-	NoFrames bool
+	Handler http.Handler
+	TCPAddr func() string
+	NoRelay bool
+	Frames  Frames
 }
 
 // Tunnel is one running tunnel: a link to the edge address it was given

@@ -59,7 +59,7 @@ func run() error {
 		pprofAddr = flag.String("pprof-addr", "", "serve /debug/pprof/ on this loopback address")
 		pipeHTTP  = flag.Bool("pipe-http", false, "pipe http tunnels' channels to the upstream without parsing HTTP")
 		noRelay   = flag.Bool("no-relay", false, "serve http tunnels' requests with net/http only, not the h1 relay")
-		noFrames  = flag.Bool("no-frames", false, "bind as agents before frames did: the edge sends HTTP/2 streams as HTTP/1.1 on channels")
+		frames    = flag.String("frames", "auto", "how the edge sends HTTP/2 streams: auto (in frames unless the h1 relay serves the upstream), on (in frames), off (HTTP/1.1 on channels)")
 	)
 	flag.Parse()
 	if *edge == "" || *hostKey == "" || *keysFile == "" || *upstream == "" {
@@ -79,7 +79,12 @@ func run() error {
 	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	up := proxy.Upstream{Scheme: *scheme, Addr: *upstream, Display: *upstream}
-	traffic := session.Traffic{NoRelay: *noRelay, NoFrames: *noFrames}
+	modes := map[string]session.Frames{"auto": session.FramesAuto, "on": session.FramesOn, "off": session.FramesOff}
+	mode, ok := modes[*frames]
+	if !ok {
+		return fmt.Errorf("-frames %q: want auto, on or off", *frames)
+	}
+	traffic := session.Traffic{NoRelay: *noRelay, Frames: mode}
 	switch {
 	case *proto == protocol.ProtocolHTTP && !*pipeHTTP:
 		// One proxy per tunnel in the agent; they share one transport.
