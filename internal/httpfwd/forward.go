@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"code.tuna.am/tuna/k8s-operator/internal/bufpool"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
@@ -112,6 +113,13 @@ func exchange(u *Conn, out *http.Request) (resp *http.Response, werr func() erro
 				select {
 				case e = <-done:
 				default:
+					if body.eof.Load() {
+						// All of the body was read: only its end (a
+						// flush, the last chunk) is left to write, which
+						// the upstream that answered takes.
+						e = <-done
+						return
+					}
 					// The answer is complete while the body is still being
 					// sent: the connection cannot be reused; closing it
 					// ends the write.
@@ -149,14 +157,18 @@ func exchange(u *Conn, out *http.Request) (resp *http.Response, werr func() erro
 // broke its framing, stalled past a deadline, or left mid-way.
 var ErrRequestBody = errors.New("reading the request body")
 
-// bodyReader records a request body's read error.
+// bodyReader records a request body's read error, and its end.
 type bodyReader struct {
 	io.ReadCloser
 	err error
+	eof atomic.Bool
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
 	if err != nil && err != io.EOF && b.err == nil {
 		b.err = err
 	}
