@@ -41,29 +41,40 @@ func TestOperatorAndCLIUseThePublicEdge(t *testing.T) {
 	root := harness.RepoRoot()
 	seen := 0
 	for _, top := range []string{"operator", "cli"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-				return err
+		eachImport(t, root, top, func(rel, pkg string) {
+			if !strings.HasPrefix(pkg, "edge/") {
+				return
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, im := range f.Imports {
-				p, _ := strconv.Unquote(im.Path.Value)
-				pkg, ok := strings.CutPrefix(p, module)
-				if !ok || !strings.HasPrefix(pkg, "edge/") {
-					continue
-				}
-				seen++
-				allowed := slices.Contains(publicEdge, pkg) ||
-					strings.HasSuffix(path, "_test.go") && slices.Contains(edgeForTests, pkg)
-				assert.True(t, allowed, "%s imports %s, which is not one of the edge's public packages %v (tests may also import %v)", rel, pkg, publicEdge, edgeForTests)
-			}
-			return nil
+			seen++
+			allowed := slices.Contains(publicEdge, pkg) ||
+				strings.HasSuffix(rel, "_test.go") && slices.Contains(edgeForTests, pkg)
+			assert.True(t, allowed, "%s imports %s, which is not one of the edge's public packages %v (tests may also import %v)", rel, pkg, publicEdge, edgeForTests)
 		})
-		require.NoError(t, err)
 	}
 	require.NotZero(t, seen, "no import of the edge found: the walk looked in the wrong place")
+}
+
+// eachImport calls fn with each import of the repository's own packages
+// (pkg relative to the module) by a Go file below dir, and the file's path
+// relative to root.
+func eachImport(t *testing.T, root, dir string, fn func(rel, pkg string)) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if pkg, ok := strings.CutPrefix(p, module); ok {
+				fn(rel, pkg)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -1,12 +1,8 @@
 package docs
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,23 +42,11 @@ func TestSharedPackagesImportNoRunner(t *testing.T) {
 			continue
 		}
 		shared++
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
+		eachImport(t, root, dir, func(rel, pkg string) {
+			if !strings.HasSuffix(rel, "_test.go") {
+				assert.False(t, isRunner(pkg), "%s imports %s: a shared package imports none of %v", rel, pkg, runners)
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, im := range f.Imports {
-				p, _ := strconv.Unquote(im.Path.Value)
-				pkg, ok := strings.CutPrefix(p, module)
-				assert.False(t, ok && isRunner(pkg), "%s imports %s: a shared package imports none of %v", rel, pkg, runners)
-			}
-			return nil
 		})
-		require.NoError(t, err)
 	}
 	require.Greater(t, shared, 5, "too few shared packages found: the walk looked in the wrong place")
 }
