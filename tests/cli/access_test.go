@@ -24,7 +24,7 @@ import (
 func TestAccessPolicyInTheCLI(t *testing.T) {
 	restoreChartCRDs(t)
 	ctx := context.Background()
-	if _, err := env.cp.Namespace(ctx, "reports"); err != nil {
+	if _, err := env.CP.Namespace(ctx, "reports"); err != nil {
 		t.Fatal(err)
 	}
 	key := []byte(strings.Repeat("s", 32))
@@ -81,7 +81,7 @@ func TestAccessPolicyInTheCLI(t *testing.T) {
 		t.Errorf("status does not list the AccessPolicies: %s", r)
 	}
 
-	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	rep := decodeReport(t, r)
 	if c := check(t, rep, "the Secrets of the AccessPolicies exist"); c.Result != report.Error ||
 		!strings.Contains(c.Error, "reports/partners needs Secret no-such-secret (key htpasswd)") {

@@ -23,7 +23,7 @@ func TestPreflightWarnsRetainWithoutClusterID(t *testing.T) {
 	restoreChartCRDs(t)
 	ctx := context.Background()
 	ns := "retain-check"
-	if _, err := env.cp.Namespace(ctx, ns); err != nil {
+	if _, err := env.CP.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	d := &unstructured.Unstructured{Object: map[string]any{
@@ -38,7 +38,7 @@ func TestPreflightWarnsRetainWithoutClusterID(t *testing.T) {
 	t.Cleanup(func() { _ = res.Delete(context.Background(), "kept", metav1.DeleteOptions{}) })
 
 	// The admin key is not bound, so clusterID may be left out.
-	r := tuna(t, append([]string{"preflight", "-o", "json"}, append(edgeArgs(), "--set", "credentials.apiKey="+env.edge.AdminKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json"}, append(edgeArgs(), "--set", "credentials.apiKey="+env.Edge.AdminKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	c := check(t, decodeReport(t, r), "retained reservations survive a rebuild of the cluster")
 	if c.Result != report.Warning || !strings.Contains(c.Error, "reclaimPolicy Retain on Domain "+ns+"/kept, but clusterID is not set") ||
@@ -46,7 +46,7 @@ func TestPreflightWarnsRetainWithoutClusterID(t *testing.T) {
 		t.Fatalf("Retain without clusterID: %+v", c)
 	}
 
-	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	if c := check(t, decodeReport(t, r), "retained reservations survive"); c.Result != report.Success ||
 		!strings.Contains(c.Detail, "clusterID="+harness.TestClusterID) {
@@ -58,7 +58,7 @@ func TestPreflightWarnsRetainWithoutClusterID(t *testing.T) {
 // operator runs with, or the edge refuses every reservation it makes.
 func TestPreflightOwnerPrefixMatchesClusterID(t *testing.T) {
 	restoreChartCRDs(t)
-	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	if c := check(t, decodeReport(t, r), "the API key acts for this cluster's owners"); c.Result != report.Success ||
 		!strings.Contains(c.Detail, "bound to owner prefix "+harness.TestClusterID) {
@@ -71,7 +71,7 @@ func TestPreflightOwnerPrefixMatchesClusterID(t *testing.T) {
 		{[]string{"--set", "clusterID=another"}, `bound to owner prefix "` + harness.TestClusterID + `", but clusterID is "another"`, "set clusterID=" + harness.TestClusterID},
 		{nil, `bound to owner prefix "` + harness.TestClusterID + `", but clusterID is not set`, "set clusterID=" + harness.TestClusterID},
 	} {
-		args := append([]string{"preflight", "-o", "json"}, append(edgeArgs(), "--set", "credentials.apiKey="+env.edge.OperatorKey)...)
+		args := append([]string{"preflight", "-o", "json"}, append(edgeArgs(), "--set", "credentials.apiKey="+env.Edge.OperatorKey)...)
 		r := tuna(t, append(args, tc.args...)...)
 		expectCode(t, r, cmd.ExitFailed)
 		if c := check(t, decodeReport(t, r), "the API key acts for this cluster's owners"); c.Result != report.Error ||
@@ -79,7 +79,7 @@ func TestPreflightOwnerPrefixMatchesClusterID(t *testing.T) {
 			t.Fatalf("%v: %+v", tc.args, c)
 		}
 	}
-	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "unbound", Scopes: []string{apiwire.ScopeWrite}})
+	k, err := env.Edge.Client(env.Edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "unbound", Scopes: []string{apiwire.ScopeWrite}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,13 @@ import (
 func TestPreflightGatewayAPIMissing(t *testing.T) {
 	restoreChartCRDs(t)
 	const desc = "the Gateway API CRDs (gateway.networking.k8s.io/v1) are installed"
-	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	c := check(t, decodeReport(t, r), desc)
 	if c.Result != report.Warning || !strings.Contains(c.Error, "missing: GatewayClass, Gateway, HTTPRoute, ReferenceGrant") {
 		t.Fatalf("Gateway API check: %+v", c)
 	}
-	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "gatewayClass.enabled=true"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "gatewayClass.enabled=true"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	if c := check(t, decodeReport(t, r), desc); c.Result != report.Error || !strings.Contains(c.Hint, "gatewayClass.enabled=false") {
 		t.Fatalf("Gateway API check with gatewayClass.enabled=true: %+v", c)

@@ -118,7 +118,7 @@ func TestBinariesRunAsNonRoot(t *testing.T) {
 
 	// The CLI against the real apiserver and edge, as non-root, with the
 	// documented exit codes.
-	args := append([]string{"preflight", "-o", "json", "--kubeconfig", kubeconfig}, valuesArgs(env.edge.OperatorKey)...)
+	args := append([]string{"preflight", "-o", "json", "--kubeconfig", kubeconfig}, valuesArgs(env.Edge.OperatorKey)...)
 	restoreChartCRDs(t)
 	out, errs, code := asNonRoot("tuna-operator", args...)
 	var rep report.Report
@@ -128,7 +128,7 @@ func TestBinariesRunAsNonRoot(t *testing.T) {
 	if _, errs, code := asNonRoot("tuna-operator", "render", "--set", "edge.apiURL=http://x"); code != cmd.ExitInvalid || !strings.Contains(errs, "API key is not set") {
 		t.Fatalf("tuna-operator render with bad values: exit %d %s", code, errs)
 	}
-	if _, _, code := asNonRoot("tuna-operator", append([]string{"plan", "--kubeconfig", kubeconfig}, valuesArgs(env.edge.OperatorKey)...)...); code != cmd.ExitChanges {
+	if _, _, code := asNonRoot("tuna-operator", append([]string{"plan", "--kubeconfig", kubeconfig}, valuesArgs(env.Edge.OperatorKey)...)...); code != cmd.ExitChanges {
 		t.Fatalf("tuna-operator plan before an install: exit %d, want %d", code, cmd.ExitChanges)
 	}
 }

@@ -48,7 +48,7 @@ func find(cs []cluster.Change, kind, name string) *cluster.Change {
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	t.Cleanup(func() { restoreChartCRDs(t) })
-	vals := valuesArgs(env.edge.OperatorKey)
+	vals := valuesArgs(env.Edge.OperatorKey)
 	with := func(args ...string) []string { return append(args, vals...) }
 
 	// A plan without the release is an install that creates everything.
@@ -192,18 +192,18 @@ func TestLifecycle(t *testing.T) {
 
 	// The operator as installed: the controller runs with the RBAC of the
 	// controller ServiceAccount that the install created.
-	ctrlCfg := rest.CopyConfig(env.cp.Config)
+	ctrlCfg := rest.CopyConfig(env.CP.Config)
 	ctrlCfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + ns + ":" + fullname + "-controller",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
-	controller := harness.StartController(ctrlCfg, env.edge)
+	controller := harness.StartController(ctrlCfg, env.Edge)
 	defer func() {
 		if err := controller.Stop(); err != nil {
 			t.Errorf("controller: %v", err)
 		}
 	}()
-	if _, err := env.cp.Namespace(ctx, "apps"); err != nil {
+	if _, err := env.CP.Namespace(ctx, "apps"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -382,7 +382,7 @@ func waitDomainReady(t *testing.T, name string) {
 
 func edgeHasDomain(t *testing.T, fqdn string) bool {
 	t.Helper()
-	ds, err := env.edge.Client(env.edge.AdminKey).ListDomains(context.Background())
+	ds, err := env.Edge.Client(env.Edge.AdminKey).ListDomains(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

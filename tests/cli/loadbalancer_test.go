@@ -18,7 +18,7 @@ import (
 func createLB(t *testing.T, name, class string) *corev1.Service {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := env.cp.Namespace(ctx, "apps"); err != nil {
+	if _, err := env.CP.Namespace(ctx, "apps"); err != nil {
 		t.Fatal(err)
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name}, Spec: corev1.ServiceSpec{
@@ -58,7 +58,7 @@ func TestPreflightLoadBalancer(t *testing.T) {
 		for _, s := range set {
 			args = append(args, "--set", s)
 		}
-		r := tuna(t, append(args, valuesArgs(env.edge.OperatorKey)...)...)
+		r := tuna(t, append(args, valuesArgs(env.Edge.OperatorKey)...)...)
 		expectCode(t, r, want)
 		return decodeReport(t, r)
 	}

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,55 +28,36 @@ import (
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cluster"
 	"code.tuna.am/tuna/k8s-operator/cli/pkg/cmd"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 var env struct {
-	cp         *harness.ControlPlane
-	edge       *harness.Edge
+	suite.Env
 	kubeconfig string
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
 }
 
 func TestMain(m *testing.M) {
-	code, err := setup(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "tests/cli setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func setup(m *testing.M) (int, error) {
-	harness.UseTestLogger()
-	cp, err := harness.StartControlPlane()
-	if err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	env.cp = cp
-	dir, err := os.MkdirTemp("", "tuna-cli-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	env.kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(env.kubeconfig); err != nil {
-		return 0, err
-	}
-	if env.kube, err = kubernetes.NewForConfig(cp.Config); err != nil {
-		return 0, err
-	}
-	if env.dyn, err = dynamic.NewForConfig(cp.Config); err != nil {
-		return 0, err
-	}
-	edge, err := harness.StartEdge(context.Background(), filepath.Join(dir, "edge"), harness.EdgeOptions{})
-	if err != nil {
-		return 0, err
-	}
-	env.edge = edge
-	defer edge.Close()
-	return m.Run(), nil
+	suite.Main(m, &env.Env, suite.Options{
+		Name: "tests/cli",
+		// The CLI installs the operator, into a namespace of its own making.
+		NoOperatorNamespace: true,
+		NoComponents:        true,
+		EdgeSubdir:          "edge",
+		Start: func(e *suite.Env) (func(), error) {
+			env.kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+			if err := e.CP.WriteKubeconfig(env.kubeconfig); err != nil {
+				return nil, err
+			}
+			var err error
+			if env.kube, err = kubernetes.NewForConfig(e.CP.Config); err != nil {
+				return nil, err
+			}
+			env.dyn, err = dynamic.NewForConfig(e.CP.Config)
+			return nil, err
+		},
+	})
 }
 
 // result of one CLI run.
@@ -149,7 +129,7 @@ func valuesArgs(key string) []string {
 
 // edgeArgs point at the test edge and pin its API certificate.
 func edgeArgs() []string {
-	return []string{"--set", "edge.apiURL=" + env.edge.APIURL(), "--set", "edge.apiFingerprint=" + env.edge.APIFingerprint()}
+	return []string{"--set", "edge.apiURL=" + env.Edge.APIURL(), "--set", "edge.apiFingerprint=" + env.Edge.APIFingerprint()}
 }
 
 // chartCRDs returns a fresh copy of the chart's CRDs.

@@ -37,14 +37,14 @@ func check(t *testing.T, rep report.Report, desc string) report.Check {
 
 func preflightNS(t *testing.T) {
 	t.Helper()
-	if _, err := env.cp.Namespace(context.Background(), ns); err != nil {
+	if _, err := env.CP.Namespace(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestPreflightHealthy(t *testing.T) {
 	restoreChartCRDs(t)
-	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	rep := decodeReport(t, r)
 	if !rep.Success || rep.Count(report.Error) != 0 {
@@ -72,7 +72,7 @@ func TestPreflightHealthy(t *testing.T) {
 	}
 
 	// The text report, linkerd style.
-	r = tuna(t, append([]string{"preflight"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	for _, want := range []string{"kubernetes-api\n--------------\n✓ can initialize the client", "✓ the edge is reachable over SSH", "Status check results are ✓"} {
 		if !strings.Contains(r.stdout, want) {
@@ -81,7 +81,7 @@ func TestPreflightHealthy(t *testing.T) {
 	}
 
 	// A key with full access works, with a warning: more than needed.
-	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.AdminKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.AdminKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	if c := check(t, decodeReport(t, r), "accepts the API key"); c.Result != report.Warning || !strings.Contains(c.Error, "full access") {
 		t.Fatalf("full key: %+v", c)
@@ -90,10 +90,10 @@ func TestPreflightHealthy(t *testing.T) {
 	// --api-key and $TUNA_API_KEY take precedence over the values.
 	r = tunaEnv(t, cmd.Env{Getenv: func(k string) string {
 		if k == "TUNA_API_KEY" {
-			return env.edge.AdminKey
+			return env.Edge.AdminKey
 		}
 		return ""
-	}}, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	}}, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	if c := check(t, decodeReport(t, r), "accepts the API key"); c.Result != report.Warning || !strings.Contains(c.Error, "$TUNA_API_KEY") {
 		t.Fatalf("key from the environment: %+v", c)
 	}
@@ -101,7 +101,7 @@ func TestPreflightHealthy(t *testing.T) {
 
 func TestPreflightWrongScope(t *testing.T) {
 	restoreChartCRDs(t)
-	k, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "connect-only", Scopes: []string{apiwire.ScopeConnect}})
+	k, err := env.Edge.Client(env.Edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "connect-only", Scopes: []string{apiwire.ScopeConnect}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPreflightWrongScope(t *testing.T) {
 // unless every SecretSync brings its own key; with it off, nothing is said.
 func TestPreflightSecretSyncScope(t *testing.T) {
 	restoreChartCRDs(t)
-	writeOnly, err := env.edge.Client(env.edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "tunnels-only", Scopes: []string{apiwire.ScopeWrite}})
+	writeOnly, err := env.Edge.Client(env.Edge.AdminKey).CreateAPIKey(context.Background(), apiwire.CreateAPIKey{Name: "tunnels-only", Scopes: []string{apiwire.ScopeWrite}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestPreflightSecretSyncScope(t *testing.T) {
 	if c := check(t, decodeReport(t, r), desc); c.Result != report.Success || !strings.Contains(c.Detail, "not needed") {
 		t.Fatalf("operatorKey=false: %+v", c)
 	}
-	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "secretSync.enabled=true"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "secretSync.enabled=true"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 	if c := check(t, decodeReport(t, r), desc); c.Result != report.Success || !strings.Contains(c.Detail, "secrets:read") {
 		t.Fatalf("tunnels:write and secrets:read: %+v", c)
@@ -158,7 +158,7 @@ func TestPreflightUnreachableEdge(t *testing.T) {
 	// A port of this process's own block that nothing listens on; a port
 	// picked with :0 and closed could be taken by another test's listener.
 	closed := "http://" + ports.Addr(t)
-	r := tuna(t, "preflight", "-o", "json", "--set", "credentials.apiKey="+env.edge.OperatorKey, "--set", "edge.apiURL=https://edge.example.com", "--edge-api-url", closed)
+	r := tuna(t, "preflight", "-o", "json", "--set", "credentials.apiKey="+env.Edge.OperatorKey, "--set", "edge.apiURL=https://edge.example.com", "--edge-api-url", closed)
 	expectCode(t, r, cmd.ExitFailed)
 	rep := decodeReport(t, r)
 	c := check(t, rep, "the edge API is reachable")
@@ -184,7 +184,7 @@ func TestPreflightOldCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { restoreChartCRDs(t) })
-	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	rep := decodeReport(t, r)
 	ch := check(t, rep, "CRD tunnels.k8s.tuna.am is installed and current")
@@ -194,7 +194,7 @@ func TestPreflightOldCRDs(t *testing.T) {
 	if ch := check(t, rep, "CRD domains.k8s.tuna.am is installed and current"); ch.Result != report.Success {
 		t.Fatalf("current CRD: %+v", ch)
 	}
-	r = tuna(t, append([]string{"preflight"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	if !strings.Contains(r.stdout, "× CRD tunnels.k8s.tuna.am is installed and current") || !strings.Contains(r.stdout, "hint: run `tuna-operator upgrade`") {
 		t.Fatalf("text: %s", r)
 	}
@@ -206,7 +206,7 @@ func TestPreflightSecret(t *testing.T) {
 	ctx := context.Background()
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "tuna-creds", Namespace: ns},
-		StringData: map[string]string{"token": env.edge.OperatorKey},
+		StringData: map[string]string{"token": env.Edge.OperatorKey},
 	}
 	if _, err := env.kube.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestPreflightSecret(t *testing.T) {
 
 	// With the key in place, preflight reads the API key from the Secret
 	// and the edge accepts it.
-	sec.StringData = map[string]string{"api-key": env.edge.OperatorKey}
+	sec.StringData = map[string]string{"api-key": env.Edge.OperatorKey}
 	if _, err := env.kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestPreflightIngressClass(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.kube.NetworkingV1().IngressClasses().Delete(ctx, ic.Name, metav1.DeleteOptions{}) })
 	}
-	r := tuna(t, append([]string{"preflight", "-o", "json", "--set", "ingressClass.default=true"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json", "--set", "ingressClass.default=true"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	rep := decodeReport(t, r)
 	if c := check(t, rep, "no other IngressClass is named tuna"); c.Result != report.Error || !strings.Contains(c.Error, "example.com/other") {
@@ -274,14 +274,14 @@ func TestPreflightIngressClass(t *testing.T) {
 		t.Fatalf("default conflict: %+v", c)
 	}
 	// Without the chart's IngressClass there is no conflict.
-	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "ingressClass.enabled=false"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--set", "ingressClass.enabled=false"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitOK)
 }
 
 func TestPreflightPermissions(t *testing.T) {
 	restoreChartCRDs(t)
 	// A user the cluster knows but has granted nothing.
-	user, err := env.cp.Env.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
+	user, err := env.CP.Env.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestPreflightPermissions(t *testing.T) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	c := check(t, decodeReport(t, r), "can create what the install needs")
 	for _, want := range []string{"create customresourcedefinitions.apiextensions.k8s.io", "create clusterroles.rbac.authorization.k8s.io", "create deployments.apps in namespace tuna-system", "create secrets in namespace tuna-system"} {
@@ -302,7 +302,7 @@ func TestPreflightPermissions(t *testing.T) {
 		}
 	}
 	// The Roles of watchNamespaces are asked for in their own namespace.
-	r = tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path, "--set", "watchNamespaces={team-x}"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path, "--set", "watchNamespaces={team-x}"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	c = check(t, decodeReport(t, r), "can create what the install needs")
 	for _, want := range []string{"create roles.rbac.authorization.k8s.io in namespace team-x", "create rolebindings.rbac.authorization.k8s.io in namespace team-x", "create roles.rbac.authorization.k8s.io in namespace tuna-system"} {
 		if c.Result != report.Error || !strings.Contains(c.Error, want) {
@@ -316,7 +316,7 @@ func TestPreflightNoCluster(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {}}]\ncurrent-context: x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path}, valuesArgs(env.edge.OperatorKey)...)...)
+	r := tuna(t, append([]string{"preflight", "-o", "json", "--kubeconfig", path}, valuesArgs(env.Edge.OperatorKey)...)...)
 	expectCode(t, r, cmd.ExitFailed)
 	rep := decodeReport(t, r)
 	if c := check(t, rep, "can query the Kubernetes API"); c.Result != report.Error || !strings.Contains(c.Error, "127.0.0.1:1") {
@@ -335,10 +335,10 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 	restoreChartCRDs(t)
 	ctx := context.Background()
 	present, missing := "preflight-watched", "preflight-not-yet"
-	if _, err := env.cp.Namespace(ctx, present); err != nil {
+	if _, err := env.CP.Namespace(ctx, present); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"preflight", "-o", "json", "--set", "watchNamespaces={" + present + "," + missing + "}"}, valuesArgs(env.edge.OperatorKey)...)
+	args := append([]string{"preflight", "-o", "json", "--set", "watchNamespaces={" + present + "," + missing + "}"}, valuesArgs(env.Edge.OperatorKey)...)
 	r := tuna(t, args...)
 	expectCode(t, r, cmd.ExitFailed)
 	c := check(t, decodeReport(t, r), "the namespaces of watchNamespaces exist")
@@ -346,7 +346,7 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 		t.Errorf("missing namespace: %+v", c)
 	}
 
-	if _, err := env.cp.Namespace(ctx, missing); err != nil {
+	if _, err := env.CP.Namespace(ctx, missing); err != nil {
 		t.Fatal(err)
 	}
 	r = tuna(t, args...)
@@ -360,7 +360,7 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 	}
 
 	// Without the option there is nothing to check.
-	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.edge.OperatorKey)...)...)
+	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
 	if c := check(t, decodeReport(t, r), "the namespaces of watchNamespaces exist"); c.Result != report.Success || !strings.Contains(c.Detail, "every namespace") {
 		t.Errorf("default: %+v", c)
 	}
@@ -371,7 +371,7 @@ func TestPreflightWatchNamespaces(t *testing.T) {
 // file works as well as the pin.
 func TestPreflightEdgeTLS(t *testing.T) {
 	restoreChartCRDs(t)
-	base := []string{"preflight", "-o", "json", "--set", "credentials.apiKey=" + env.edge.OperatorKey, "--set", "edge.apiURL=" + env.edge.APIURL(),
+	base := []string{"preflight", "-o", "json", "--set", "credentials.apiKey=" + env.Edge.OperatorKey, "--set", "edge.apiURL=" + env.Edge.APIURL(),
 		"--set", "clusterID=" + harness.TestClusterID}
 
 	r := tuna(t, base...)
@@ -385,17 +385,17 @@ func TestPreflightEdgeTLS(t *testing.T) {
 	r = tuna(t, append(base, "--edge-api-fingerprint", wrong)...)
 	expectCode(t, r, cmd.ExitFailed)
 	c = check(t, decodeReport(t, r), "the edge API is reachable")
-	if c.Result != report.Error || !strings.Contains(c.Error, wrong) || !strings.Contains(c.Error, env.edge.APIFingerprint()) ||
+	if c.Result != report.Error || !strings.Contains(c.Error, wrong) || !strings.Contains(c.Error, env.Edge.APIFingerprint()) ||
 		!strings.Contains(c.Hint, "edge.apiFingerprint") {
 		t.Fatalf("wrong pin: %+v", c)
 	}
 
 	caFile := filepath.Join(t.TempDir(), "edge-api.pem")
-	if err := os.WriteFile(caFile, env.edge.APICertificatePEM(), 0o600); err != nil {
+	if err := os.WriteFile(caFile, env.Edge.APICertificatePEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for name, args := range map[string][]string{
-		"pin flag": {"--edge-api-fingerprint", env.edge.APIFingerprint()},
+		"pin flag": {"--edge-api-fingerprint", env.Edge.APIFingerprint()},
 		"CA file":  {"--edge-api-ca-file", caFile},
 	} {
 		r = tuna(t, append(base, args...)...)

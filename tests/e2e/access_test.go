@@ -23,8 +23,8 @@ func TestTunnelCIDRRules(t *testing.T) {
 	denied.Spec.DenyCIDRs = []string{"127.0.0.0/8"}
 	allowed := httpTunnel(ns, "allowed", ns+"-allowed", "http://web:8080")
 	allowed.Spec.AllowCIDRs = []string{"127.0.0.1/32"}
-	require.NoError(t, env.cp.Client.Create(ctx, denied))
-	require.NoError(t, env.cp.Client.Create(ctx, allowed))
+	require.NoError(t, env.CP.Client.Create(ctx, denied))
+	require.NoError(t, env.CP.Client.Create(ctx, allowed))
 
 	d := waitReady(t, key(ns, "denied"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	code, body := get(t, d.Status.URL)
@@ -40,9 +40,9 @@ func TestAddressTaken(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "first", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "first", ns, "http://web:8080")))
 	first := waitReady(t, key(ns, "first"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "second", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "second", ns, "http://web:8080")))
 	second := waitReady(t, key(ns, "second"), metav1.ConditionFalse, tunav1.ReasonAddressTaken)
 	assert.Contains(t, readyMessage(second.Status.Conditions), "another tunnel")
 

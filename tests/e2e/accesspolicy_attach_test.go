@@ -32,9 +32,9 @@ func guardPolicy(t *testing.T, ns, name string) {
 	ctx := context.Background()
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	require.NoError(t, err)
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-users"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-users"},
 		StringData: map[string]string{"htpasswd": "u:" + string(hash)}}))
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{
 			{BasicAuth: &tunav1.BasicAuthRule{SecretRef: tunav1.SecretKeySelector{Name: name + "-users"}}}}}}))
 }
@@ -42,7 +42,7 @@ func guardPolicy(t *testing.T, ns, name string) {
 // openPolicy creates, in ns, the AccessPolicy name that lets everyone in.
 func openPolicy(t *testing.T, ns, name string) {
 	t.Helper()
-	require.NoError(t, env.cp.Client.Create(context.Background(), &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	require.NoError(t, env.CP.Client.Create(context.Background(), &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{{Public: true}}}}))
 }
 
@@ -69,7 +69,7 @@ func waitProtects(t *testing.T, ns, policy string, addr tunav1.ProtectedAddress)
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var p tunav1.AccessPolicy
-		require.NoError(c, env.cp.Client.Get(context.Background(), key(ns, policy), &p))
+		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, policy), &p))
 		cond := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
 		require.NotNil(c, cond)
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
@@ -96,22 +96,22 @@ func TestAccessPolicyOnHTTPRoute(t *testing.T) {
 	echoService(t, guest, "shop", harness.ServicePort{Name: "http", Port: 8080})
 	d := domain(owner, "gw", subdomainFor(owner, "gw"), "")
 	d.Spec.SharedWith = []string{guest}
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	host := waitDomain(t, owner, "gw", metav1.ConditionTrue, tunav1.ReasonReserved).Status.FQDN
 	guardPolicy(t, owner, "guard")
 	openPolicy(t, guest, "open")
 
 	gw := httpGateway(owner, "gw", host)
 	gw.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr(gwv1.NamespacesFromAll)}}
-	require.NoError(t, env.cp.Client.Create(ctx, gw))
+	require.NoError(t, env.CP.Client.Create(ctx, gw))
 	parent := gwv1.ParentReference{Name: "gw", Namespace: ptr(gwv1.Namespace(owner))}
-	require.NoError(t, env.cp.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "site"}, Spec: gwv1.HTTPRouteSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "site"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
 		Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)},
 		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "web", 8080, 1)},
 			Filters: []gwv1.HTTPRouteFilter{extensionRef("guard")}}},
 	}}))
-	require.NoError(t, env.cp.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: guest, Name: "grab"}, Spec: gwv1.HTTPRouteSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: guest, Name: "grab"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
 		Rules: []gwv1.HTTPRouteRule{{Matches: []gwv1.HTTPRouteMatch{pathPrefix("/shop")},
 			BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "shop", 8080, 1)}, Filters: []gwv1.HTTPRouteFilter{extensionRef("open")}}},
@@ -142,7 +142,7 @@ func TestAccessPolicyOnLoadBalancerService(t *testing.T) {
 		svc := lbService(ns, name, tunav1.LoadBalancerClass, corev1.ServicePort{Name: "web", Port: 80, TargetPort: intstr.FromInt32(80),
 			Protocol: corev1.ProtocolTCP, AppProtocol: ptr("http")})
 		svc.Annotations = annotations
-		require.NoError(t, env.cp.Client.Create(ctx, svc))
+		require.NoError(t, env.CP.Client.Create(ctx, svc))
 		b, err := harness.ServeEcho(ns+"-"+name, svc.Spec.ClusterIP, 80)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = b.Close() })
@@ -161,7 +161,7 @@ func TestAccessPolicyOnLoadBalancerService(t *testing.T) {
 	owner := namespace(t)
 	d := domain(owner, "site", subdomainFor(owner, "site"), "")
 	d.Spec.SharedWith = []string{ns}
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	shared := waitDomain(t, owner, "site", metav1.ConditionTrue, tunav1.ReasonReserved).Status.FQDN
 	openPolicy(t, ns, "open")
 	web(ns, "grab", map[string]string{tunav1.AnnotationAccessPolicy: "open", tunav1.AnnotationSubdomain: subdomainFor(owner, "site")})

@@ -27,12 +27,12 @@ func TestAccessPolicyOnIngressHost(t *testing.T) {
 	echoService(t, guest, "shop", harness.ServicePort{Port: 8080})
 	d := domain(owner, "site", subdomainFor(owner, "site"), "")
 	d.Spec.SharedWith = []string{guest}
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	host := waitDomain(t, owner, "site", metav1.ConditionTrue, tunav1.ReasonReserved).Status.FQDN
 
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	require.NoError(t, err)
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "users"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "users"},
 		StringData: map[string]string{"htpasswd": "u:" + string(hash)}}))
 	for _, p := range []*tunav1.AccessPolicy{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "guard"}, Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{
@@ -40,15 +40,15 @@ func TestAccessPolicyOnIngressHost(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "closed"}, Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{{Deny: true}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: guest, Name: "open"}, Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{{Public: true}}}},
 	} {
-		require.NoError(t, env.cp.Client.Create(ctx, p))
+		require.NoError(t, env.CP.Client.Create(ctx, p))
 	}
 
 	ing := tunaIngress(owner, "site", rule(host, ingPath{prefix, "/", "web", 8080}))
 	ing.Annotations = map[string]string{tunav1.AnnotationAccessPolicy: "guard"}
-	require.NoError(t, env.cp.Client.Create(ctx, ing))
+	require.NoError(t, env.CP.Client.Create(ctx, ing))
 	grab := tunaIngress(guest, "grab", rule(host, ingPath{prefix, "/shop", "shop", 8080}))
 	grab.Annotations = map[string]string{tunav1.AnnotationAccessPolicy: "open"}
-	require.NoError(t, env.cp.Client.Create(ctx, grab))
+	require.NoError(t, env.CP.Client.Create(ctx, grab))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, _ := get(t, hostURL(host)+"/")

@@ -24,7 +24,7 @@ func waitAccepted(t *testing.T, k types.NamespacedName, want metav1.ConditionSta
 	t.Helper()
 	p := &tunav1.AccessPolicy{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, p))
+		require.NoError(c, env.CP.Client.Get(context.Background(), k, p))
 		cond := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
 		require.NotNil(c, cond, "no Accepted condition yet")
 		assert.Equal(c, []any{want, reason}, []any{cond.Status, cond.Reason}, "Accepted=%s %s: %s", cond.Status, cond.Reason, cond.Message)
@@ -48,7 +48,7 @@ func TestAccessPolicyBasicAuth(t *testing.T) {
 	host := strings.TrimPrefix(tun.Status.URL, "http://")
 	p := &tunav1.AccessPolicy{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "partners"), p))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "partners"), p))
 		cond := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
 		require.NotNil(c, cond)
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
@@ -72,13 +72,13 @@ func TestAccessPolicyBasicAuth(t *testing.T) {
 	// A policy named before it exists: the address refuses every request.
 	later := httpTunnel(ns, "later", tag(ns)+"-later", "http://web:8080")
 	later.Spec.AccessPolicyRef = &tunav1.LocalAccessPolicyReference{Name: "not-yet"}
-	require.NoError(t, env.cp.Client.Create(ctx, later))
+	require.NoError(t, env.CP.Client.Create(ctx, later))
 	lt := waitReady(t, key(ns, "later"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	code, body = get(t, lt.Status.URL+"/")
 	assert.Equal(t, http.StatusServiceUnavailable, code, "a policy not in force fails closed: %s", body)
 	open := &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-yet"},
 		Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{{Public: true}}}}
-	require.NoError(t, env.cp.Client.Create(ctx, open))
+	require.NoError(t, env.CP.Client.Create(ctx, open))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, _ := get(t, lt.Status.URL+"/")
 		assert.Equal(c, http.StatusOK, code)
@@ -90,7 +90,7 @@ func TestAccessPolicyBasicAuth(t *testing.T) {
 	// A Secret that is missing: Accepted=False, and the reason says which.
 	missing := &tunav1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"},
 		Spec: tunav1.AccessPolicySpec{Rules: []tunav1.AccessRule{{BasicAuth: &tunav1.BasicAuthRule{SecretRef: tunav1.SecretKeySelector{Name: "nope"}}}}}}
-	require.NoError(t, env.cp.Client.Create(ctx, missing))
+	require.NoError(t, env.CP.Client.Create(ctx, missing))
 	m := waitAccepted(t, key(ns, "missing"), metav1.ConditionFalse, tunav1.ReasonSecretNotFound)
 	assert.Contains(t, status.Find(m.Status.Conditions, tunav1.ConditionAccepted).Message, "Secret nope")
 	deleteAndWait(t, &tunav1.AccessPolicy{}, key(ns, "missing"))

@@ -23,10 +23,10 @@ import (
 func TestTCPTunnelByPortNumber(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "pg", harness.ServicePort{Port: 5432})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "pg", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: "num-" + tag(ns)}}))
 	t.Cleanup(func() {
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "pg"))
@@ -35,11 +35,11 @@ func TestTCPTunnelByPortNumber(t *testing.T) {
 	ep := waitEndpoint(t, ns, "pg", tunav1.ReasonReserved)
 	port := strconv.Itoa(int(ep.Status.Port))
 
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolTCP, PortOrAlias: port, Upstream: tunav1.TunnelUpstream{URL: "tcp://pg:5432"}}}))
 	tun := waitReady(t, key(ns, "pg"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "tcp://"+ep.Status.Address, tun.Status.URL)
-	k, err := env.edge.Client(env.edge.AdminKey).GetTunnelKey(ctx, tun.Status.KeyID)
+	k, err := env.Edge.Client(env.Edge.AdminKey).GetTunnelKey(ctx, tun.Status.KeyID)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"tcp", port}, []string{k.Protocol, k.Address}, "the key is bound to the port number")
 	assert.Equal(t, "HELLO from "+svc.Spec.ClusterIP+":5432\n", greet(t, ep.Status.Address))
@@ -51,10 +51,10 @@ func TestTCPTunnelByPortNumber(t *testing.T) {
 func TestSubdomainChangeReKeys(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	oldSub, newSub := "before-"+tag(ns), "after-"+tag(ns)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", oldSub, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", oldSub, "http://web:8080")))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "web")) })
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	oldURL, oldKey := tun.Status.URL, tun.Status.KeyID

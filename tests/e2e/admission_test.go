@@ -40,17 +40,17 @@ func runAdmission(t *testing.T, kind string) {
 			obj := object(t, kind, ns, name, c.Spec)
 			var err error
 			if c.Old == "" {
-				err = env.cp.Client.Create(ctx, obj, client.DryRunAll, strict)
+				err = env.CP.Client.Create(ctx, obj, client.DryRunAll, strict)
 			} else {
 				old := object(t, kind, ns, name, c.Old)
-				require.NoError(t, env.cp.Client.Create(ctx, old, strict), "creating the object before the update")
+				require.NoError(t, env.CP.Client.Create(ctx, old, strict), "creating the object before the update")
 				t.Cleanup(func() { deleteAndWait(t, object(t, kind, ns, name, c.Old), key(ns, name)) })
 				// A JSON patch replacing the spec, as an edit would: it
 				// carries no resourceVersion, so the operator's own writes
 				// (finalizer, status) cannot turn it into a conflict.
 				patch, jerr := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec", "value": obj.Object["spec"]}})
 				require.NoError(t, jerr)
-				err = env.cp.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.DryRunAll, strict)
+				err = env.CP.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.DryRunAll, strict)
 			}
 			if c.Valid() {
 				require.NoError(t, err)

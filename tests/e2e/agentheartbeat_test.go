@@ -34,7 +34,7 @@ func TestVanishedReplicaEntryIsRemoved(t *testing.T) {
 	ns := namespace(t)
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
 	short := func(o *app.AgentOptions) { o.HeartbeatTTL = 3 * time.Second }
 	a := poolAgent("pool-a", short)
@@ -49,7 +49,7 @@ func TestVanishedReplicaEntryIsRemoved(t *testing.T) {
 	web := waitPool(t, key(ns, "web"), "pool-a", "pool-b")
 	for _, replica := range []string{"pool-a", "pool-b"} {
 		var lease coordinationv1.Lease
-		require.NoError(t, env.cp.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: agent.LeaseName(replica)}, &lease))
+		require.NoError(t, env.CP.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: agent.LeaseName(replica)}, &lease))
 		require.NotNil(t, lease.Spec.HolderIdentity)
 		assert.Equal(t, replica, *lease.Spec.HolderIdentity, "the heartbeat Lease of %s", replica)
 	}
@@ -58,7 +58,7 @@ func TestVanishedReplicaEntryIsRemoved(t *testing.T) {
 		Reason: tunav1.ReasonConnected, Message: "the tunnel is connected and serving " + web.Status.URL}
 	entry, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ghost)
 	require.NoError(t, err)
-	require.NoError(t, status.Apply(ctx, env.cp.Client, tunav1.GroupVersion.WithKind("Tunnel"), key(ns, "web"),
+	require.NoError(t, status.Apply(ctx, env.CP.Client, tunav1.GroupVersion.WithKind("Tunnel"), key(ns, "web"),
 		status.AgentEntryOwner("pool-ghost"), status.Fields{Values: map[string]any{"agents": []any{entry}}}))
 
 	// Removed, and the merged status is that of the two live replicas.
@@ -74,7 +74,7 @@ func TestVanishedReplicaEntryIsRemoved(t *testing.T) {
 	// A clean stop deletes the Lease at once; the other replica carries on.
 	require.NoError(t, b.Stop())
 	bStopped = true
-	err = env.cp.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: agent.LeaseName("pool-b")}, &coordinationv1.Lease{})
+	err = env.CP.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: agent.LeaseName("pool-b")}, &coordinationv1.Lease{})
 	assert.True(t, apierrors.IsNotFound(err), "the Lease of a replica that stopped is deleted, got %v", err)
 	web = waitPool(t, key(ns, "web"), "pool-a")
 	degraded = meta.FindStatusCondition(web.Status.Conditions, tunav1.ConditionDegraded)

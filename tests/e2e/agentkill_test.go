@@ -34,7 +34,7 @@ func TestSIGKILLedAgentFailsOnlyRequestsInFlight(t *testing.T) {
 	ns := namespace(t)
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
 	metricsAddr := ports.Addr(t)
 	killed := agentProcess(t, "pool-a", "--metrics-bind-address="+metricsAddr, "--heartbeat-ttl=3s")
@@ -107,7 +107,7 @@ func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
 	ns := namespace(t)
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
 	killed := agentProcess(t, "pool-a", "--metrics-bind-address=0") // the default heartbeat: a 30 s Lease
 	b := poolAgent("pool-b")
@@ -119,7 +119,7 @@ func TestSIGKILLedAgentLeavesWhenTheEdgeDropsItsSession(t *testing.T) {
 
 	require.NoError(t, killed.Kill())
 	after := waitPool(t, key(ns, "web"), "pool-b")
-	alive, err := (&agent.Heartbeat{Reader: env.cp.Client, Namespace: harness.OperatorNamespace}).Alive(ctx, "pool-a")
+	alive, err := (&agent.Heartbeat{Reader: env.CP.Client, Namespace: harness.OperatorNamespace}).Alive(ctx, "pool-a")
 	require.NoError(t, err)
 	assert.True(t, alive, "the entry left while the dead replica's Lease still holds: the edge, not the heartbeat, removed it")
 	assert.Equal(t, int32(1), after.Status.Sessions)
@@ -139,7 +139,7 @@ func agentProcess(t *testing.T, name string, args ...string) *harness.Process {
 	bin, err := harness.BuildOperator(dir)
 	require.NoError(t, err)
 	kubeconfig := dir + "/kubeconfig"
-	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
+	require.NoError(t, env.CP.WriteKubeconfigAs(kubeconfig, env.IDs.Agent.Impersonate))
 	p, err := harness.StartAgentProcess(bin, kubeconfig, dir, append([]string{"--replica=" + name, "--replicas=2",
 		"--keepalive-interval=1s", "--keepalive-timeout=3s"}, args...)...)
 	require.NoError(t, err)

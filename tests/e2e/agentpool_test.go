@@ -28,7 +28,7 @@ import (
 // poolAgent runs an agent replica called name, in a pool of two as the
 // chart runs them, with its own mutations on top.
 func poolAgent(name string, mutate ...func(*app.AgentOptions)) *harness.Component {
-	return harness.StartAgent(env.ids.Agent, append([]func(*app.AgentOptions){func(o *app.AgentOptions) {
+	return harness.StartAgent(env.IDs.Agent, append([]func(*app.AgentOptions){func(o *app.AgentOptions) {
 		o.Replica, o.Replicas = name, 2
 	}}, mutate...)...)
 }
@@ -38,8 +38,8 @@ func poolAgent(name string, mutate ...func(*app.AgentOptions)) *harness.Componen
 // stopped: cleanups run last first).
 func ownAgents(t *testing.T) {
 	t.Helper()
-	require.NoError(t, env.agent.Stop())
-	t.Cleanup(func() { env.agent = startAgent() })
+	require.NoError(t, env.Agent.Stop())
+	t.Cleanup(func() { env.Agent = startAgent() })
 }
 
 // waitPool waits until exactly the replicas names hold a live session of
@@ -48,7 +48,7 @@ func waitPool(t *testing.T, k types.NamespacedName, names ...string) *tunav1.Tun
 	t.Helper()
 	var tun tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, &tun))
+		require.NoError(c, env.CP.Client.Get(context.Background(), k, &tun))
 		var live []string
 		for _, e := range tun.Status.Agents {
 			if e.Connected {
@@ -173,11 +173,11 @@ func TestRollingAgentReplacementFailsNoRequest(t *testing.T) {
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	host := reserve(t, ns, "site")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "site", rule(host, ingPath{prefix, "/", "web", 8080}))))
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "postgres", harness.ServicePort{Port: 5432})
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "site", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "postgres", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 	applyExample(t, ns, "tunnel-tcp.yaml", nil) // TCPEndpoint postgres + Tunnel postgres
 	t.Cleanup(func() {
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "postgres"))
@@ -286,7 +286,7 @@ func TestHardClosedAgentFailsOnlyRequestsInFlight(t *testing.T) {
 	ns := namespace(t)
 	ownAgents(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
 	a := poolAgent("pool-a", func(o *app.AgentOptions) { o.DrainGrace = -1 })
 	b := poolAgent("pool-b")

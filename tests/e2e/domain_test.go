@@ -35,7 +35,7 @@ func domain(ns, name, sub string, policy tunav1.ReclaimPolicy) *tunav1.Domain {
 func TestDomainSubdomainServesTunnelAndIsReleased(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	echoService(t, ns, "web", harness.ServicePort{Name: "https", Port: 8443})
 	applyExample(t, ns, "domain-subdomain.yaml", nil) // Domain my-app, subdomain my-app
 	d := waitDomain(t, ns, "my-app", metav1.ConditionTrue, tunav1.ReasonReserved)
@@ -69,7 +69,7 @@ func TestTunnelDomainRefNotReady(t *testing.T) {
 	tun := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolHTTP, DomainRef: &tunav1.LocalDomainReference{Name: "missing"},
 			Upstream: tunav1.TunnelUpstream{URL: "http://web:8080"}}}
-	require.NoError(t, env.cp.Client.Create(context.Background(), tun))
+	require.NoError(t, env.CP.Client.Create(context.Background(), tun))
 	got := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonDomainNotReady)
 	assert.Contains(t, readyMessage(got.Status.Conditions), "Domain "+ns+"/missing does not exist")
 }
@@ -79,7 +79,7 @@ func TestTunnelDomainRefNotReady(t *testing.T) {
 func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	suffix := tag(ns)
 	byHand, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "byhand-" + suffix})
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestDomainRetainAdoptAndRecreate(t *testing.T) {
 		domain(ns, "kept", "kept-"+suffix, tunav1.ReclaimRetain),
 		domain(ns, "recreated", "again-"+suffix, ""),
 	} {
-		require.NoError(t, env.cp.Client.Create(ctx, d))
+		require.NoError(t, env.CP.Client.Create(ctx, d))
 	}
 	adopted := waitDomain(t, ns, "adopted", metav1.ConditionTrue, tunav1.ReasonAdopted)
 	assert.True(t, adopted.Status.Adopted)
@@ -122,18 +122,18 @@ func TestCustomDomainOnAnEdgeWithoutDNS(t *testing.T) {
 	// each reconfiguration of the edge (the last cleanup runs after the
 	// edge's own).
 	freshController := func() {
-		require.NoError(t, env.controller.Stop())
-		env.controller = startController()
+		require.NoError(t, env.Controller.Stop())
+		env.Controller = startController()
 	}
 	t.Cleanup(freshController)
-	noDNS := env.edge.Options
+	noDNS := env.Edge.Options
 	noDNS.DNSResolver = ""
 	restartEdge(t, noDNS)
 	freshController()
 
 	ns := namespace(t)
 	name := "nodns-" + tag(ns) + ".example.test"
-	require.NoError(t, env.cp.Client.Create(context.Background(), &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodns"},
+	require.NoError(t, env.CP.Client.Create(context.Background(), &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodns"},
 		Spec: tunav1.DomainSpec{Domain: name}}))
 	d := waitDomain(t, ns, "nodns", metav1.ConditionFalse, tunav1.ReasonDNSVerificationDisabled)
 	msg := readyMessage(d.Status.Conditions)
@@ -155,7 +155,7 @@ func TestCustomDomainVerification(t *testing.T) {
 	t.Cleanup(func() {
 		deleteAndWait(t, &tunav1.Domain{}, key(ns, "api-example-com"))
 		// reclaimPolicy Retain in the example: the reservation stays.
-		_, err := env.edge.Client(env.edge.AdminKey).GetDomain(context.Background(), name)
+		_, err := env.Edge.Client(env.Edge.AdminKey).GetDomain(context.Background(), name)
 		assert.NoError(t, err)
 	})
 	d := waitDomain(t, ns, "api-example-com", metav1.ConditionFalse, tunav1.ReasonDNSPending)
@@ -182,9 +182,9 @@ func TestDomainSwitchRefusedAtAdmission(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	d := domain(ns, "switch", "switch-"+tag(ns), "")
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	patch := []byte(`{"spec":{"subdomain":null,"domain":"switch.example.test"}}`)
-	err := env.cp.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))
+	err := env.CP.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "create a new Domain")
 	deleteAndWait(t, &tunav1.Domain{}, key(ns, "switch"))

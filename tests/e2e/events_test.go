@@ -28,7 +28,7 @@ func reasons(t *testing.T, ns, name string) map[string]int32 {
 // only those of type typ ("Normal", "Warning") unless typ is empty.
 func eventsOf(t require.TestingT, ns, kind, name, typ string) map[string]int32 {
 	var list eventsv1.EventList
-	require.NoError(t, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+	require.NoError(t, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 	out := map[string]int32{}
 	for _, e := range list.Items {
 		if e.Regarding.Kind == kind && e.Regarding.Name == name && (typ == "" || e.Type == typ) {
@@ -48,7 +48,7 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, int32(1), reasons(t, ns, "web")["Connected"])
@@ -57,7 +57,7 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 	// Ten reconciles that change nothing (an annotation wakes the agent).
 	for i := range 10 {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{"touch":"%d"}}}`, i)
-		require.NoError(t, env.cp.Client.Patch(ctx, tun, client.RawPatch(types.MergePatchType, []byte(patch))))
+		require.NoError(t, env.CP.Client.Patch(ctx, tun, client.RawPatch(types.MergePatchType, []byte(patch))))
 	}
 	// Then a real transition, whose event proves the reconciles ran.
 	update(t, tun, func(tun *tunav1.Tunnel) { tun.Spec.Upstream.URL = "http://missing:8080" })
@@ -78,10 +78,10 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 func TestReservationEvents(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 
 	alias := "ev-" + tag(ns)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.TCPEndpoint{}, key(ns, "pg")) })
 	waitEndpoint(t, ns, "pg", tunav1.ReasonReserved)
@@ -102,14 +102,14 @@ func TestReservationEvents(t *testing.T) {
 
 	byHand, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: "evd-" + tag(ns)})
 	require.NoError(t, err)
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "adopted", byHand.Subdomain, tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "adopted", byHand.Subdomain, tunav1.ReclaimDelete)))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.Domain{}, key(ns, "adopted")) })
 	waitDomain(t, ns, "adopted", metav1.ConditionTrue, tunav1.ReasonAdopted)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, map[string]int32{tunav1.ReasonAdopted: 1}, eventsOf(c, ns, "Domain", "adopted", "Normal"))
 	}, wait, 50*time.Millisecond)
 
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"},
 		Spec: tunav1.DomainSpec{Domain: "b." + tag(ns) + "." + harness.BaseDomain}}))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.Domain{}, key(ns, "refused")) })
 	waitDomain(t, ns, "refused", metav1.ConditionFalse, tunav1.ReasonReservationFailed)

@@ -34,7 +34,7 @@ func applyExample(t *testing.T, ns, file string, edit func(*unstructured.Unstruc
 		if edit != nil {
 			edit(u)
 		}
-		require.NoError(t, env.cp.Client.Create(context.Background(), u), "creating %s %s from examples/%s", u.GetKind(), u.GetName(), file)
+		require.NoError(t, env.CP.Client.Create(context.Background(), u), "creating %s %s from examples/%s", u.GetKind(), u.GetName(), file)
 		// Examples publish on fixed addresses (my-app, postgres) that
 		// later tests take too: a test that fails before deleting them
 		// must not fail the next one as well.
@@ -117,7 +117,7 @@ func TestEveryExampleIsAccepted(t *testing.T) {
 				continue
 			}
 			u.SetNamespace(ns)
-			assert.NoError(t, env.cp.Client.Create(ctx, u, client.DryRunAll), "%s: %s %s is refused", rel, u.GetKind(), u.GetName())
+			assert.NoError(t, env.CP.Client.Create(ctx, u, client.DryRunAll), "%s: %s %s is refused", rel, u.GetKind(), u.GetName())
 			accepted++
 		}
 	}
@@ -163,7 +163,7 @@ func TestInvalidExamplesAreRefused(t *testing.T) {
 			name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 			old.SetNamespace(ns)
 			old.SetName(name)
-			require.NoError(t, env.cp.Client.Create(ctx, old), "%s: creating the object it updates", f)
+			require.NoError(t, env.CP.Client.Create(ctx, old), "%s: creating the object it updates", f)
 			// Released on the edge before the next test: examples name
 			// addresses (my-app, postgres) that other tests reserve.
 			gone := &unstructured.Unstructured{}
@@ -175,14 +175,14 @@ func TestInvalidExamplesAreRefused(t *testing.T) {
 			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				cur := &unstructured.Unstructured{}
 				cur.SetGroupVersionKind(old.GroupVersionKind())
-				if err := env.cp.Client.Get(ctx, key(ns, name), cur); err != nil {
+				if err := env.CP.Client.Get(ctx, key(ns, name), cur); err != nil {
 					return err
 				}
 				cur.Object["spec"] = bad.Object["spec"]
-				return env.cp.Client.Update(ctx, cur, client.DryRunAll)
+				return env.CP.Client.Update(ctx, cur, client.DryRunAll)
 			})
 		} else {
-			err = env.cp.Client.Create(ctx, bad, client.DryRunAll)
+			err = env.CP.Client.Create(ctx, bad, client.DryRunAll)
 		}
 		if assert.Error(t, err, "%s is accepted", filepath.Base(f)) {
 			assert.Contains(t, err.Error(), expect, "%s", filepath.Base(f))

@@ -20,15 +20,15 @@ import (
 func TestTunnelKeyRenewedBeforeExpiry(t *testing.T) {
 	const ttl = 10 * time.Second
 	ctx := context.Background()
-	short := env.edge.Options
+	short := env.Edge.Options
 	short.TunnelKeyTTL = ttl
 	restartEdge(t, short)
 
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	api := env.edge.Client(env.edge.OperatorKey)
+	api := env.Edge.Client(env.Edge.OperatorKey)
 	first, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
 	require.NoError(t, err)
 	require.NotNil(t, first.ExpiresAt, "the edge gives keys an expiry")

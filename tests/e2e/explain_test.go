@@ -22,7 +22,7 @@ func TestKubectlExplainDocumentsEveryField(t *testing.T) {
 	bin, err := harness.Tools()
 	require.NoError(t, err)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, env.cp.WriteKubeconfig(kubeconfig))
+	require.NoError(t, env.CP.WriteKubeconfig(kubeconfig))
 
 	for resource, spec := range map[string]any{
 		"tunnel.spec":      tunav1.TunnelSpec{},

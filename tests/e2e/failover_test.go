@@ -43,7 +43,7 @@ func TestControllerFailover(t *testing.T) {
 		}
 	}()
 	// Only the first replica runs: the Tunnel getting its key shows it leads.
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "before", ns+"-before", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "before", ns+"-before", "http://web:8080")))
 	waitReady(t, key(ns, "before"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	leader := holder(t)
 	require.NotEmpty(t, leader, "the leading controller holds the lease")
@@ -53,7 +53,7 @@ func TestControllerFailover(t *testing.T) {
 
 	stopFirst = false
 	require.NoError(t, first.Stop())
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "after", ns+"-after", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "after", ns+"-after", "http://web:8080")))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		now := holder(t)
 		assert.NotEmpty(c, now, "nobody holds the lease")
@@ -61,7 +61,7 @@ func TestControllerFailover(t *testing.T) {
 	}, leaseDuration, 50*time.Millisecond, "the standby did not take the lease within the lease duration")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var tun tunav1.Tunnel
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "after"), &tun))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "after"), &tun))
 		cond := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued)
 		require.NotNil(c, cond, "no KeyIssued condition yet")
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
@@ -73,7 +73,7 @@ func TestControllerFailover(t *testing.T) {
 func holder(t *testing.T) string {
 	t.Helper()
 	var l coordinationv1.Lease
-	err := env.cp.Client.Get(context.Background(), types.NamespacedName{Namespace: harness.OperatorNamespace, Name: controllerLease}, &l)
+	err := env.CP.Client.Get(context.Background(), types.NamespacedName{Namespace: harness.OperatorNamespace, Name: controllerLease}, &l)
 	if apierrors.IsNotFound(err) || l.Spec.HolderIdentity == nil {
 		return ""
 	}
@@ -98,16 +98,16 @@ func TestControllerFailoverAfterSIGKILL(t *testing.T) {
 	bin, err := harness.BuildOperator(dir)
 	require.NoError(t, err)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Controller.Impersonate))
+	require.NoError(t, env.CP.WriteKubeconfigAs(kubeconfig, env.IDs.Controller.Impersonate))
 	start := func(name string) *harness.Process {
 		t.Helper()
-		p, err := harness.StartControllerProcess(bin, kubeconfig, filepath.Join(dir, name+".log"), env.edge, env.edge.OperatorKey)
+		p, err := harness.StartControllerProcess(bin, kubeconfig, filepath.Join(dir, name+".log"), env.Edge, env.Edge.OperatorKey)
 		require.NoError(t, err)
 		stopAtEnd(t, p, "controller "+name)
 		return p
 	}
 	first := start("first")
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "before", ns+"-before", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "before", ns+"-before", "http://web:8080")))
 	waitKeyIssued(t, key(ns, "before"), metav1.ConditionTrue, tunav1.ReasonKeyIssued)
 	leader := holder(t)
 	require.NotEmpty(t, leader, "the only controller leads")
@@ -121,7 +121,7 @@ func TestControllerFailoverAfterSIGKILL(t *testing.T) {
 
 	killed := time.Now()
 	require.NoError(t, first.Kill())
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "after", ns+"-after", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "after", ns+"-after", "http://web:8080")))
 	le := app.DefaultLeaderElection
 	// The bound holds for the election; calls to a loaded apiserver add
 	// their time, which the slack covers.

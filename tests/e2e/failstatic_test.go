@@ -36,9 +36,9 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 	ensureTunaClass(t)
 	fault := newFaultProxy(t)
 	controllerBehind(t, fault)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	host := reserve(t, ns, "shop")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "shop", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "shop", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	keyID := tun.Status.KeyID
 	require.NotEmpty(t, keyID)
@@ -107,7 +107,7 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 	for _, id := range []string{keyID, hostKey.ID} {
 		assert.Zero(t, fault.seenPath("DELETE /v1/tunnel-keys/"+id), "key %s was revoked during the outage", id)
 	}
-	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
+	keys, err := env.Edge.Client(env.Edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 	assert.Equal(t, keyID, keys[0].ID, "the edge still has the key")
@@ -127,18 +127,18 @@ func TestEdgeAPIOutageKeepsTunnelServing(t *testing.T) {
 func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	fault := newFaultProxy(t)
 	controllerBehind(t, fault)
 	for _, name := range []string{"held", "forced"} {
-		require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: tunav1.TCPEndpointSpec{Alias: name + "-" + tag(ns)}}))
 		waitEndpoint(t, ns, name, tunav1.ReasonReserved)
 	}
 
 	fault.fail(faultRule{match: request(http.MethodDelete, "/v1/tcp-endpoints/"), status: http.StatusForbidden, code: apiwire.CodeForbidden})
 	for _, name := range []string{"held", "forced"} {
-		require.NoError(t, env.cp.Client.Delete(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
+		require.NoError(t, env.CP.Client.Delete(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
 	}
 	for _, name := range []string{"held", "forced"} {
 		var e tunav1.TCPEndpoint
@@ -152,10 +152,10 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 
 	// Forced: gone, and the reservation stays on the edge for the user.
 	var forced tunav1.TCPEndpoint
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "forced"), &forced))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "forced"), &forced))
 	patch := client.MergeFrom(forced.DeepCopy())
 	forced.Annotations = map[string]string{tunav1.AnnotationForceRelease: "true"}
-	require.NoError(t, env.cp.Client.Patch(ctx, &forced, patch))
+	require.NoError(t, env.CP.Client.Patch(ctx, &forced, patch))
 	waitGone(t, &tunav1.TCPEndpoint{}, key(ns, "forced"))
 	_, err := api.GetTCPEndpoint(ctx, forced.Spec.Alias)
 	require.NoError(t, err, "force-release lets the resource go without releasing")
@@ -172,7 +172,7 @@ func TestRefusedReleaseKeepsFinalizer(t *testing.T) {
 func keyIssued(t *testing.T, k types.NamespacedName) metav1.Condition {
 	t.Helper()
 	var tun tunav1.Tunnel
-	require.NoError(t, env.cp.Client.Get(context.Background(), k, &tun))
+	require.NoError(t, env.CP.Client.Get(context.Background(), k, &tun))
 	if c := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued); c != nil {
 		return *c
 	}
@@ -184,7 +184,7 @@ func waitKeyIssued(t *testing.T, k types.NamespacedName, want metav1.ConditionSt
 	t.Helper()
 	var tun tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, &tun))
+		require.NoError(c, env.CP.Client.Get(context.Background(), k, &tun))
 		cond := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued)
 		require.NotNil(c, cond, "no KeyIssued condition yet")
 		assert.Equal(c, []any{want, reason}, []any{cond.Status, cond.Reason}, "KeyIssued=%s %s: %s", cond.Status, cond.Reason, cond.Message)
@@ -197,7 +197,7 @@ func waitObjectEvent(t *testing.T, ns, kind, name, reason string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var list eventsv1.EventList
-		require.NoError(c, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+		require.NoError(c, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 		for _, e := range list.Items {
 			if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
 				return
@@ -211,7 +211,7 @@ func waitObjectEvent(t *testing.T, ns, kind, name, reason string) {
 func waitGone(t *testing.T, obj client.Object, k types.NamespacedName) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := env.cp.Client.Get(context.Background(), k, obj)
+		err := env.CP.Client.Get(context.Background(), k, obj)
 		assert.True(c, apierrors.IsNotFound(err), "%s still exists: %v", k, err)
 	}, wait, 50*time.Millisecond)
 }

@@ -49,12 +49,12 @@ type faultRule struct {
 // through until told to fail.
 func newFaultProxy(t *testing.T) *faultProxy {
 	t.Helper()
-	target, err := url.Parse(env.edge.APIURL())
+	target, err := url.Parse(env.Edge.APIURL())
 	require.NoError(t, err)
 	upstream := httputil.NewSingleHostReverseProxy(target)
 	// The proxy pins the edge's certificate, and the controller pins the
 	// proxy's: TLS on both hops, as in production.
-	pinned, err := env.edge.Trust().Transport()
+	pinned, err := env.Edge.Trust().Transport()
 	require.NoError(t, err)
 	upstream.Transport = pinned
 	p := &faultProxy{calls: map[string]int{}, paths: map[string]int{}, keys: map[string]int{}}
@@ -140,13 +140,13 @@ func controllerBehind(t *testing.T, p *faultProxy, mutate ...func(*app.Controlle
 // test ends.
 func restartController(t *testing.T, mutate ...func(*app.ControllerOptions)) {
 	t.Helper()
-	if env.controller != nil {
-		require.NoError(t, env.controller.Stop())
+	if env.Controller != nil {
+		require.NoError(t, env.Controller.Stop())
 	}
-	env.controller = startController(mutate...)
+	env.Controller = startController(mutate...)
 	t.Cleanup(func() {
-		require.NoError(t, env.controller.Stop())
-		env.controller = startController()
+		require.NoError(t, env.Controller.Stop())
+		env.Controller = startController()
 	})
 }
 
@@ -154,11 +154,11 @@ func restartController(t *testing.T, mutate ...func(*app.ControllerOptions)) {
 // again when the test ends, unless restartController already did.
 func stopController(t *testing.T) {
 	t.Helper()
-	require.NoError(t, env.controller.Stop())
-	env.controller = nil
+	require.NoError(t, env.Controller.Stop())
+	env.Controller = nil
 	t.Cleanup(func() {
-		if env.controller == nil {
-			env.controller = startController()
+		if env.Controller == nil {
+			env.Controller = startController()
 		}
 	})
 }

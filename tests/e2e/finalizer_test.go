@@ -35,22 +35,22 @@ func TestTunnelGoneWithoutFinalizerReleasesItsAddress(t *testing.T) {
 	ctx := context.Background()
 	owner, next := tenants(t)
 	sub := "unfinalized-" + tag(owner)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(owner, "web", sub, "http://owner:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(owner, "web", sub, "http://owner:8080")))
 	tun := waitReady(t, key(owner, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.NotEmpty(t, tun.Status.KeyID)
 
 	deleteWithoutFinalizer(t, &tunav1.Tunnel{}, key(owner, "web"))
 
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
 		assert.True(c, apiwire.IsNotFound(err), "the gone Tunnel's key %s is revoked, got %v", tun.Status.KeyID, err)
 		secret := types.NamespacedName{Namespace: harness.OperatorNamespace, Name: keysecret.Name("Tunnel", tun.UID)}
-		err = env.cp.Client.Get(ctx, secret, &corev1.Secret{})
+		err = env.CP.Client.Get(ctx, secret, &corev1.Secret{})
 		assert.True(c, apierrors.IsNotFound(err), "its key Secret is deleted, got %v", err)
 	}, wait, 50*time.Millisecond)
 
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(next, "web", sub, "http://attacker:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(next, "web", sub, "http://attacker:8080")))
 	now := waitReady(t, key(next, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "attacker-8080", getEcho(t, now.Status.URL).Backend)
 }
@@ -63,10 +63,10 @@ func TestTunnelChurnLeavesNoClaim(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	sub := "churn-" + tag(ns)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	for i := range 30 {
 		name := fmt.Sprintf("churn-%d", i)
-		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, sub, "http://web:8080")))
+		require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, name, sub, "http://web:8080")))
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, name))
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			k, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: sub, Owner: "e2e/another-owner"})
@@ -89,8 +89,8 @@ func TestReservationsGoneWithoutFinalizerAreReleased(t *testing.T) {
 	ctx := context.Background()
 	ns, next := namespace(t), namespace(t)
 	sub, alias := "unfinalized-"+tag(ns), "unfinalized-"+tag(ns)
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "web", sub, tunav1.ReclaimDelete)))
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "web", sub, tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	d := waitDomain(t, ns, "web", metav1.ConditionTrue, tunav1.ReasonReserved)
 	waitEndpoint(t, ns, "pg", tunav1.ReasonReserved)
@@ -98,7 +98,7 @@ func TestReservationsGoneWithoutFinalizerAreReleased(t *testing.T) {
 	deleteWithoutFinalizer(t, &tunav1.Domain{}, key(ns, "web"))
 	deleteWithoutFinalizer(t, &tunav1.TCPEndpoint{}, key(ns, "pg"))
 
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetDomain(ctx, d.Status.FQDN)
 		assert.True(c, apiwire.IsNotFound(err), "domain %s is released, got %v", d.Status.FQDN, err)
@@ -106,8 +106,8 @@ func TestReservationsGoneWithoutFinalizerAreReleased(t *testing.T) {
 		assert.True(c, apiwire.IsNotFound(err), "TCP endpoint %s is released, got %v", alias, err)
 	}, wait, 50*time.Millisecond)
 
-	require.NoError(t, env.cp.Client.Create(ctx, domain(next, "web", sub, tunav1.ReclaimDelete)))
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: next, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, domain(next, "web", sub, tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: next, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	t.Cleanup(func() {
 		deleteAndWait(t, &tunav1.Domain{}, key(next, "web"))
@@ -127,16 +127,16 @@ func deleteWithoutFinalizer(t *testing.T, obj client.Object, k types.NamespacedN
 	t.Helper()
 	ctx := context.Background()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := env.cp.Client.Get(ctx, k, obj)
+		err := env.CP.Client.Get(ctx, k, obj)
 		if apierrors.IsNotFound(err) {
 			return
 		}
 		require.NoError(c, err)
 		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 		obj.SetFinalizers(nil)
-		require.NoError(c, env.cp.Client.Patch(ctx, obj, patch))
+		require.NoError(c, env.CP.Client.Patch(ctx, obj, patch))
 		rv := obj.GetResourceVersion()
-		require.NoError(c, env.cp.Client.Delete(ctx, obj, client.Preconditions{ResourceVersion: &rv}))
-		assert.True(c, apierrors.IsNotFound(env.cp.Client.Get(ctx, k, obj)), "%s is gone", k)
+		require.NoError(c, env.CP.Client.Delete(ctx, obj, client.Preconditions{ResourceVersion: &rv}))
+		assert.True(c, apierrors.IsNotFound(env.CP.Client.Get(ctx, k, obj)), "%s is gone", k)
 	}, wait, 50*time.Millisecond)
 }

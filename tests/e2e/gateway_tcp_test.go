@@ -26,26 +26,26 @@ func TestGatewayTCPRoute(t *testing.T) {
 	ctx := context.Background()
 	ensureGatewayClass(t)
 	ns := namespace(t)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		Spec: tunav1.TCPEndpointSpec{Alias: "db-" + tag(ns)}}))
 	ep := waitEndpoint(t, ns, "db", tunav1.ReasonReserved)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "db", harness.ServicePort{Port: 5432})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "db", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
 
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: gatewayclass.ClassName,
 		Listeners: []gwv1.Listener{{Name: "db", Protocol: gwv1.TCPProtocolType, Port: gwv1.PortNumber(ep.Status.Port)}}}}
-	require.NoError(t, env.cp.Client.Create(ctx, gw))
+	require.NoError(t, env.CP.Client.Create(ctx, gw))
 	rt := &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: gwv1.TCPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", SectionName: ptr(gwv1.SectionName("db"))}}},
 		Rules: []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{
 			Name: "db", Port: ptr(gwv1.PortNumber(5432))}}}}},
 	}}
-	require.NoError(t, env.cp.Client.Create(ctx, rt))
+	require.NoError(t, env.CP.Client.Create(ctx, rt))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var got gwv1.TCPRoute
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "db"), &got))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "db"), &got))
 		require.Len(c, got.Status.Parents, 1)
 		p := got.Status.Parents[0]
 		require.Equal(c, gatewayclass.ControllerName, p.ControllerName)
@@ -59,7 +59,7 @@ func TestGatewayTCPRoute(t *testing.T) {
 	require.Len(t, g.Status.Addresses, 1)
 	assert.Equal(t, "127.0.0.1", g.Status.Addresses[0].Value)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "gw"), g))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "gw"), g))
 		require.Len(c, g.Status.Listeners, 1)
 		require.Equal(c, int32(1), g.Status.Listeners[0].AttachedRoutes)
 	}, wait, 50*time.Millisecond)
@@ -85,10 +85,10 @@ func TestGatewayTCPRoute(t *testing.T) {
 	conn.Close()
 
 	// Deleting the route deletes its Tunnel; the port stays reserved.
-	require.NoError(t, env.cp.Client.Delete(ctx, rt))
+	require.NoError(t, env.CP.Client.Delete(ctx, rt))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var tl tunav1.TunnelList
-		require.NoError(c, env.cp.Client.List(ctx, &tl))
+		require.NoError(c, env.CP.Client.List(ctx, &tl))
 		for _, x := range tl.Items {
 			require.False(c, x.Namespace == ns && x.Name == "gateway-gw-db", "the Tunnel of a listener without a route is kept")
 		}

@@ -25,11 +25,11 @@ func ensureGatewayClass(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
-	if err := env.cp.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := env.CP.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, types.NamespacedName{Name: gatewayclass.ClassName}, gc))
+		require.NoError(c, env.CP.Client.Get(ctx, types.NamespacedName{Name: gatewayclass.ClassName}, gc))
 		cond := meta.FindStatusCondition(gc.Status.Conditions, "Accepted")
 		require.NotNil(c, cond)
 		require.Equal(c, []any{metav1.ConditionTrue, "Accepted"}, []any{cond.Status, cond.Reason})
@@ -51,7 +51,7 @@ func waitGateway(t *testing.T, k types.NamespacedName, typ string, want metav1.C
 	t.Helper()
 	var gw gwv1.Gateway
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, &gw))
+		require.NoError(c, env.CP.Client.Get(context.Background(), k, &gw))
 		cond := meta.FindStatusCondition(gw.Status.Conditions, typ)
 		require.NotNil(c, cond, "no %s condition yet", typ)
 		require.Equal(c, []any{want, reason, gw.Generation}, []any{cond.Status, cond.Reason, cond.ObservedGeneration}, "%s: %s", typ, cond.Message)
@@ -66,7 +66,7 @@ func waitRoute(t *testing.T, k types.NamespacedName, accepted, resolved string) 
 	var out gwv1.RouteParentStatus
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var rt gwv1.HTTPRoute
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, &rt))
+		require.NoError(c, env.CP.Client.Get(context.Background(), k, &rt))
 		require.Len(c, rt.Status.Parents, 1)
 		p := rt.Status.Parents[0]
 		a := meta.FindStatusCondition(p.Conditions, "Accepted")
@@ -103,7 +103,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 	echoService(t, ns, "a", harness.ServicePort{Name: "http", Port: 8080})
 	echoService(t, ns, "b", harness.ServicePort{Name: "http", Port: 8080})
 	gw := httpGateway(ns, "gw", host)
-	require.NoError(t, env.cp.Client.Create(ctx, gw))
+	require.NoError(t, env.CP.Client.Create(ctx, gw))
 
 	exact := gwv1.PathMatchExact
 	rt := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: gwv1.HTTPRouteSpec{
@@ -131,7 +131,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 					Path:     &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/v2")}}}}},
 		},
 	}}
-	require.NoError(t, env.cp.Client.Create(ctx, rt))
+	require.NoError(t, env.CP.Client.Create(ctx, rt))
 
 	// Status, field by field.
 	p := waitRoute(t, key(ns, "web"), "Accepted", "ResolvedRefs")
@@ -147,7 +147,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 	require.Len(t, got.Status.Addresses, 1)
 	assert.Equal(t, host, got.Status.Addresses[0].Value)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "gw"), got))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "gw"), got))
 		require.Len(c, got.Status.Listeners, 1)
 		l := got.Status.Listeners[0]
 		require.Equal(c, int32(1), l.AttachedRoutes)
@@ -220,12 +220,12 @@ func TestGatewayCrossNamespaceBackend(t *testing.T) {
 	other := namespace(t)
 	host := reserve(t, ns, "gw")
 	echoService(t, other, "shared", harness.ServicePort{Name: "http", Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(ns, "gw", host)))
+	require.NoError(t, env.CP.Client.Create(ctx, httpGateway(ns, "gw", host)))
 	rt := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cross"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
 		Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef(other, "shared", 8080, 1)}}},
 	}}
-	require.NoError(t, env.cp.Client.Create(ctx, rt))
+	require.NoError(t, env.CP.Client.Create(ctx, rt))
 	waitRoute(t, key(ns, "cross"), "Accepted", "RefNotPermitted")
 	waitGateway(t, key(ns, "gw"), "Programmed", metav1.ConditionTrue, "Programmed")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -237,7 +237,7 @@ func TestGatewayCrossNamespaceBackend(t *testing.T) {
 		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: gwv1.Namespace(ns)}},
 		To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
 	}}
-	require.NoError(t, env.cp.Client.Create(ctx, grant))
+	require.NoError(t, env.CP.Client.Create(ctx, grant))
 	waitRoute(t, key(ns, "cross"), "Accepted", "ResolvedRefs")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, body := get(t, "http://"+host+"/")
@@ -264,10 +264,10 @@ func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	}
 	echoService(t, owner, "mine", harness.ServicePort{Name: "http", Port: 8080})
 	echoService(t, intruder, "theirs", harness.ServicePort{Name: "http", Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(owner, "gw", host)))
-	require.NoError(t, env.cp.Client.Create(ctx, route(owner, "mine")))
-	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(intruder, "gw", host)))
-	require.NoError(t, env.cp.Client.Create(ctx, route(intruder, "theirs")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpGateway(owner, "gw", host)))
+	require.NoError(t, env.CP.Client.Create(ctx, route(owner, "mine")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpGateway(intruder, "gw", host)))
+	require.NoError(t, env.CP.Client.Create(ctx, route(intruder, "theirs")))
 
 	gw := waitGateway(t, key(intruder, "gw"), "Accepted", metav1.ConditionFalse, "ListenersNotValid")
 	p := meta.FindStatusCondition(gw.Status.Conditions, "Programmed")

@@ -24,11 +24,11 @@ func TestGatewayBackendTLSPolicy(t *testing.T) {
 	ensureGatewayClass(t)
 	ns := namespace(t)
 	ca := httpsService(t, ns) // Service web, port 8443 (https), certificate for web.<ns>.svc
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-ca"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-ca"},
 		Data: map[string]string{"ca.crt": string(ca.PEM)}}))
 	host := reserve(t, ns, "tls")
-	require.NoError(t, env.cp.Client.Create(ctx, httpGateway(ns, "gw", host)))
-	require.NoError(t, env.cp.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: gwv1.HTTPRouteSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, httpGateway(ns, "gw", host)))
+	require.NoError(t, env.CP.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
 		Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "web", 8443, 1)}}},
 	}}))
@@ -48,7 +48,7 @@ func TestGatewayBackendTLSPolicy(t *testing.T) {
 		Validation: gwv1.BackendTLSPolicyValidation{Hostname: gwv1.PreciseHostname("web." + ns + ".svc"),
 			CACertificateRefs: []gwv1.LocalObjectReference{{Group: "", Kind: "ConfigMap", Name: "web-ca"}}},
 	}}
-	require.NoError(t, env.cp.Client.Create(ctx, policy))
+	require.NoError(t, env.CP.Client.Create(ctx, policy))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		code, tunaErr, body := getTuna(c, url)
 		require.Equal(c, http.StatusOK, code, "X-Tuna-Error %s, body %s", tunaErr, body)
@@ -57,11 +57,11 @@ func TestGatewayBackendTLSPolicy(t *testing.T) {
 
 	// The policy's hostname is what the certificate must hold.
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.cp.Client.Get(ctx, key(ns, "web"), policy); err != nil {
+		if err := env.CP.Client.Get(ctx, key(ns, "web"), policy); err != nil {
 			return err
 		}
 		policy.Spec.Validation.Hostname = "wrong.example"
-		return env.cp.Client.Update(ctx, policy)
+		return env.CP.Client.Update(ctx, policy)
 	}))
 	wantTLSError("a policy whose hostname the certificate does not hold must not verify")
 }

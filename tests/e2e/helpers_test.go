@@ -8,45 +8,33 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 const wait = 30 * time.Second
 
-var nsCounter atomic.Int32
-
 // namespace creates a fresh namespace for one test.
 func namespace(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("e2e-%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	name = strings.TrimRight(name, "-")
-	_, err := env.cp.Namespace(context.Background(), name)
-	require.NoError(t, err)
-	return name
+	return env.Namespace(t, "e2e", t.Name())
 }
 
 // echoService creates a Service and an echo backend on its ClusterIP for
 // each port; backend names are "<service>-<port>".
 func echoService(t *testing.T, ns, name string, ports ...harness.ServicePort) {
 	t.Helper()
-	svc, err := harness.CreateService(context.Background(), env.cp.Client, ns, name, ports...)
+	svc, err := harness.CreateService(context.Background(), env.CP.Client, ns, name, ports...)
 	require.NoError(t, err)
 	for _, p := range svc.Spec.Ports {
 		b, err := harness.ServeEcho(fmt.Sprintf("%s-%d", name, p.Port), svc.Spec.ClusterIP, p.Port)
@@ -69,21 +57,13 @@ func httpTunnel(ns, name, subdomain, upstream string) *tunav1.Tunnel {
 // and reason, and returns the Tunnel.
 func waitReady(t *testing.T, key types.NamespacedName, want metav1.ConditionStatus, reason string) *tunav1.Tunnel {
 	t.Helper()
-	var tun tunav1.Tunnel
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), key, &tun))
-		cond := status.Find(tun.Status.Conditions, tunav1.ConditionReady)
-		require.NotNil(c, cond, "no Ready condition yet")
-		require.Equal(c, []any{want, reason, tun.Generation}, []any{cond.Status, cond.Reason, cond.ObservedGeneration},
-			"Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-	}, wait, 50*time.Millisecond, "Tunnel %s never became Ready=%s %s", key, want, reason)
-	return &tun
+	return env.WaitReady(t, key, want, reason)
 }
 
 // publicClient sends requests to the edge's public HTTP listener whatever
 // the URL's host, as DNS for *.tuna.localhost would.
 func publicClient() *http.Client {
-	addr := env.edge.HTTPAddr()
+	addr := env.Edge.HTTPAddr()
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
@@ -129,44 +109,28 @@ func key(ns, name string) types.NamespacedName {
 // deleteAndWait deletes obj (if present) and waits until its finalizers ran.
 func deleteAndWait(t *testing.T, obj client.Object, k types.NamespacedName) {
 	t.Helper()
-	ctx := context.Background()
-	if err := env.cp.Client.Get(ctx, k, obj); err != nil {
-		return
-	}
-	require.NoError(t, client.IgnoreNotFound(env.cp.Client.Delete(ctx, obj)))
-	waitGoneIn(t, env.cp, obj, k)
+	env.DeleteAndWait(t, obj, k)
 }
 
 // waitGoneIn waits until the object k of control plane cp is gone: its
 // finalizers ran.
 func waitGoneIn(t *testing.T, cp *harness.ControlPlane, obj client.Object, k types.NamespacedName) {
 	t.Helper()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := cp.Client.Get(context.Background(), k, obj)
-		assert.True(c, apierrors.IsNotFound(err), "%s %s still exists: %v", obj.GetObjectKind().GroupVersionKind().Kind, k, err)
-	}, wait, 50*time.Millisecond)
+	suite.WaitGone(t, cp, wait, obj, k)
 }
 
 // waitCondition waits until get() returns an object whose Ready condition
 // has the given status and reason, and returns the condition.
 func waitCondition(t *testing.T, obj client.Object, k types.NamespacedName, conds func() []metav1.Condition, want metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
-	return waitConditionIn(t, env.cp, obj, k, conds, want, reason)
+	return env.WaitCondition(t, obj, k, conds, want, reason)
 }
 
 // waitConditionIn is waitCondition on the control plane cp.
 func waitConditionIn(t *testing.T, cp *harness.ControlPlane, obj client.Object, k types.NamespacedName, conds func() []metav1.Condition,
 	want metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
-	var got metav1.Condition
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, cp.Client.Get(context.Background(), k, obj))
-		cond := status.Find(conds(), tunav1.ConditionReady)
-		require.NotNil(c, cond, "no Ready condition yet")
-		got = *cond
-		assert.Equal(c, []any{want, reason}, []any{cond.Status, cond.Reason}, "Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-	}, wait, 50*time.Millisecond, "%s never became Ready=%s %s", k, want, reason)
-	return got
+	return suite.WaitCondition(t, cp, wait, obj, k, conds, want, reason)
 }
 
 // tag is a short token unique to a test namespace ("e42" for
@@ -185,11 +149,11 @@ func update[T client.Object](t *testing.T, obj T, change func(T)) {
 	t.Helper()
 	k := client.ObjectKeyFromObject(obj)
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.cp.Client.Get(context.Background(), k, obj); err != nil {
+		if err := env.CP.Client.Get(context.Background(), k, obj); err != nil {
 			return err
 		}
 		change(obj)
-		return env.cp.Client.Update(context.Background(), obj)
+		return env.CP.Client.Update(context.Background(), obj)
 	}))
 }
 
@@ -197,13 +161,13 @@ func update[T client.Object](t *testing.T, obj T, change func(T)) {
 // with its usual options when the test ends.
 func restartEdge(t *testing.T, o harness.EdgeOptions) {
 	t.Helper()
-	normal := env.edge.Options
+	normal := env.Edge.Options
 	restart := func(o harness.EdgeOptions) {
 		t.Helper()
-		require.NoError(t, env.edge.Close())
-		edge, err := harness.StartEdge(context.Background(), env.edgeDir, o)
+		require.NoError(t, env.Edge.Close())
+		edge, err := harness.StartEdge(context.Background(), env.EdgeDir, o)
 		require.NoError(t, err)
-		env.edge = edge
+		env.Edge = edge
 	}
 	restart(o)
 	t.Cleanup(func() { restart(normal) })

@@ -30,7 +30,7 @@ func ensureTunaClass(t *testing.T) {
 	t.Helper()
 	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ingress.ClassName},
 		Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}}
-	if err := env.cp.Client.Create(context.Background(), ic); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := env.CP.Client.Create(context.Background(), ic); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 }
@@ -48,7 +48,7 @@ func subdomainFor(ns, name string) string {
 // it is Ready and returns its full name: a host an Ingress may publish.
 func reserve(t *testing.T, ns, name string) string {
 	t.Helper()
-	require.NoError(t, env.cp.Client.Create(context.Background(), domain(ns, name, subdomainFor(ns, name), "")))
+	require.NoError(t, env.CP.Client.Create(context.Background(), domain(ns, name, subdomainFor(ns, name), "")))
 	d := waitDomain(t, ns, name, metav1.ConditionTrue, tunav1.ReasonReserved)
 	require.Equal(t, subdomainFor(ns, name)+"."+harness.BaseDomain, d.Status.FQDN)
 	return d.Status.FQDN
@@ -110,7 +110,7 @@ func waitBackend(t *testing.T, url, want string) {
 
 // hostKeys are this cluster's keys for an Ingress host on the edge.
 func hostKeys(t require.TestingT, host string) []apiwire.TunnelKey {
-	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(context.Background(),
+	keys, err := env.Edge.Client(env.Edge.AdminKey).ListTunnelKeys(context.Background(),
 		map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelHost: host})
 	require.NoError(t, err)
 	return keys
@@ -134,7 +134,7 @@ func liveKey(t *testing.T, host string) apiwire.TunnelKey {
 // Ingress, by reason; an event repeated n times (a series) counts n times.
 func ingressEvents(t require.TestingT, ns, name string) map[string][]string {
 	var list eventsv1.EventList
-	require.NoError(t, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+	require.NoError(t, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 	out := map[string][]string{}
 	for _, e := range list.Items {
 		if e.Regarding.Kind != "Ingress" || e.Regarding.Name != name {
@@ -178,7 +178,7 @@ func waitLoadBalancer(t *testing.T, ns, name string, want ...string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var ing networkingv1.Ingress
-		require.NoError(c, env.cp.Client.Get(context.Background(), key(ns, name), &ing))
+		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, name), &ing))
 		var got []string
 		for _, lb := range ing.Status.LoadBalancer.Ingress {
 			got = append(got, lb.Hostname)
@@ -214,10 +214,10 @@ func updateIngress(t *testing.T, ns, name string, change func(*networkingv1.Ingr
 	t.Helper()
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var ing networkingv1.Ingress
-		if err := env.cp.Client.Get(context.Background(), key(ns, name), &ing); err != nil {
+		if err := env.CP.Client.Get(context.Background(), key(ns, name), &ing); err != nil {
 			return err
 		}
 		change(&ing)
-		return env.cp.Client.Update(context.Background(), &ing)
+		return env.CP.Client.Update(context.Background(), &ing)
 	}))
 }

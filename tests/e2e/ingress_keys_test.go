@@ -28,11 +28,11 @@ func TestIngressKeyRevokedByHandIsReplaced(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	host := reserve(t, ns, "rekey")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "rekey", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "rekey", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	waitBackend(t, hostURL(host)+"/", "web-8080")
 	old := liveKey(t, host)
 
-	require.NoError(t, env.edge.Client(env.edge.AdminKey).RevokeTunnelKey(ctx, old.ID))
+	require.NoError(t, env.Edge.Client(env.Edge.AdminKey).RevokeTunnelKey(ctx, old.ID))
 	var now apiwire.TunnelKey
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		keys := hostKeys(c, host)
@@ -59,10 +59,10 @@ func TestIngressOrphanKeyRevokedAfterControllerDowntime(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	host := reserve(t, ns, "orphan")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "orphan", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "orphan", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	waitBackend(t, hostURL(host)+"/", "web-8080")
 	k := liveKey(t, host)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	// Another cluster cannot get a key for this namespace's host (it is
 	// another owner), so its key is for an address of its own.
 	foreign, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: subdomainFor(ns, "elsewhere"),
@@ -70,17 +70,17 @@ func TestIngressOrphanKeyRevokedAfterControllerDowntime(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.RevokeTunnelKey(ctx, foreign.ID) })
 
-	require.NoError(t, env.controller.Stop())
+	require.NoError(t, env.Controller.Stop())
 	deleteAndWait(t, &networkingv1.Ingress{}, key(ns, "orphan"))
 	waitEvent(t, ns, "orphan", "TunnelStopped", host) // the agent still runs and closes the host
 	_, err = api.GetTunnelKey(ctx, k.ID)
 	require.NoError(t, err, "the key outlives its Ingress while the controller is down")
 
-	env.controller = startController()
+	env.Controller = startController()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, k.ID)
 		assert.True(c, apiwire.IsNotFound(err), "orphan key still there: %v", err)
-		err = env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
+		err = env.CP.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
 		assert.True(c, apierrors.IsNotFound(err), "its Secret is deleted, got %v", err)
 	}, wait, 100*time.Millisecond)
 	_, err = api.GetTunnelKey(ctx, foreign.ID)
@@ -95,10 +95,10 @@ func TestIngressHostTakenByTunnel(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	host := reserve(t, ns, "taken")
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "first", subdomainFor(ns, "taken"), "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "first", subdomainFor(ns, "taken"), "http://web:8080")))
 	waitReady(t, key(ns, "first"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "second", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "second", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	waitEvent(t, ns, "second", "TunnelStopped", host, "cannot connect (AddressTaken)")
 	// The agent retries with backoff meanwhile; the warning is not repeated.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -125,7 +125,7 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 	ensureTunaClass(t)
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	sub, err := api.CreateDomain(ctx, apiwire.CreateDomain{Subdomain: subdomainFor(ns, "byhand")})
 	require.NoError(t, err)
 	custom, err := api.CreateDomain(ctx, apiwire.CreateDomain{Domain: "shop-" + tag(ns) + ".example.test"})
@@ -136,7 +136,7 @@ func TestIngressHostsReservedOnTheAccount(t *testing.T) {
 		_ = api.DeleteDomain(ctx, custom.Name, "")
 	})
 
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "account",
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "account",
 		rule(sub.Name, ingPath{prefix, "/", "web", 8080}),
 		rule(custom.Name, ingPath{prefix, "/", "web", 8080}),
 	)))

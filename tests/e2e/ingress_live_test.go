@@ -35,7 +35,7 @@ type load struct {
 
 func startLoad(host string, paths []string, workers int, budget int64) *load {
 	l := &load{stop: make(chan struct{})}
-	addr := env.edge.HTTPAddr()
+	addr := env.Edge.HTTPAddr()
 	var sent atomic.Int64
 	for w := range workers {
 		// Half the workers keep their public connection (its channel to
@@ -115,7 +115,7 @@ func TestIngressLiveRouteUpdateUnderLoad(t *testing.T) {
 		echoService(t, ns, svc, harness.ServicePort{Port: 8080})
 	}
 	host := reserve(t, ns, "live")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "live", rule(host,
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "live", rule(host,
 		ingPath{prefix, "/", "a", 8080},
 		ingPath{prefix, "/api", "b", 8080},
 	))))

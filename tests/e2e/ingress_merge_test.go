@@ -40,7 +40,7 @@ func TestIngressSharedHostMerge(t *testing.T) {
 	// second of the example's Ingresses, so "newer" is newer by age, not
 	// only by name.
 	var older networkingv1.Ingress
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "shop-api"), &older))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "shop-api"), &older))
 	require.Eventually(t, func() bool {
 		return time.Now().Truncate(time.Second).After(older.CreationTimestamp.Time)
 	}, 2*time.Second, 10*time.Millisecond)
@@ -48,7 +48,7 @@ func TestIngressSharedHostMerge(t *testing.T) {
 		ingPath{prefix, "/api", "late", 8080},
 		ingPath{prefix, "/late", "late", 8080},
 	))
-	require.NoError(t, env.cp.Client.Create(ctx, late))
+	require.NoError(t, env.CP.Client.Create(ctx, late))
 	require.True(t, late.CreationTimestamp.After(older.CreationTimestamp.Time), "the late Ingress is younger")
 
 	waitBackend(t, hostURL(host)+"/late/x", "late-8080")

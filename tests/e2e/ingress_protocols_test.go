@@ -92,11 +92,11 @@ func TestIngressWebSocketAndGRPC(t *testing.T) {
 		{Name: "ws", Port: 8090, TargetPort: intstr.FromInt32(8090)},
 		{Name: "grpc", Port: 50051, TargetPort: intstr.FromInt32(50051), AppProtocol: &h2c},
 	}}}
-	require.NoError(t, env.cp.Client.Create(ctx, svc))
+	require.NoError(t, env.CP.Client.Create(ctx, svc))
 	serveWebSocketEcho(t, svc.Spec.ClusterIP, 8090)
 	serveGRPCHealth(t, svc.Spec.ClusterIP, 50051)
 	host := reserve(t, ns, "proto")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "proto", rule(host,
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "proto", rule(host,
 		ingPath{prefix, "/ws", "app", "ws"},
 		ingPath{prefix, "/grpc.health.v1.Health", "app", "grpc"},
 	))))
@@ -107,7 +107,7 @@ func TestIngressWebSocketAndGRPC(t *testing.T) {
 		var conn net.Conn
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			var err error
-			conn, err = net.DialTimeout("tcp", env.edge.HTTPAddr(), 5*time.Second)
+			conn, err = net.DialTimeout("tcp", env.Edge.HTTPAddr(), 5*time.Second)
 			require.NoError(c, err)
 			fmt.Fprintf(conn, "GET /ws/chat HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host)
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

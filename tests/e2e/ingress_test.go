@@ -58,13 +58,13 @@ func TestIngressExampleAPISplit(t *testing.T) {
 	assert.Equal(t, host, k.Address, "the key may bind only this host")
 	assert.Equal(t, edgeapi.Owner(harness.TestClusterID, ns), k.Owner, "the key is issued for the namespace that owns the host")
 	var secret corev1.Secret
-	require.NoError(t, env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &secret))
+	require.NoError(t, env.CP.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &secret))
 	assert.Equal(t, k.ID, string(secret.Data[keysecret.KeyKeyID]), "the agent's Secret holds the host's key")
 	assert.Equal(t, ns, string(secret.Data[keysecret.KeyNamespaces]), "only this namespace's Ingresses serve the host")
 
 	waitLoadBalancer(t, ns, "my-app", host)
 	var ing networkingv1.Ingress
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "my-app"), &ing))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "my-app"), &ing))
 	managers := map[string]string{}
 	for _, mf := range ing.ManagedFields {
 		managers[mf.Manager] = mf.Subresource
@@ -109,7 +109,7 @@ func TestIngressPathMatching(t *testing.T) {
 	))
 	ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "fallback",
 		Port: networkingv1.ServiceBackendPort{Number: 8085}}}
-	require.NoError(t, env.cp.Client.Create(ctx, ing))
+	require.NoError(t, env.CP.Client.Create(ctx, ing))
 	waitBackend(t, hostURL(host)+"/api", "api-8080")
 
 	cases := []struct{ path, backend string }{
@@ -155,7 +155,7 @@ func TestIngressSkippedRulesAndBackends(t *testing.T) {
 	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com",
 			Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}
-	require.NoError(t, env.cp.Client.Create(ctx, ext))
+	require.NoError(t, env.CP.Client.Create(ctx, ext))
 	host := reserve(t, ns, "good")
 	unreserved := subdomainFor(ns, "later") + "." + harness.BaseDomain
 
@@ -174,7 +174,7 @@ func TestIngressSkippedRulesAndBackends(t *testing.T) {
 		rule(unreserved, ingPath{prefix, "/", "web", 8080}),
 		good,
 	)
-	require.NoError(t, env.cp.Client.Create(ctx, ing))
+	require.NoError(t, env.CP.Client.Create(ctx, ing))
 
 	waitBackend(t, hostURL(host)+"/", "web-8080")
 	code, body := get(t, hostURL(host)+"/missing/thing")
@@ -201,7 +201,7 @@ func TestIngressSkippedRulesAndBackends(t *testing.T) {
 	before := checks()
 	for i := range 10 {
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"touch":"`+string(rune('a'+i))+`"}}}`))
-		require.NoError(t, env.cp.Client.Patch(ctx, ing, patch))
+		require.NoError(t, env.CP.Client.Patch(ctx, ing, patch))
 	}
 	updateIngress(t, ns, "mixed", func(ing *networkingv1.Ingress) {
 		ing.Spec.Rules[3].HTTP.Paths = append(ing.Spec.Rules[3].HTTP.Paths, networkingv1.HTTPIngressPath{
@@ -218,7 +218,7 @@ func TestIngressSkippedRulesAndBackends(t *testing.T) {
 	assert.Len(t, got["TunnelConnected"], 1)
 
 	// Reserving the missing domain publishes its rule.
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "later", subdomainFor(ns, "later"), "")))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "later", subdomainFor(ns, "later"), "")))
 	waitBackend(t, hostURL(unreserved)+"/", "web-8080")
 	waitLoadBalancer(t, ns, "mixed", host, unreserved)
 	assert.Len(t, ingressEvents(t, ns, "mixed")["RuleSkipped"], 3, "no new RuleSkipped once the host is reserved")
@@ -235,20 +235,20 @@ func TestIngressDeleteStopsHostAndRevokesKey(t *testing.T) {
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	host := reserve(t, ns, "gone")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "gone", rule(host, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "gone", rule(host, ingPath{prefix, "/", "web", 8080}))))
 	waitBackend(t, hostURL(host)+"/", "web-8080")
 	k := liveKey(t, host)
 	waitEvent(t, ns, "gone", "TunnelConnected", host)
 
 	var ing networkingv1.Ingress
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "gone"), &ing))
-	require.NoError(t, env.cp.Client.Delete(ctx, &ing))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "gone"), &ing))
+	require.NoError(t, env.CP.Client.Delete(ctx, &ing))
 
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, k.ID)
 		assert.True(c, apiwire.IsNotFound(err), "the key is revoked, got %v", err)
-		err = env.cp.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
+		err = env.CP.Client.Get(ctx, key(harness.OperatorNamespace, keysecret.HostName(host)), &corev1.Secret{})
 		assert.True(c, client.IgnoreNotFound(err) == nil && err != nil, "the key Secret is deleted, got %v", err)
 	}, wait, 50*time.Millisecond)
 	code, body := get(t, hostURL(host)+"/")
@@ -269,25 +269,25 @@ func TestIngressDefaultClass(t *testing.T) {
 
 	none := tunaIngress(ns, "classless", rule(classless, ingPath{prefix, "/", "web", 8080}))
 	none.Spec.IngressClassName = nil
-	require.NoError(t, env.cp.Client.Create(ctx, none))
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "classed", rule(classed, ingPath{prefix, "/", "web", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, none))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "classed", rule(classed, ingPath{prefix, "/", "web", 8080}))))
 	// The classed Ingress, created after, is served: both were seen.
 	waitBackend(t, hostURL(classed)+"/", "web-8080")
 	liveKey(t, classed)
 	assert.Empty(t, hostKeys(t, classless), "no key for an Ingress without class while tuna is not the default")
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "classless"), none))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "classless"), none))
 	assert.Nil(t, none.Spec.IngressClassName)
 	assert.Empty(t, none.Status.LoadBalancer.Ingress)
 
 	setDefault := func(on bool) {
 		var ic networkingv1.IngressClass
-		require.NoError(t, env.cp.Client.Get(ctx, key("", ingress.ClassName), &ic))
+		require.NoError(t, env.CP.Client.Get(ctx, key("", ingress.ClassName), &ic))
 		if on {
 			metav1.SetMetaDataAnnotation(&ic.ObjectMeta, networkingv1.AnnotationIsDefaultIngressClass, "true")
 		} else {
 			delete(ic.Annotations, networkingv1.AnnotationIsDefaultIngressClass)
 		}
-		require.NoError(t, env.cp.Client.Update(ctx, &ic))
+		require.NoError(t, env.CP.Client.Update(ctx, &ic))
 	}
 	setDefault(true)
 	t.Cleanup(func() { setDefault(false) })
@@ -298,7 +298,7 @@ func TestIngressDefaultClass(t *testing.T) {
 	later := reserve(t, ns, "later")
 	l := tunaIngress(ns, "later", rule(later, ingPath{prefix, "/", "web", 8080}))
 	l.Spec.IngressClassName = nil
-	require.NoError(t, env.cp.Client.Create(ctx, l))
+	require.NoError(t, env.CP.Client.Create(ctx, l))
 	waitBackend(t, hostURL(later)+"/", "web-8080")
 
 	// No longer the default: the classless Ingress stops.

@@ -66,16 +66,16 @@ func (v *secretVolume) write(t *testing.T, key string) {
 func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	admin := env.edge.Client(env.edge.AdminKey)
+	admin := env.Edge.Client(env.Edge.AdminKey)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 
-	oldKey := env.edge.OperatorKey
+	oldKey := env.Edge.OperatorKey
 	vol := newSecretVolume(t, oldKey)
 	// Behind the proxy, which tells which key each call carries.
 	p := newFaultProxy(t)
 	controllerBehind(t, p, func(o *app.ControllerOptions) { o.APIKey, o.APIKeyFile = "", vol.path() })
 
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "first", ns+"-first", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "first", ns+"-first", "http://web:8080")))
 	first := waitReady(t, key(ns, "first"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web-8080", getEcho(t, first.Status.URL).Backend)
 	require.Positive(t, p.seenKey(apikey.ID(oldKey)), "the controller calls the edge with the key from the file")
@@ -88,11 +88,11 @@ func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 	// Both keys are valid until the old one is deleted: from here on the
 	// shared environment (and the controller the test restores) uses the
 	// new one.
-	env.edge.OperatorKey = fresh.Key
+	env.Edge.OperatorKey = fresh.Key
 	vol.write(t, fresh.Key)
 
 	// A Tunnel made after the rotation is served with calls of the new key.
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "second", ns+"-second", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "second", ns+"-second", "http://web:8080")))
 	waitKeyIssued(t, key(ns, "second"), metav1.ConditionTrue, tunav1.ReasonKeyIssued)
 	require.Eventually(t, func() bool { return p.seenKey(fresh.ID) > 0 }, wait, 20*time.Millisecond,
 		"no call ever carried the new key")
@@ -102,17 +102,17 @@ func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 
 	// The controller keeps working: a new Tunnel gets its key and serves,
 	// a new Domain is reserved.
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "third", ns+"-third", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "third", ns+"-third", "http://web:8080")))
 	waitKeyIssued(t, key(ns, "third"), metav1.ConditionTrue, tunav1.ReasonKeyIssued)
 	third := waitReady(t, key(ns, "third"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "web-8080", getEcho(t, third.Status.URL).Backend)
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "rotated", ns+"-rotated", tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "rotated", ns+"-rotated", tunav1.ReclaimDelete)))
 	waitDomain(t, ns, "rotated", metav1.ConditionTrue, tunav1.ReasonReserved)
 
 	// The first tunnel served throughout, on its first session, and no
 	// edge client of the controller went on with the old key.
 	var now tunav1.Tunnel
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "first"), &now))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "first"), &now))
 	assert.Equal(t, first.Status.SessionID, now.Status.SessionID, "the first tunnel reconnected")
 	assert.Equal(t, "web-8080", getEcho(t, first.Status.URL).Backend)
 	assert.Equal(t, oldCalls, p.seenKey(apikey.ID(oldKey)), "calls with the old key after the rotation")
@@ -124,7 +124,7 @@ func TestOperatorKeyRotatesWithoutRestart(t *testing.T) {
 func TestOwnKeySecretChangeIsPickedUp(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	admin := env.edge.Client(env.edge.AdminKey)
+	admin := env.Edge.Client(env.Edge.AdminKey)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	newKey := func(name string) *apiwire.APIKey {
 		k, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: name, Scopes: []string{apiwire.ScopeConnect}})
@@ -134,22 +134,22 @@ func TestOwnKeySecretChangeIsPickedUp(t *testing.T) {
 	oldKey := newKey("team-old")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-key"},
 		Data: map[string][]byte{agent.APIKeyField: []byte(oldKey.Key)}}
-	require.NoError(t, env.cp.Client.Create(ctx, secret))
+	require.NoError(t, env.CP.Client.Create(ctx, secret))
 	tun := httpTunnel(ns, "web", ns+"-own", "http://web:8080")
 	tun.Spec.APIKeySecretRef = &tunav1.SecretKeyReference{Name: "team-key"}
-	require.NoError(t, env.cp.Client.Create(ctx, tun))
+	require.NoError(t, env.CP.Client.Create(ctx, tun))
 	before := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web-8080", getEcho(t, before.Status.URL).Backend)
 
 	fresh := newKey("team-new")
 	secret.Data[agent.APIKeyField] = []byte(fresh.Key)
-	require.NoError(t, env.cp.Client.Update(ctx, secret))
+	require.NoError(t, env.CP.Client.Update(ctx, secret))
 	changed := time.Now()
 
 	// Nothing tells the agent (it may only get Secrets): its resync does.
 	var after tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "web"), &after))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "web"), &after))
 		cond := status.Find(after.Status.Conditions, tunav1.ConditionReady)
 		require.NotNil(c, cond)
 		assert.Equal(c, metav1.ConditionTrue, cond.Status)
@@ -163,6 +163,6 @@ func TestOwnKeySecretChangeIsPickedUp(t *testing.T) {
 	require.NoError(t, admin.DeleteAPIKey(ctx, oldKey.ID))
 	assert.Equal(t, "web-8080", getEcho(t, after.Status.URL).Backend)
 	var still tunav1.Tunnel
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "web"), &still))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "web"), &still))
 	assert.Equal(t, after.Status.SessionID, still.Status.SessionID, "the tunnel reconnected after the old key was revoked")
 }

@@ -34,27 +34,27 @@ func TestLeaseRequestsAreClassifiedAsLeaderElection(t *testing.T) {
 	lease := "/apis/coordination.k8s.io/v1/namespaces/" + harness.OperatorNamespace + "/leases/"
 	tunnels := "/apis/k8s.tuna.am/v1alpha1/namespaces/" + ns + "/tunnels"
 	workloadLow := apfClass{schemaUID(t, "service-accounts"), levelUID(t, "workload-low")}
-	require.Equal(t, workloadLow, classify(t, env.ids.Controller, http.MethodGet, lease+controllerLease),
+	require.Equal(t, workloadLow, classify(t, env.IDs.Controller, http.MethodGet, lease+controllerLease),
 		"without the FlowSchema, the controller's lease requests")
-	require.Equal(t, workloadLow, classify(t, env.ids.Controller, http.MethodGet, tunnels),
+	require.Equal(t, workloadLow, classify(t, env.IDs.Controller, http.MethodGet, tunnels),
 		"the controller's other requests")
 
 	fs := chartFlowSchema(t)
-	require.NoError(t, env.cp.Client.Create(ctx, fs))
-	t.Cleanup(func() { assert.NoError(t, env.cp.Client.Delete(context.Background(), fs)) })
+	require.NoError(t, env.CP.Client.Create(ctx, fs))
+	t.Cleanup(func() { assert.NoError(t, env.CP.Client.Delete(context.Background(), fs)) })
 	leaderElection := apfClass{string(fs.UID), levelUID(t, "leader-election")}
 	// The apiserver's configuration controller takes a new FlowSchema in
 	// on its own schedule.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, leaderElection, classify(t, env.ids.Controller, http.MethodGet, lease+controllerLease))
+		assert.Equal(c, leaderElection, classify(t, env.IDs.Controller, http.MethodGet, lease+controllerLease))
 	}, wait, 100*time.Millisecond, "the controller's lease requests under the chart's FlowSchema")
-	assert.Equal(t, leaderElection, classify(t, env.ids.Agent, http.MethodGet, lease+"tuna-agent-a"), "an agent's heartbeat Lease")
-	assert.Equal(t, leaderElection, classify(t, env.ids.Agent, http.MethodDelete, lease+"tuna-agent-a"), "an agent's heartbeat Lease, deleted")
-	assert.Equal(t, workloadLow, classify(t, env.ids.Controller, http.MethodGet, tunnels), "the controller's other requests")
-	assert.Equal(t, workloadLow, classify(t, env.ids.Controller, http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/x"),
+	assert.Equal(t, leaderElection, classify(t, env.IDs.Agent, http.MethodGet, lease+"tuna-agent-a"), "an agent's heartbeat Lease")
+	assert.Equal(t, leaderElection, classify(t, env.IDs.Agent, http.MethodDelete, lease+"tuna-agent-a"), "an agent's heartbeat Lease, deleted")
+	assert.Equal(t, workloadLow, classify(t, env.IDs.Controller, http.MethodGet, tunnels), "the controller's other requests")
+	assert.Equal(t, workloadLow, classify(t, env.IDs.Controller, http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/x"),
 		"the controller's Leases outside the release namespace")
-	impostor := rest.CopyConfig(env.ids.Controller)
-	impostor.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + saName(env.ids.Controller)
+	impostor := rest.CopyConfig(env.IDs.Controller)
+	impostor.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + saName(env.IDs.Controller)
 	impostor.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 	assert.Equal(t, workloadLow, classify(t, impostor, http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+controllerLease),
 		"a ServiceAccount of the same name in another namespace")
@@ -91,14 +91,14 @@ func classify(t *testing.T, cfg *rest.Config, method, path string) apfClass {
 func schemaUID(t *testing.T, name string) string {
 	t.Helper()
 	var fs flowcontrolv1.FlowSchema
-	require.NoError(t, env.cp.Client.Get(context.Background(), types.NamespacedName{Name: name}, &fs))
+	require.NoError(t, env.CP.Client.Get(context.Background(), types.NamespacedName{Name: name}, &fs))
 	return string(fs.UID)
 }
 
 func levelUID(t *testing.T, name string) string {
 	t.Helper()
 	var pl flowcontrolv1.PriorityLevelConfiguration
-	require.NoError(t, env.cp.Client.Get(context.Background(), types.NamespacedName{Name: name}, &pl))
+	require.NoError(t, env.CP.Client.Get(context.Background(), types.NamespacedName{Name: name}, &pl))
 	return string(pl.UID)
 }
 
@@ -108,7 +108,7 @@ func chartFlowSchema(t *testing.T) *flowcontrolv1.FlowSchema {
 	fs, err := harness.ChartFlowSchema()
 	require.NoError(t, err)
 	var old flowcontrolv1.FlowSchema
-	err = env.cp.Client.Get(context.Background(), types.NamespacedName{Name: fs.Name}, &old)
+	err = env.CP.Client.Get(context.Background(), types.NamespacedName{Name: fs.Name}, &old)
 	require.True(t, apierrors.IsNotFound(err), "FlowSchema %s is there before the test: %v", fs.Name, err)
 	return fs
 }
@@ -128,9 +128,9 @@ func saName(cfg *rest.Config) string {
 // FlowSchema schema in the leader-election level.
 func dispatched(t *testing.T, schema string) float64 {
 	t.Helper()
-	hc, err := rest.HTTPClientFor(env.cp.Config)
+	hc, err := rest.HTTPClientFor(env.CP.Config)
 	require.NoError(t, err)
-	families, err := stats.Scrape(hc, strings.TrimSuffix(env.cp.Config.Host, "/")+"/metrics")
+	families, err := stats.Scrape(hc, strings.TrimSuffix(env.CP.Config.Host, "/")+"/metrics")
 	require.NoError(t, err)
 	n := 0.0
 	for _, m := range families["apiserver_flowcontrol_dispatched_requests_total"].GetMetric() {

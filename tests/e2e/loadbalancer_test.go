@@ -48,7 +48,7 @@ func waitService(t *testing.T, ns, name string, check func(c *assert.CollectT, s
 	t.Helper()
 	var svc corev1.Service
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), key(ns, name), &svc))
+		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, name), &svc))
 		check(c, &svc)
 	}, wait, 50*time.Millisecond)
 	return &svc
@@ -76,7 +76,7 @@ func portsOf(svc *corev1.Service) []string {
 // serviceEvents are the events recorded for a Service, by reason.
 func serviceEvents(t require.TestingT, ns, name string) map[string][]string {
 	var list eventsv1.EventList
-	require.NoError(t, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+	require.NoError(t, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 	out := map[string][]string{}
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "Service" && e.Regarding.Name == name {
@@ -130,7 +130,7 @@ func TestLoadBalancerService(t *testing.T) {
 	ns := namespace(t)
 	applyExample(t, ns, "service-loadbalancer.yaml", nil)
 	var svc corev1.Service
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "db"), &svc))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "db"), &svc))
 	ip := svc.Spec.ClusterIP
 	serveGreeter(t, ip, 5432, nil)
 	serveGreeter(t, ip, 6379, nil)
@@ -179,7 +179,7 @@ func TestLoadBalancerService(t *testing.T) {
 	// finalizers revoke the keys and release the ports.
 	aliases := []string{ns + "-db-5432", ns + "-db-6379"}
 	deleteAndWait(t, &corev1.Service{}, key(ns, "db"))
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	for i, alias := range aliases {
 		_, err := api.GetTCPEndpoint(ctx, alias)
 		assert.True(t, apiwire.IsNotFound(err), "port of %s is still reserved: %v", alias, err)
@@ -192,7 +192,7 @@ func TestLoadBalancerService(t *testing.T) {
 		}, wait, 50*time.Millisecond)
 	}
 	for _, name := range []string{"db-5432", "db-6379", "db-80"} {
-		assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, name), &tunav1.Tunnel{})), "Tunnel %s outlived its Service", name)
+		assert.True(t, apierrors.IsNotFound(env.CP.Client.Get(ctx, key(ns, name), &tunav1.Tunnel{})), "Tunnel %s outlived its Service", name)
 	}
 	code, body := get(t, "http://"+host+"/")
 	assert.Equal(t, http.StatusNotFound, code, "%s", body)
@@ -207,11 +207,11 @@ func TestLoadBalancerTypeChangeAndClasses(t *testing.T) {
 	ns := namespace(t)
 	other := lbService(ns, "other", "example.com/other-lb", tcpPort("pg", 5433))
 	classless := lbService(ns, "classless", "", tcpPort("pg", 5434))
-	require.NoError(t, env.cp.Client.Create(ctx, other))
-	require.NoError(t, env.cp.Client.Create(ctx, classless))
-	require.NoError(t, env.cp.Client.Create(ctx, lbService(ns, "pg", tunav1.LoadBalancerClassShort, tcpPort("pg", 5432))))
+	require.NoError(t, env.CP.Client.Create(ctx, other))
+	require.NoError(t, env.CP.Client.Create(ctx, classless))
+	require.NoError(t, env.CP.Client.Create(ctx, lbService(ns, "pg", tunav1.LoadBalancerClassShort, tcpPort("pg", 5432))))
 	var svc corev1.Service
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "pg"), &svc))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "pg"), &svc))
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
 	waitService(t, ns, "pg", func(c *assert.CollectT, svc *corev1.Service) {
 		assert.Equal(c, []string{"127.0.0.1 5432/TCP"}, portsOf(svc), "the short class tuna is served too")
@@ -223,15 +223,15 @@ func TestLoadBalancerTypeChangeAndClasses(t *testing.T) {
 	// by now.
 	for _, name := range []string{"other", "classless"} {
 		var s corev1.Service
-		require.NoError(t, env.cp.Client.Get(ctx, key(ns, name), &s))
+		require.NoError(t, env.CP.Client.Get(ctx, key(ns, name), &s))
 		assert.Empty(t, s.Finalizers, "%s got a finalizer", name)
 		assert.Empty(t, s.Status.LoadBalancer.Ingress, "%s got a status", name)
-		assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, name+"-5433"), &tunav1.Tunnel{})))
+		assert.True(t, apierrors.IsNotFound(env.CP.Client.Get(ctx, key(ns, name+"-5433"), &tunav1.Tunnel{})))
 	}
 
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur corev1.Service
-		if err := env.cp.Client.Get(ctx, key(ns, "pg"), &cur); err != nil {
+		if err := env.CP.Client.Get(ctx, key(ns, "pg"), &cur); err != nil {
 			return err
 		}
 		cur.Spec.Type, cur.Spec.LoadBalancerClass = corev1.ServiceTypeClusterIP, nil
@@ -239,14 +239,14 @@ func TestLoadBalancerTypeChangeAndClasses(t *testing.T) {
 		for i := range cur.Spec.Ports {
 			cur.Spec.Ports[i].NodePort = 0
 		}
-		return env.cp.Client.Update(ctx, &cur)
+		return env.CP.Client.Update(ctx, &cur)
 	}))
 	waitService(t, ns, "pg", func(c *assert.CollectT, svc *corev1.Service) {
 		assert.Empty(c, svc.Status.LoadBalancer.Ingress)
 		assert.NotContains(c, svc.Finalizers, "service.kubernetes.io/load-balancer-cleanup")
 	})
-	assert.True(t, apierrors.IsNotFound(env.cp.Client.Get(ctx, key(ns, "pg-5432"), &tunav1.TCPEndpoint{})))
-	_, err := env.edge.Client(env.edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
+	assert.True(t, apierrors.IsNotFound(env.CP.Client.Get(ctx, key(ns, "pg-5432"), &tunav1.TCPEndpoint{})))
+	_, err := env.Edge.Client(env.Edge.AdminKey).GetTCPEndpoint(ctx, ep.Spec.Alias)
 	assert.True(t, apiwire.IsNotFound(err), "the port is still reserved: %v", err)
 	waitServiceEvent(t, ns, "pg", loadbalancer.ReasonUnpublished, "no longer of type LoadBalancer")
 }

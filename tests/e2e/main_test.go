@@ -5,27 +5,20 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/dnstest"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 // env is the shared setup: one control plane, edge and operator for the
 // whole package; each test works in its own namespace.
 var env struct {
-	cp         *harness.ControlPlane
-	edge       *harness.Edge
-	controller *harness.Component
-	agent      *harness.Component
-	dns        *dnstest.Server
-	edgeDir    string
-	ids        *harness.Identities
+	suite.Env
+	dns *dnstest.Server
 }
 
 // Intervals shortened for tests; production defaults are 5 minutes (DNS
@@ -45,75 +38,36 @@ func edgeOptions() harness.EdgeOptions {
 }
 
 // startAgent starts the agent as the chart's agent ServiceAccount.
-func startAgent() *harness.Component { return harness.StartAgent(env.ids.Agent) }
+func startAgent() *harness.Component { return harness.StartAgent(env.IDs.Agent) }
 
 // startController starts the controller, as the chart's controller
 // ServiceAccount, against the current edge.
 func startController(mutate ...func(*app.ControllerOptions)) *harness.Component {
-	return harness.StartController(env.ids.Controller, env.edge, append([]func(*app.ControllerOptions){func(o *app.ControllerOptions) {
-		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
-	}}, mutate...)...)
+	return harness.StartController(env.IDs.Controller, env.Edge, append([]func(*app.ControllerOptions){shortIntervals}, mutate...)...)
+}
+
+func shortIntervals(o *app.ControllerOptions) {
+	o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
 }
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	ctx := context.Background()
-	harness.UseTestLogger()
-	cp, err := harness.StartControlPlane()
-	if err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	env.cp = cp
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		return 0, err
-	}
-	// Before the components start: they turn Gateway support on only when
-	// the CRDs are there (tests/e2e/scoped runs without them).
-	if err := cp.InstallGatewayAPI(); err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "tuna-edge-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	dns, err := dnstest.Listen()
-	if err != nil {
-		return 0, err
-	}
-	defer dns.Close()
-	env.dns = dns
-	env.edgeDir = dir
-	edge, err := harness.StartEdge(ctx, dir, edgeOptions())
-	if err != nil {
-		return 0, err
-	}
-	env.edge = edge
-	defer func() { env.edge.Close() }()
-	// The components run as the chart's ServiceAccounts, with exactly the
-	// RBAC the chart grants.
-	ids, err := cp.ChartIdentities(ctx)
-	if err != nil {
-		return 0, err
-	}
-	env.ids = ids
-	env.controller = startController()
-	env.agent = startAgent()
-	code := m.Run()
-	if err := env.agent.Stop(); err != nil {
-		return 1, fmt.Errorf("agent: %w", err)
-	}
-	if err := env.controller.Stop(); err != nil {
-		return 1, fmt.Errorf("controller: %w", err)
-	}
-	return code, nil
+	suite.Main(m, &env.Env, suite.Options{
+		Name: "e2e",
+		// Before the components start: they turn Gateway support on only
+		// when the CRDs are there (tests/e2e/scoped runs without them).
+		GatewayAPI: true,
+		// The DNS server the edge asks about custom domains.
+		Before: func(*suite.Env) (func(), error) {
+			dns, err := dnstest.Listen()
+			if err != nil {
+				return nil, err
+			}
+			env.dns = dns
+			return func() { _ = dns.Close() }, nil
+		},
+		Edge: func(*suite.Env) (harness.EdgeOptions, error) { return edgeOptions(), nil },
+		// The components run as the chart's ServiceAccounts, with exactly
+		// the RBAC the chart grants.
+		Controller: []func(*app.ControllerOptions){shortIntervals},
+	})
 }

@@ -22,8 +22,8 @@ func TestMetricsReflectTraffic(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "metered", "metered-"+tag(ns), "")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "metered", "metered-"+tag(ns), "")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	waitDomain(t, ns, "metered", metav1.ConditionTrue, tunav1.ReasonReserved)
 	for range 5 {

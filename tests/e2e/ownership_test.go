@@ -32,7 +32,7 @@ func eventNote(t *testing.T, ns, kind, name, reason string) string {
 	var note string
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var list eventsv1.EventList
-		require.NoError(c, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+		require.NoError(c, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 		for _, e := range list.Items {
 			if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
 				note = e.Note
@@ -52,11 +52,11 @@ func eventNote(t *testing.T, ns, kind, name, reason string) string {
 func TestRefusedReservationReleasesNothingOfAnotherOwner(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	admin := env.edge.Client(env.edge.AdminKey)
+	admin := env.Edge.Client(env.Edge.AdminKey)
 	sub, alias := subdomainFor(ns, "taken"), "taken-"+tag(ns)
 	fqdn := sub + "." + harness.BaseDomain
-	require.NoError(t, env.cp.Client.Create(ctx, domain(ns, "taken", sub, tunav1.ReclaimDelete)))
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+	require.NoError(t, env.CP.Client.Create(ctx, domain(ns, "taken", sub, tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias, ReclaimPolicy: tunav1.ReclaimDelete}}))
 	waitDomain(t, ns, "taken", metav1.ConditionTrue, tunav1.ReasonReserved)
 	waitEndpoint(t, ns, "taken", tunav1.ReasonReserved)
@@ -71,7 +71,7 @@ func TestRefusedReservationReleasesNothingOfAnotherOwner(t *testing.T) {
 	require.NoError(t, err)
 	_, err = admin.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: alias, Sharing: theirs})
 	require.NoError(t, err)
-	env.controller = startController()
+	env.Controller = startController()
 
 	d := waitDomain(t, ns, "taken", metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	assert.Contains(t, readyMessage(d.Status.Conditions), fqdn+" belongs to owner "+theirs.Owner)
@@ -99,8 +99,8 @@ func TestRefusedReservationReleasesNothingOfAnotherOwner(t *testing.T) {
 func TestOperatorKeyCannotTouchAnotherCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	admin := env.edge.Client(env.edge.AdminKey)
-	operator := env.edge.Client(env.edge.OperatorKey)
+	admin := env.Edge.Client(env.Edge.AdminKey)
+	operator := env.Edge.Client(env.Edge.OperatorKey)
 	sub, alias := subdomainFor(ns, "theirs"), "theirs-"+tag(ns)
 	fqdn := sub + "." + harness.BaseDomain
 	theirs := apiwire.Sharing{Owner: otherCluster + "/" + ns}
@@ -133,8 +133,8 @@ func TestOperatorKeyCannotTouchAnotherCluster(t *testing.T) {
 	// Any other tunnels:write key: not without naming the owner.
 	unbound, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "unbound", Scopes: []string{apiwire.ScopeWrite}})
 	require.NoError(t, err)
-	refused(env.edge.Client(unbound.Key).DeleteDomain(ctx, fqdn, ""), apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
-	refused(env.edge.Client(unbound.Key).DeleteTCPEndpoint(ctx, alias, harness.TestClusterID+"/"+ns), apiwire.CodeAddressOwned,
+	refused(env.Edge.Client(unbound.Key).DeleteDomain(ctx, fqdn, ""), apiwire.CodeAddressOwned, "belongs to owner "+theirs.Owner)
+	refused(env.Edge.Client(unbound.Key).DeleteTCPEndpoint(ctx, alias, harness.TestClusterID+"/"+ns), apiwire.CodeAddressOwned,
 		"belongs to owner "+theirs.Owner)
 
 	_, err = admin.GetDomain(ctx, fqdn)

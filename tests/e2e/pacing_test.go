@@ -76,16 +76,16 @@ func TestControllerStaysWithinTheAdvertisedBudgetUnderA429Storm(t *testing.T) {
 	// The Tunnels go before the usual controller is back, so their keys
 	// are revoked on this test's edge and none is issued on the suite's.
 	t.Cleanup(func() {
-		require.NoError(t, env.cp.Client.DeleteAllOf(ctx, &tunav1.Tunnel{}, client.InNamespace(ns)))
+		require.NoError(t, env.CP.Client.DeleteAllOf(ctx, &tunav1.Tunnel{}, client.InNamespace(ns)))
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			var list tunav1.TunnelList
-			require.NoError(c, env.cp.Client.List(ctx, &list, client.InNamespace(ns)))
+			require.NoError(c, env.CP.Client.List(ctx, &list, client.InNamespace(ns)))
 			assert.Empty(c, list.Items, "Tunnels left")
 		}, 2*wait, 100*time.Millisecond)
 	})
 	for i := range tunnels {
 		name := fmt.Sprintf("t%d", i)
-		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
+		require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
 	}
 	// The storm lasts until the controller has been refused, and 3 s more.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -101,7 +101,7 @@ func TestControllerStaysWithinTheAdvertisedBudgetUnderA429Storm(t *testing.T) {
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var list tunav1.TunnelList
-		require.NoError(c, env.cp.Client.List(ctx, &list, client.InNamespace(ns)))
+		require.NoError(c, env.CP.Client.List(ctx, &list, client.InNamespace(ns)))
 		issued := 0
 		for _, tun := range list.Items {
 			if k := status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued); k != nil && k.Status == metav1.ConditionTrue {

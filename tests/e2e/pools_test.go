@@ -26,7 +26,7 @@ func TestEdgeRestartUnderLoadRestoresEveryTunnel(t *testing.T) {
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	names := []string{"one", "two", "three"}
 	for _, name := range names {
-		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
+		require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
 	}
 	var urls []string
 	for _, name := range names {
@@ -64,11 +64,11 @@ func TestEdgeRestartUnderLoadRestoresEveryTunnel(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	old := env.edge
+	old := env.Edge
 	require.NoError(t, old.Close())
-	edge, err := harness.StartEdge(ctx, env.edgeDir, old.Options)
+	edge, err := harness.StartEdge(ctx, env.EdgeDir, old.Options)
 	require.NoError(t, err)
-	env.edge = edge
+	env.Edge = edge
 	restarted.Store(true)
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

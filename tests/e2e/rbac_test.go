@@ -31,7 +31,7 @@ func TestComponentsRunUnderChartRBAC(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
-	agent, controller := as(env.ids.Agent), as(env.ids.Controller)
+	agent, controller := as(env.IDs.Agent), as(env.IDs.Controller)
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 

@@ -29,7 +29,7 @@ func TestKeyPendingThenKeyIssueFailed(t *testing.T) {
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	stopController(t)
 	tun := httpTunnel(ns, "web", "pending-"+tag(ns), "http://web:8080")
-	require.NoError(t, env.cp.Client.Create(ctx, tun))
+	require.NoError(t, env.CP.Client.Create(ctx, tun))
 	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonKeyPending)
 
 	p := newFaultProxy(t)
@@ -58,13 +58,13 @@ func TestKeyPendingThenKeyIssueFailed(t *testing.T) {
 func TestTCPTunnelWaitsForItsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "pg", harness.ServicePort{Port: 5432})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "pg", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
 	alias := "late-" + tag(ns)
 	tun := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolTCP, PortOrAlias: alias, Upstream: tunav1.TunnelUpstream{URL: "tcp://pg:5432"}}}
-	require.NoError(t, env.cp.Client.Create(ctx, tun))
+	require.NoError(t, env.CP.Client.Create(ctx, tun))
 	t.Cleanup(func() {
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "pg"))
 		deleteAndWait(t, &tunav1.TCPEndpoint{}, key(ns, "pg"))
@@ -74,7 +74,7 @@ func TestTCPTunnelWaitsForItsEndpoint(t *testing.T) {
 	cond = *status.Find(got.Status.Conditions, tunav1.ConditionReady)
 	assert.Contains(t, cond.Message, alias, "the message names the missing endpoint")
 
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	ep := waitEndpoint(t, ns, "pg", tunav1.ReasonReserved)
 	up := waitReady(t, key(ns, "pg"), metav1.ConditionTrue, tunav1.ReasonConnected)
@@ -89,7 +89,7 @@ func TestDomainReservationFailed(t *testing.T) {
 	ns := namespace(t)
 	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nested"},
 		Spec: tunav1.DomainSpec{Domain: "a." + tag(ns) + "." + harness.BaseDomain}}
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	t.Cleanup(func() { deleteAndWait(t, &tunav1.Domain{}, key(ns, "nested")) })
 	got := waitDomain(t, ns, "nested", metav1.ConditionFalse, tunav1.ReasonReservationFailed)
 	cond := status.Find(got.Status.Conditions, tunav1.ConditionReady)
@@ -106,7 +106,7 @@ func TestSecretSyncDisabled(t *testing.T) {
 	ns := namespace(t)
 	putSecret(t, ns+"/off", "k", "v")
 	restartController(t, func(o *app.ControllerOptions) { o.SecretSync.Disabled = true })
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "off", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "off", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: ns + "/off"}, Target: tunav1.SecretSyncTarget{Name: "off"}})))
 	_, cond := waitSync(t, ns, "off", metav1.ConditionFalse, tunav1.ReasonSyncDisabled)
 	assert.Contains(t, cond.Message, "secretSync.enabled=false")

@@ -23,10 +23,10 @@ import (
 func TestRetainedDomainSurvivesARebuild(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	admin := env.edge.Client(env.edge.AdminKey)
+	admin := env.Edge.Client(env.Edge.AdminKey)
 	same, other := subdomainFor(ns, "same"), subdomainFor(ns, "other")
 	for _, sub := range []string{same, other} {
-		require.NoError(t, env.cp.Client.Create(ctx, domain(ns, sub, sub, tunav1.ReclaimRetain)))
+		require.NoError(t, env.CP.Client.Create(ctx, domain(ns, sub, sub, tunav1.ReclaimRetain)))
 		waitDomain(t, ns, sub, metav1.ConditionTrue, tunav1.ReasonReserved)
 		deleteAndWait(t, &tunav1.Domain{}, key(ns, sub))
 		d, err := admin.GetDomain(ctx, sub+"."+harness.BaseDomain)
@@ -54,7 +54,7 @@ func TestRetainedDomainSurvivesARebuild(t *testing.T) {
 	}
 
 	// Same cluster id: the domain is still its own.
-	sameID := harness.StartController(ids.Controller, env.edge, func(o *app.ControllerOptions) {
+	sameID := harness.StartController(ids.Controller, env.Edge, func(o *app.ControllerOptions) {
 		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
 	})
 	d := domainIn(same, metav1.ConditionTrue, tunav1.ReasonReserved)
@@ -70,7 +70,7 @@ func TestRetainedDomainSurvivesARebuild(t *testing.T) {
 	const newID = "rebuilt-cluster"
 	bound, err := admin.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: newID, Scopes: []string{apiwire.ScopeWrite}, OwnerPrefix: newID})
 	require.NoError(t, err)
-	newController := harness.StartController(ids.Controller, env.edge, func(o *app.ControllerOptions) {
+	newController := harness.StartController(ids.Controller, env.Edge, func(o *app.ControllerOptions) {
 		o.DNSVerifyInterval, o.ReservationResync = dnsVerifyInterval, reservationResync
 		o.ClusterID, o.APIKey = newID, bound.Key
 	})

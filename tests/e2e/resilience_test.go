@@ -19,11 +19,11 @@ import (
 func TestUpstreamDownGives502(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "web", harness.ServicePort{Port: 8080})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "web", harness.ServicePort{Port: 8080})
 	require.NoError(t, err)
 	backend, err := harness.ServeEcho("web", svc.Spec.ClusterIP, 8080)
 	require.NoError(t, err)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web", getEcho(t, tun.Status.URL).Backend)
 
@@ -48,16 +48,16 @@ func TestAgentRestartRestoresTunnels(t *testing.T) {
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
 	var before []*tunav1.Tunnel
 	for _, name := range []string{"one", "two", "three"} {
-		require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
+		require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, name, ns+"-"+name, "http://web:8080")))
 	}
 	for _, name := range []string{"one", "two", "three"} {
 		before = append(before, waitReady(t, key(ns, name), metav1.ConditionTrue, tunav1.ReasonConnected))
 	}
-	require.NoError(t, env.agent.Stop())
+	require.NoError(t, env.Agent.Stop())
 	code, _ := get(t, before[0].Status.URL)
 	require.Equal(t, http.StatusBadGateway, code, "with the agent down the address is known but not connected")
 
-	env.agent = startAgent()
+	env.Agent = startAgent()
 	for _, old := range before {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			code, body := get(t, old.Status.URL)
@@ -79,16 +79,16 @@ func TestEdgeRestartReconnects(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
-	old := env.edge
+	old := env.Edge
 	require.NoError(t, old.Close())
 	waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
 
-	edge, err := harness.StartEdge(ctx, env.edgeDir, old.Options)
+	edge, err := harness.StartEdge(ctx, env.EdgeDir, old.Options)
 	require.NoError(t, err)
-	env.edge = edge
+	env.Edge = edge
 	now := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, tun.Status.URL, now.Status.URL, "the address is kept")
 	assert.Equal(t, tun.Status.KeyID, now.Status.KeyID, "the key survived the restart")
@@ -121,7 +121,7 @@ func TestEdgeAPIFailuresBackOff(t *testing.T) {
 			fault := newFaultProxy(t)
 			fault.fail(faultRule{match: request(http.MethodPost, "/v1/tunnel-keys"), status: tc.status, code: "rate_limited", retryAfter: tc.retryAfter})
 			controllerBehind(t, fault)
-			require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+			require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 			tun := waitReady(t, key(ns, "web"), metav1.ConditionFalse, tunav1.ReasonEdgeUnreachable)
 			assert.Contains(t, readyMessage(tun.Status.Conditions), "injected failure")
 

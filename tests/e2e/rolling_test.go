@@ -130,19 +130,19 @@ func TestRollingRestartRunsEveryRequestOnce(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	ownAgents(t)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "web", harness.ServicePort{Port: 8080})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "web", harness.ServicePort{Port: 8080})
 	require.NoError(t, err)
 	backend := &onceBackend{seen: map[string]int{}}
 	b, err := harness.Serve(svc.Spec.ClusterIP, 8080, backend)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns+"-web", "http://web:8080")))
 
 	dir := t.TempDir()
 	bin, err := harness.BuildOperator(dir)
 	require.NoError(t, err)
 	kubeconfig := dir + "/kubeconfig"
-	require.NoError(t, env.cp.WriteKubeconfigAs(kubeconfig, env.ids.Agent.Impersonate))
+	require.NoError(t, env.CP.WriteKubeconfigAs(kubeconfig, env.IDs.Agent.Impersonate))
 	// The chart's agent arguments (templates/agent/deployment.yaml), with
 	// a drain grace that fits a test. The heartbeat TTL is half the
 	// chart's, not shorter: every replica here leaves gracefully (its

@@ -31,7 +31,7 @@ import (
 
 // admin is the edge's full-access client: it plays the edge's operator,
 // who sets the secrets.
-func admin() *edgeclient.Client { return env.edge.Client(env.edge.AdminKey) }
+func admin() *edgeclient.Client { return env.Edge.Client(env.Edge.AdminKey) }
 
 func putSecret(t *testing.T, name string, kv ...string) *apiwire.SecretInfo {
 	t.Helper()
@@ -58,7 +58,7 @@ func waitSync(t *testing.T, ns, name string, want metav1.ConditionStatus, reason
 // secretData reads the target Secret as strings; nil when it is absent.
 func secretData(t require.TestingT, ns, name string) map[string]string {
 	var s corev1.Secret
-	err := env.cp.Client.Get(context.Background(), key(ns, name), &s)
+	err := env.CP.Client.Get(context.Background(), key(ns, name), &s)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -83,7 +83,7 @@ func TestSecretSyncFollowsTheEdge(t *testing.T) {
 	putSecret(t, edgeName, "user", "app", "password", password)
 	updated := testutil.ToFloat64(metrics.SecretSyncs.WithLabelValues(metrics.SyncUpdated))
 
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "db", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "db", tunav1.SecretSyncSpec{
 		Source:          tunav1.SecretSyncSource{Name: edgeName},
 		RefreshInterval: &metav1.Duration{Duration: time.Hour},
 		Target: tunav1.SecretSyncTarget{Name: "db-credentials",
@@ -100,7 +100,7 @@ func TestSecretSyncFollowsTheEdge(t *testing.T) {
 		"DSN": "postgres://app:" + password + "@db:5432/app"}, secretData(t, ns, "db-credentials"))
 
 	var s corev1.Secret
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "db-credentials"), &s))
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "db-credentials"), &s))
 	assert.Equal(t, "db", s.Labels[tunav1.LabelSecretSync], "labelled with where it came from")
 	assert.Equal(t, edgeName+"@1", s.Annotations[tunav1.AnnotationSecretSyncSource])
 	require.Len(t, s.OwnerReferences, 1)
@@ -115,7 +115,7 @@ func TestSecretSyncFollowsTheEdge(t *testing.T) {
 	assert.Greater(t, testutil.ToFloat64(metrics.SecretSyncLastSuccess.WithLabelValues(ns, "db")), 0.0)
 
 	// The edge's database holds no value in clear, nor in base64.
-	raw, err := os.ReadFile(filepath.Join(env.edgeDir, "edge.db"))
+	raw, err := os.ReadFile(filepath.Join(env.EdgeDir, "edge.db"))
 	require.NoError(t, err)
 	for _, needle := range []string{password, base64.StdEncoding.EncodeToString([]byte(password))} {
 		assert.False(t, bytes.Contains(raw, []byte(needle)), "edge.db contains the secret value %q", needle)
@@ -137,13 +137,13 @@ func TestSecretSyncFollowsTheEdge(t *testing.T) {
 	// The floor, measured the same way in the same run: a Secret written
 	// straight to the apiserver, until the same poll sees it.
 	scratch := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "direct"}, StringData: map[string]string{"v": "0"}}
-	require.NoError(t, env.cp.Client.Create(ctx, scratch))
+	require.NoError(t, env.CP.Client.Create(ctx, scratch))
 	var direct []time.Duration
 	for i := 1; i <= 5; i++ {
 		v := fmt.Sprint(i)
 		start := time.Now()
 		scratch.StringData = map[string]string{"v": v}
-		require.NoError(t, env.cp.Client.Update(ctx, scratch))
+		require.NoError(t, env.CP.Client.Update(ctx, scratch))
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.Equal(c, v, secretData(c, ns, "direct")["v"])
 		}, wait, 10*time.Millisecond)
@@ -155,7 +155,7 @@ func TestSecretSyncFollowsTheEdge(t *testing.T) {
 		len(lags), lags[len(lags)/2], lags[len(lags)-1], direct[len(direct)/2], direct[len(direct)-1])
 	ss, _ = waitSync(t, ns, "db", metav1.ConditionTrue, tunav1.ReasonSynced)
 	require.Eventually(t, func() bool {
-		_ = env.cp.Client.Get(ctx, key(ns, "db"), ss)
+		_ = env.CP.Client.Get(ctx, key(ns, "db"), ss)
 		return ss.Status.SyncedVersion == "6"
 	}, wait, 50*time.Millisecond, "status.syncedVersion never reached 6")
 	requireEvent(t, ns, "db", "Updated")
@@ -182,7 +182,7 @@ func requireEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var list eventsv1.EventList
-		require.NoError(c, env.cp.Client.List(context.Background(), &list, client.InNamespace(ns)))
+		require.NoError(c, env.CP.Client.List(context.Background(), &list, client.InNamespace(ns)))
 		found := slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
 			return e.Regarding.Kind == "SecretSync" && e.Regarding.Name == name && e.Reason == reason
 		})
@@ -199,7 +199,7 @@ func TestSecretSyncPrefixAndRetain(t *testing.T) {
 	putSecret(t, ns+"/app-db", "DB_URL", "postgres://db")
 	putSecret(t, ns+"/app-cache", "REDIS_URL", "redis://cache")
 	putSecret(t, ns+"/other", "UNRELATED", "x")
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "app", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "app", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Prefix: ns + "/app-"}, DeletionPolicy: tunav1.DeletionRetain,
 	})))
 	ss, _ := waitSync(t, ns, "app", metav1.ConditionTrue, tunav1.ReasonSynced)
@@ -221,7 +221,7 @@ func TestSecretSyncPrefixAndRetain(t *testing.T) {
 
 	deleteAndWait(t, &tunav1.SecretSync{}, key(ns, "app"))
 	var s corev1.Secret
-	require.NoError(t, env.cp.Client.Get(ctx, key(ns, "app"), &s), "deletionPolicy Retain: the Secret stays")
+	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "app"), &s), "deletionPolicy Retain: the Secret stays")
 	assert.Empty(t, s.OwnerReferences, "a retained Secret has no owner left to take it with it")
 	assert.Equal(t, "postgres://db", string(s.Data["DB_URL"]))
 }
@@ -233,8 +233,8 @@ func TestSecretSyncLeavesForeignSecrets(t *testing.T) {
 	ns := namespace(t)
 	putSecret(t, ns+"/token", "token", "from-the-edge")
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "hand-made"}}
-	require.NoError(t, env.cp.Client.Create(ctx, foreign))
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/token"}})))
+	require.NoError(t, env.CP.Client.Create(ctx, foreign))
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: ns + "/token"}})))
 	_, cond := waitSync(t, ns, "token", metav1.ConditionFalse, tunav1.ReasonTargetNotOwned)
 	assert.Contains(t, cond.Message, "set spec.target.name: token and spec.target.adoptExisting: true to take it over")
 	assert.Equal(t, map[string]string{"token": "hand-made"}, secretData(t, ns, "token"))
@@ -243,7 +243,7 @@ func TestSecretSyncLeavesForeignSecrets(t *testing.T) {
 	deleteAndWait(t, &tunav1.SecretSync{}, key(ns, "token"))
 	assert.Equal(t, map[string]string{"token": "hand-made"}, secretData(t, ns, "token"))
 
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "token", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: ns + "/token"}, Target: tunav1.SecretSyncTarget{Name: "token", AdoptExisting: true}})))
 	waitSync(t, ns, "token", metav1.ConditionTrue, tunav1.ReasonSynced)
 	assert.Equal(t, map[string]string{"token": "from-the-edge"}, secretData(t, ns, "token"))
@@ -260,13 +260,13 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 	putSecret(t, "shared/smtp", "password", "smtp-pass")
 
 	// The operator's key may not serve another namespace's secret.
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "steal", tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: other + "/db"}})))
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "steal", tunav1.SecretSyncSpec{Source: tunav1.SecretSyncSource{Name: other + "/db"}})))
 	_, cond := waitSync(t, ns, "steal", metav1.ConditionFalse, tunav1.ReasonNotAllowed)
 	assert.Contains(t, cond.Message, fmt.Sprintf("namespace %s may only sync edge secrets named %s/...", ns, ns))
 	assert.Nil(t, secretData(t, ns, "steal"))
 
 	keySecret := func(name, apiKey string) *tunav1.SecretKeyReference {
-		require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		require.NoError(t, env.CP.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			StringData: map[string]string{"api-key": apiKey}}))
 		return &tunav1.SecretKeyReference{Name: name}
 	}
@@ -288,7 +288,7 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 		{"write-only", newKey("", apiwire.ScopeSecretsWrite), "secrets:read"},
 	} {
 		ref := keySecret("key-"+tc.name, tc.apiKey)
-		require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, tc.name, tunav1.SecretSyncSpec{
+		require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, tc.name, tunav1.SecretSyncSpec{
 			Source: tunav1.SecretSyncSource{Name: "shared/smtp"}, APIKeySecretRef: ref})))
 		_, cond := waitSync(t, ns, tc.name, metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
 		assert.Contains(t, cond.Message, tc.want, "%s", tc.name)
@@ -299,11 +299,11 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 	// A team key confined to shared/ reads shared/smtp, which the
 	// operator's policy would not give this namespace, and nothing else.
 	team := keySecret("team-key", newKey("shared/", apiwire.ScopeSecretsRead))
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "smtp", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "smtp", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: "shared/smtp"}, APIKeySecretRef: team})))
 	waitSync(t, ns, "smtp", metav1.ConditionTrue, tunav1.ReasonSynced)
 	assert.Equal(t, map[string]string{"password": "smtp-pass"}, secretData(t, ns, "smtp"))
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "outside", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "outside", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: other + "/db"}, APIKeySecretRef: team})))
 	waitSync(t, ns, "outside", metav1.ConditionFalse, tunav1.ReasonSourceNotFound)
 	assert.Nil(t, secretData(t, ns, "outside"))
@@ -315,7 +315,7 @@ func TestSecretSyncKeysAndPolicy(t *testing.T) {
 	}, wait, 20*time.Millisecond)
 
 	// A missing key Secret says what to create.
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "nokey", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "nokey", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: "shared/smtp"}, APIKeySecretRef: &tunav1.SecretKeyReference{Name: "absent"}})))
 	_, cond = waitSync(t, ns, "nokey", metav1.ConditionFalse, tunav1.ReasonAPIKeyInvalid)
 	assert.Contains(t, cond.Message, "Secret "+ns+"/absent of spec.apiKeySecretRef does not exist")
@@ -330,7 +330,7 @@ func TestSecretSyncKeepsSecretWhileEdgeIsDown(t *testing.T) {
 	fault := newFaultProxy(t)
 	controllerBehind(t, fault)
 	putSecret(t, ns+"/api", "token", "v1")
-	require.NoError(t, env.cp.Client.Create(ctx, secretSync(ns, "api", tunav1.SecretSyncSpec{
+	require.NoError(t, env.CP.Client.Create(ctx, secretSync(ns, "api", tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: ns + "/api"}, RefreshInterval: &metav1.Duration{Duration: 10 * time.Second}})))
 	waitSync(t, ns, "api", metav1.ConditionTrue, tunav1.ReasonSynced)
 

@@ -38,7 +38,7 @@ func TestRefusedUpstreams(t *testing.T) {
 	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db." + other + ".svc.cluster.local",
 			Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}
-	require.NoError(t, env.cp.Client.Create(ctx, ext))
+	require.NoError(t, env.CP.Client.Create(ctx, ext))
 
 	// The URL alone refuses the first three, so the controller never
 	// issues them a tunnel key and their host is unknown to the edge
@@ -57,7 +57,7 @@ func TestRefusedUpstreams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, tc.name, ns+"-"+tc.name, tc.url)))
+			require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, tc.name, ns+"-"+tc.name, tc.url)))
 			tun := waitReady(t, key(ns, tc.name), metav1.ConditionFalse, tunav1.ReasonUpstreamRefused)
 			msg := readyMessage(tun.Status.Conditions)
 			assert.Contains(t, msg, tc.mentions)
@@ -70,7 +70,7 @@ func TestRefusedUpstreams(t *testing.T) {
 			if tc.code == 502 {
 				require.EventuallyWithT(t, func(c *assert.CollectT) {
 					var cur tunav1.Tunnel
-					require.NoError(c, env.cp.Client.Get(ctx, key(ns, tc.name), &cur))
+					require.NoError(c, env.CP.Client.Get(ctx, key(ns, tc.name), &cur))
 					assert.NotEmpty(c, cur.Status.KeyID, "the controller's tunnel key")
 				}, wait, 50*time.Millisecond)
 			}
@@ -88,7 +88,7 @@ func TestOwnAPIKey(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Name: "http", Port: 8080})
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	connect, err := api.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "team", Scopes: []string{apiwire.ScopeConnect}})
 	require.NoError(t, err)
 	write, err := api.CreateAPIKey(ctx, apiwire.CreateAPIKey{Name: "too-strong", Scopes: []string{apiwire.ScopeWrite}})
@@ -100,12 +100,12 @@ func TestOwnAPIKey(t *testing.T) {
 		return tun
 	}
 	for name, key := range map[string]string{"good-key": connect.Key, "write-key": write.Key} {
-		require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		require.NoError(t, env.CP.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Data: map[string][]byte{agent.APIKeyField: []byte(key)}}))
 	}
-	require.NoError(t, env.cp.Client.Create(ctx, withKey("good", "good-key")))
-	require.NoError(t, env.cp.Client.Create(ctx, withKey("wrong-scope", "write-key")))
-	require.NoError(t, env.cp.Client.Create(ctx, withKey("no-secret", "absent")))
+	require.NoError(t, env.CP.Client.Create(ctx, withKey("good", "good-key")))
+	require.NoError(t, env.CP.Client.Create(ctx, withKey("wrong-scope", "write-key")))
+	require.NoError(t, env.CP.Client.Create(ctx, withKey("no-secret", "absent")))
 
 	good := waitReady(t, key(ns, "good"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "web-8080", getEcho(t, good.Status.URL).Backend)
@@ -137,21 +137,21 @@ func TestKeyScopes(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	info, err := env.edge.Client(env.edge.OperatorKey).Edge(ctx)
+	info, err := env.Edge.Client(env.Edge.OperatorKey).Edge(ctx)
 	require.NoError(t, err)
 
 	var auth *tunnelclient.AuthError
-	_, err = tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: env.edge.OperatorKey, HostKey: info.SSHHostKey})
+	_, err = tunnelclient.Dial(ctx, tunnelclient.Config{Addr: info.SSHAddr, Key: env.Edge.OperatorKey, HostKey: info.SSHHostKey})
 	require.True(t, errors.As(err, &auth), "the operator's key must not open a tunnel, got %v", err)
 
 	var secret corev1.Secret
-	require.NoError(t, env.cp.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: keysecret.Name("Tunnel", tun.UID)}, &secret))
+	require.NoError(t, env.CP.Client.Get(ctx, types.NamespacedName{Namespace: harness.OperatorNamespace, Name: keysecret.Name("Tunnel", tun.UID)}, &secret))
 	tunnelKey := keysecret.Read(&secret).TunnelKey
 	require.NotEmpty(t, tunnelKey)
 
-	_, err = env.edge.Client(tunnelKey).ListTunnelKeys(ctx, nil)
+	_, err = env.Edge.Client(tunnelKey).ListTunnelKeys(ctx, nil)
 	var apiErr *apiwire.APIError
 	require.True(t, errors.As(err, &apiErr), "a tunnel key must not call the API, got %v", err)
 	assert.Equal(t, 403, apiErr.Status, "a tunnel key is a known key without API access: %v", apiErr)
@@ -186,23 +186,23 @@ func TestOrphanKeysRevokedAfterControllerDowntime(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	foreign, err := api.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: protocol.ProtocolHTTP,
 		Labels: map[string]string{edgeapi.LabelCluster: "another-cluster", edgeapi.LabelKind: "Tunnel",
 			edgeapi.LabelNamespace: ns, edgeapi.LabelName: "web", edgeapi.LabelUID: "not-this-one"}})
 	require.NoError(t, err)
 
-	require.NoError(t, env.controller.Stop())
+	require.NoError(t, env.Controller.Stop())
 	// Deleted while the operator is down, finalizer removed by hand.
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
-	require.NoError(t, env.cp.Client.Patch(ctx, tun, patch))
-	require.NoError(t, env.cp.Client.Delete(ctx, tun))
+	require.NoError(t, env.CP.Client.Patch(ctx, tun, patch))
+	require.NoError(t, env.CP.Client.Delete(ctx, tun))
 	_, err = api.GetTunnelKey(ctx, tun.Status.KeyID)
 	require.NoError(t, err, "the key outlives its Tunnel while the operator is down")
 
-	env.controller = startController()
+	env.Controller = startController()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := api.GetTunnelKey(ctx, tun.Status.KeyID)
 		assert.True(c, apiwire.IsNotFound(err), "orphan key still there: %v", err)
@@ -217,13 +217,13 @@ func TestKeyRevokedOnEdgeIsReplaced(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
-	require.NoError(t, env.edge.Client(env.edge.AdminKey).RevokeTunnelKey(ctx, tun.Status.KeyID))
+	require.NoError(t, env.Edge.Client(env.Edge.AdminKey).RevokeTunnelKey(ctx, tun.Status.KeyID))
 	var now tunav1.Tunnel
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(ctx, key(ns, "web"), &now))
+		require.NoError(c, env.CP.Client.Get(ctx, key(ns, "web"), &now))
 		assert.NotEqual(c, tun.Status.KeyID, now.Status.KeyID, "a new key")
 	}, wait, 100*time.Millisecond)
 	now = *waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)

@@ -23,10 +23,10 @@ func TestStatusWriteToAGoneObject(t *testing.T) {
 		Message: "test", LastTransitionTime: metav1.Now()}
 	fields := status.Fields{Conditions: []metav1.Condition{cond}}
 
-	err := status.Apply(ctx, env.cp.Client, tunav1.GroupVersion.WithKind("Tunnel"), key(ns, "never-created"), "e2e", fields)
+	err := status.Apply(ctx, env.CP.Client, tunav1.GroupVersion.WithKind("Tunnel"), key(ns, "never-created"), "e2e", fields)
 	assert.NoError(t, err, "the status of a Tunnel that does not exist")
 
 	unserved := schema.GroupVersionKind{Group: "nothing.example.test", Version: "v1", Kind: "Thing"}
-	err = status.Apply(ctx, env.cp.Client, unserved, key(ns, "never-created"), "e2e", fields)
+	err = status.Apply(ctx, env.CP.Client, unserved, key(ns, "never-created"), "e2e", fields)
 	assert.Error(t, err, "the status of a kind the apiserver does not serve")
 }

@@ -68,7 +68,7 @@ func waitEndpoint(t *testing.T, ns, name, reason string) *tunav1.TCPEndpoint {
 // the seed's manifests.
 func TestTCPTunnelThroughEndpoint(t *testing.T) {
 	ns := namespace(t)
-	svc, err := harness.CreateService(context.Background(), env.cp.Client, ns, "postgres", harness.ServicePort{Port: 5432})
+	svc, err := harness.CreateService(context.Background(), env.CP.Client, ns, "postgres", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
 	applyExample(t, ns, "tunnel-tcp.yaml", nil) // TCPEndpoint postgres + Tunnel postgres
@@ -105,7 +105,7 @@ func TestTCPTunnelThroughEndpoint(t *testing.T) {
 func TestTCPTunnelProxyProtocol(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	svc, err := harness.CreateService(ctx, env.cp.Client, ns, "smtp", harness.ServicePort{Port: 2525})
+	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "smtp", harness.ServicePort{Port: 2525})
 	require.NoError(t, err)
 	proxied := make(chan string, 1)
 	serveGreeter(t, svc.Spec.ClusterIP, 2525, proxied)
@@ -141,7 +141,7 @@ func TestTCPTunnelProxyProtocol(t *testing.T) {
 func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	byHand, err := api.CreateTCPEndpoint(ctx, apiwire.CreateTCPEndpoint{Alias: "byhand-" + tag(ns)})
 	require.NoError(t, err)
 
@@ -149,8 +149,8 @@ func TestTCPEndpointAdoptionAndReclaim(t *testing.T) {
 		Spec: tunav1.TCPEndpointSpec{Alias: byHand.Alias}}
 	ours := &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ours"},
 		Spec: tunav1.TCPEndpointSpec{Alias: "ours-" + tag(ns)}}
-	require.NoError(t, env.cp.Client.Create(ctx, adopted))
-	require.NoError(t, env.cp.Client.Create(ctx, ours))
+	require.NoError(t, env.CP.Client.Create(ctx, adopted))
+	require.NoError(t, env.CP.Client.Create(ctx, ours))
 	a := waitEndpoint(t, ns, "adopted", tunav1.ReasonAdopted)
 	assert.True(t, a.Status.Adopted)
 	assert.Equal(t, int32(byHand.Port), a.Status.Port, "the existing port is kept")

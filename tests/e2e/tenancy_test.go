@@ -76,7 +76,7 @@ func waitConditionOf(t *testing.T, tun *tunav1.Tunnel, ns, name string, conds fu
 	t.Helper()
 	var got metav1.Condition
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), key(ns, name), tun))
+		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, name), tun))
 		cond := status.Find(conds(), typ)
 		require.NotNil(c, cond)
 		got = *cond
@@ -92,12 +92,12 @@ func TestTenancyReservedSubdomain(t *testing.T) {
 	owner, attacker := tenants(t)
 	sub := subdomainFor(owner, "shop")
 	d := domain(owner, "shop", sub, "")
-	require.NoError(t, env.cp.Client.Create(ctx, d))
+	require.NoError(t, env.CP.Client.Create(ctx, d))
 	waitDomain(t, owner, "shop", metav1.ConditionTrue, tunav1.ReasonReserved)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(owner, "shop", sub, "http://owner:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(owner, "shop", sub, "http://owner:8080")))
 	mine := waitReady(t, key(owner, "shop"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(attacker, "shop", sub, "http://attacker:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(attacker, "shop", sub, "http://attacker:8080")))
 	theirs := waitReady(t, key(attacker, "shop"), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	assertOwned(t, readyMessage(theirs.Status.Conditions), owner, attacker)
 	assert.Empty(t, theirs.Status.URL)
@@ -119,37 +119,37 @@ func TestTenancyBareSubdomainClaim(t *testing.T) {
 	ctx := context.Background()
 	owner, attacker := tenants(t)
 	sub := "bare-" + tag(owner)
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(owner, "web", sub, "http://owner:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(owner, "web", sub, "http://owner:8080")))
 	mine := waitReady(t, key(owner, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(attacker, "web", sub, "http://attacker:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(attacker, "web", sub, "http://attacker:8080")))
 	theirs := waitReady(t, key(attacker, "web"), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	assertClaimed(t, readyMessage(theirs.Status.Conditions), owner, attacker)
 	neverAttacker(t, mine.Status.URL)
 
 	// The owner's session goes down (the agent stops); the claim holds.
-	require.NoError(t, env.agent.Stop())
+	require.NoError(t, env.Agent.Stop())
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			env.agent = startAgent()
+			env.Agent = startAgent()
 		}
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		k, err := env.edge.Client(env.edge.AdminKey).GetTunnelKey(ctx, mine.Status.KeyID)
+		k, err := env.Edge.Client(env.Edge.AdminKey).GetTunnelKey(ctx, mine.Status.KeyID)
 		require.NoError(c, err)
 		assert.Nil(c, k.Session, "the owner's session is down")
 	}, wait, 50*time.Millisecond)
 	// A fresh attempt while it is down: a new Tunnel of the attacker.
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(attacker, "again", sub, "http://attacker:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(attacker, "again", sub, "http://attacker:8080")))
 	cond := keyIssuedReason(t, attacker, "again", tunav1.ReasonAddressOwned)
 	assertClaimed(t, cond.Message, owner, attacker)
-	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelNamespace: attacker})
+	keys, err := env.Edge.Client(env.Edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelNamespace: attacker})
 	require.NoError(t, err)
 	assert.Empty(t, keys, "the attacker's namespace holds no key for the address")
 	neverAttacker(t, mine.Status.URL)
 
-	env.agent = startAgent()
+	env.Agent = startAgent()
 	restarted = true
 	waitBackend(t, mine.Status.URL, "owner-8080")
 	waitReady(t, key(attacker, "again"), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
@@ -168,13 +168,13 @@ func TestTenancyIngressHost(t *testing.T) {
 	ensureTunaClass(t)
 	owner, attacker := tenants(t)
 	host := reserve(t, owner, "site")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(owner, "site", rule(host, ingPath{exact, "/", "owner", 8080}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(owner, "site", rule(host, ingPath{exact, "/", "owner", 8080}))))
 	waitBackend(t, hostURL(host), "owner-8080")
 
 	grab := tunaIngress(attacker, "grab", rule(host, ingPath{prefix, "/admin", "attacker", 8080}))
 	grab.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "attacker",
 		Port: networkingv1.ServiceBackendPort{Number: 8080}}}
-	require.NoError(t, env.cp.Client.Create(ctx, grab))
+	require.NoError(t, env.CP.Client.Create(ctx, grab))
 	ev := waitEvent(t, attacker, "grab", "AddressOwned", host, "namespace "+owner, "add namespace "+attacker+" to spec.sharedWith")
 	assert.NotEmpty(t, ev["AddressOwned"])
 	for _, path := range []string{"/", "/admin", "/admin/x", "/elsewhere"} {
@@ -187,26 +187,26 @@ func TestTenancyIngressHost(t *testing.T) {
 func TestTenancyTCPAlias(t *testing.T) {
 	ctx := context.Background()
 	owner, attacker := namespace(t), namespace(t)
-	ownerSvc, err := harness.CreateService(ctx, env.cp.Client, owner, "db", harness.ServicePort{Port: 5432})
+	ownerSvc, err := harness.CreateService(ctx, env.CP.Client, owner, "db", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, ownerSvc.Spec.ClusterIP, 5432, nil)
-	attackerSvc, err := harness.CreateService(ctx, env.cp.Client, attacker, "db", harness.ServicePort{Port: 5432})
+	attackerSvc, err := harness.CreateService(ctx, env.CP.Client, attacker, "db", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, attackerSvc.Spec.ClusterIP, 5432, nil)
 
 	alias := "pg-" + tag(owner)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "pg"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "pg"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	ep := waitEndpoint(t, owner, "pg", tunav1.ReasonReserved)
 	tcpTun := func(ns, name, addr string) *tunav1.Tunnel {
 		return &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: tunav1.TunnelSpec{Protocol: tunav1.ProtocolTCP, PortOrAlias: addr, Upstream: tunav1.TunnelUpstream{URL: "tcp://db:5432"}}}
 	}
-	require.NoError(t, env.cp.Client.Create(ctx, tcpTun(owner, "pg", alias)))
+	require.NoError(t, env.CP.Client.Create(ctx, tcpTun(owner, "pg", alias)))
 	waitReady(t, key(owner, "pg"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
 	for name, addr := range map[string]string{"by-alias": alias, "by-port": strconv.Itoa(int(ep.Status.Port))} {
-		require.NoError(t, env.cp.Client.Create(ctx, tcpTun(attacker, name, addr)))
+		require.NoError(t, env.CP.Client.Create(ctx, tcpTun(attacker, name, addr)))
 		theirs := waitReady(t, key(attacker, name), metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 		assertOwned(t, readyMessage(theirs.Status.Conditions), owner, attacker)
 	}
@@ -228,18 +228,18 @@ func TestTenancyAdoptionOfForeignReservation(t *testing.T) {
 	ctx := context.Background()
 	owner, attacker := namespace(t), namespace(t)
 	sub := subdomainFor(owner, "mine")
-	require.NoError(t, env.cp.Client.Create(ctx, domain(owner, "mine", sub, "")))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(owner, "mine", sub, "")))
 	waitDomain(t, owner, "mine", metav1.ConditionTrue, tunav1.ReasonReserved)
 	alias := "own-" + tag(owner)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "mine"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "mine"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	waitEndpoint(t, owner, "mine", tunav1.ReasonReserved)
 
-	require.NoError(t, env.cp.Client.Create(ctx, domain(attacker, "mine", sub, tunav1.ReclaimDelete)))
+	require.NoError(t, env.CP.Client.Create(ctx, domain(attacker, "mine", sub, tunav1.ReclaimDelete)))
 	d := waitDomain(t, attacker, "mine", metav1.ConditionFalse, tunav1.ReasonAddressOwned)
 	assertOwned(t, readyMessage(d.Status.Conditions), owner, attacker)
 	assert.False(t, d.Status.Adopted)
-	require.NoError(t, env.cp.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: attacker, Name: "mine"},
+	require.NoError(t, env.CP.Client.Create(ctx, &tunav1.TCPEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: attacker, Name: "mine"},
 		Spec: tunav1.TCPEndpointSpec{Alias: alias}}))
 	var e tunav1.TCPEndpoint
 	cond := waitCondition(t, &e, key(attacker, "mine"), func() []metav1.Condition { return e.Status.Conditions },
@@ -255,7 +255,7 @@ func TestTenancyAdoptionOfForeignReservation(t *testing.T) {
 	assert.Contains(t, eventNote(t, attacker, "Domain", "mine", tunav1.ReasonReleaseSkipped),
 		"the Domain goes without releasing domain "+sub+"."+harness.BaseDomain+", which is not its namespace's ("+sub+"."+harness.BaseDomain+" belongs to namespace "+owner)
 	assert.Contains(t, eventNote(t, attacker, "TCPEndpoint", "mine", tunav1.ReasonReleaseSkipped), "the TCPEndpoint goes without releasing TCP endpoint "+alias)
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	got, err := api.GetDomain(ctx, sub+"."+harness.BaseDomain)
 	require.NoError(t, err, "the owner's domain is still reserved")
 	assert.True(t, strings.HasSuffix(got.Owner, "/"+owner))

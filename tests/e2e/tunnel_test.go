@@ -53,7 +53,7 @@ func TestTunnelServesHTTP(t *testing.T) {
 	assert.Equal(t, []string{"127.0.0.1"}, e.Header["X-Forwarded-For"], "the edge sets the client's address and drops the spoofed one")
 
 	// The upstream by port name resolves through the Service.
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "named", ns+"-named", "http://web:http")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "named", ns+"-named", "http://web:http")))
 	named := waitReady(t, key(ns, "named"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "web-8080", getEcho(t, named.Status.URL).Backend)
 }
@@ -63,7 +63,7 @@ func TestUpstreamPortChangeTakesEffect(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Name: "a", Port: 8080}, harness.ServicePort{Name: "b", Port: 9090})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web-8080", getEcho(t, tun.Status.URL).Backend)
 
@@ -86,19 +86,19 @@ func TestDeleteTunnelStopsTrafficAndRevokesKey(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	echoService(t, ns, "web", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "web", ns, "http://web:8080")))
 	tun := waitReady(t, key(ns, "web"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.Equal(t, "web-8080", getEcho(t, tun.Status.URL).Backend)
 
-	api := env.edge.Client(env.edge.AdminKey)
+	api := env.Edge.Client(env.Edge.AdminKey)
 	keys, err := api.ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
 	require.NoError(t, err)
 	require.Len(t, keys, 1, "one key per tunnel")
 	require.Equal(t, tun.Status.KeyID, keys[0].ID)
 
-	require.NoError(t, env.cp.Client.Delete(ctx, tun))
+	require.NoError(t, env.CP.Client.Delete(ctx, tun))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := env.cp.Client.Get(ctx, key(ns, "web"), &tunav1.Tunnel{})
+		err := env.CP.Client.Get(ctx, key(ns, "web"), &tunav1.Tunnel{})
 		assert.Error(c, err, "the Tunnel is gone once its finalizer ran")
 	}, wait, 50*time.Millisecond)
 
@@ -115,7 +115,7 @@ func TestUpstreamInOtherNamespaceRefused(t *testing.T) {
 	ns := namespace(t)
 	other := namespace(t)
 	echoService(t, other, "db", harness.ServicePort{Port: 8080})
-	require.NoError(t, env.cp.Client.Create(ctx, httpTunnel(ns, "sneaky", ns, "http://db."+other+":8080")))
+	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "sneaky", ns, "http://db."+other+":8080")))
 
 	tun := waitReady(t, key(ns, "sneaky"), metav1.ConditionFalse, tunav1.ReasonUpstreamRefused)
 	msg := tun.Status.Conditions[0].Message
@@ -128,7 +128,7 @@ func TestUpstreamInOtherNamespaceRefused(t *testing.T) {
 	assert.Contains(t, msg, "allowExternalUpstreams")
 	assert.Empty(t, tun.Status.URL)
 
-	keys, err := env.edge.Client(env.edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
+	keys, err := env.Edge.Client(env.Edge.AdminKey).ListTunnelKeys(ctx, map[string]string{edgeapi.LabelUID: string(tun.UID)})
 	require.NoError(t, err)
 	assert.Empty(t, keys, "no key is issued for a refused upstream")
 	code, _ := get(t, "http://"+ns+"."+harness.BaseDomain+"/")

@@ -33,7 +33,7 @@ func httpsService(t *testing.T, ns string) *testca.CA {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 		{Name: "https", Port: 8443, TargetPort: intstr.FromInt32(8443), AppProtocol: &https},
 	}}}
-	require.NoError(t, env.cp.Client.Create(ctx, svc))
+	require.NoError(t, env.CP.Client.Create(ctx, svc))
 	cert, err := ca.Issue("web." + ns + ".svc")
 	require.NoError(t, err)
 	b, err := harness.ServeTLSEcho("web-https", svc.Spec.ClusterIP, 8443, cert)
@@ -62,9 +62,9 @@ func TestHTTPSUpstreamWithTestCA(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	ca := httpsService(t, ns)
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-tls"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-tls"},
 		Data: map[string][]byte{"ca.crt": ca.PEM}}))
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trust-bundle"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trust-bundle"},
 		Data: map[string]string{"bundle.pem": string(ca.PEM)}}))
 
 	t.Run("with the CA", func(t *testing.T) {
@@ -78,14 +78,14 @@ func TestHTTPSUpstreamWithTestCA(t *testing.T) {
 
 		cm := httpTunnel(ns, "from-configmap", "cm-"+tag(ns), "https://web:8443")
 		cm.Spec.Upstream.TLS = &tunav1.UpstreamTLS{CARef: &tunav1.CABundleReference{Kind: tunav1.CABundleConfigMap, Name: "trust-bundle", Key: "bundle.pem"}}
-		require.NoError(t, env.cp.Client.Create(ctx, cm))
+		require.NoError(t, env.CP.Client.Create(ctx, cm))
 		tun = waitReady(t, key(ns, "from-configmap"), metav1.ConditionTrue, tunav1.ReasonConnected)
 		assert.Equal(t, "web-https", getEcho(t, tun.Status.URL).Backend)
 	})
 
 	t.Run("without the CA", func(t *testing.T) {
 		tun := httpTunnel(ns, "no-ca", "noca-"+tag(ns), "https://web:8443")
-		require.NoError(t, env.cp.Client.Create(ctx, tun))
+		require.NoError(t, env.CP.Client.Create(ctx, tun))
 		got := waitReady(t, key(ns, "no-ca"), metav1.ConditionFalse, tunav1.ReasonUpstreamTLSFailed)
 		cond := readyOf(got)
 		assert.Contains(t, cond.Message, "signed by an unknown authority")
@@ -115,7 +115,7 @@ func TestHTTPSUpstreamWithTestCA(t *testing.T) {
 	t.Run("a CA bundle that does not exist", func(t *testing.T) {
 		tun := httpTunnel(ns, "missing-ca", "miss-"+tag(ns), "https://web:8443")
 		tun.Spec.Upstream.TLS = &tunav1.UpstreamTLS{CARef: &tunav1.CABundleReference{Kind: tunav1.CABundleConfigMap, Name: "gone", Key: "ca.crt"}}
-		require.NoError(t, env.cp.Client.Create(ctx, tun))
+		require.NoError(t, env.CP.Client.Create(ctx, tun))
 		got := waitReady(t, key(ns, "missing-ca"), metav1.ConditionFalse, tunav1.ReasonUpstreamTLSFailed)
 		assert.Contains(t, readyOf(got).Message, "ConfigMap "+ns+"/gone does not exist")
 	})
@@ -123,7 +123,7 @@ func TestHTTPSUpstreamWithTestCA(t *testing.T) {
 	t.Run("with the named skip", func(t *testing.T) {
 		tun := httpTunnel(ns, "skip", "skip-"+tag(ns), "https://web:8443")
 		tun.Spec.Upstream.TLS = &tunav1.UpstreamTLS{InsecureSkipVerify: true}
-		require.NoError(t, env.cp.Client.Create(ctx, tun))
+		require.NoError(t, env.CP.Client.Create(ctx, tun))
 		got := waitReady(t, key(ns, "skip"), metav1.ConditionTrue, tunav1.ReasonConnected)
 		assert.Equal(t, "web-https", getEcho(t, got.Status.URL).Backend)
 	})
@@ -138,10 +138,10 @@ func TestIngressHTTPSBackendAnnotations(t *testing.T) {
 	ensureTunaClass(t)
 	ns := namespace(t)
 	ca := httpsService(t, ns)
-	require.NoError(t, env.cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trust-bundle"},
+	require.NoError(t, env.CP.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trust-bundle"},
 		Data: map[string]string{"ca.crt": string(ca.PEM)}}))
 	host := reserve(t, ns, "secure")
-	require.NoError(t, env.cp.Client.Create(ctx, tunaIngress(ns, "secure", rule(host, ingPath{prefix, "/", "web", "https"}))))
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "secure", rule(host, ingPath{prefix, "/", "web", "https"}))))
 	waitEvent(t, ns, "secure", "TunnelConnected", host)
 	waitEvent(t, ns, "secure", tunav1.ReasonUpstreamTLSFailed, "web:https", "unknown authority")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -161,11 +161,11 @@ func setTLS(t *testing.T, ns, name string, tls *tunav1.UpstreamTLS) {
 	t.Helper()
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var tun tunav1.Tunnel
-		if err := env.cp.Client.Get(context.Background(), key(ns, name), &tun); err != nil {
+		if err := env.CP.Client.Get(context.Background(), key(ns, name), &tun); err != nil {
 			return err
 		}
 		tun.Spec.Upstream.TLS = tls
-		return env.cp.Client.Update(context.Background(), &tun)
+		return env.CP.Client.Update(context.Background(), &tun)
 	}))
 }
 
@@ -183,7 +183,7 @@ func readyOf(tun *tunav1.Tunnel) metav1.Condition {
 // generation, failing c while it describes an older one.
 func waitReadyNow(c *assert.CollectT, ns, name string) metav1.Condition {
 	var tun tunav1.Tunnel
-	require.NoError(c, env.cp.Client.Get(context.Background(), key(ns, name), &tun))
+	require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, name), &tun))
 	cond := readyOf(&tun)
 	require.Equal(c, tun.Generation, cond.ObservedGeneration, "Ready describes an older spec")
 	return cond

@@ -119,7 +119,7 @@ func TestAlertTunnelKeysNotIssued(t *testing.T) {
 // the one over its handshake limit, and TunaEdgeLimitRefusals fires for
 // that limit on that instance.
 func TestAlertEdgeLimitRefusals(t *testing.T) {
-	instance := strings.TrimPrefix(env.edge.APIURL(), "https://")
+	instance := strings.TrimPrefix(env.Edge.APIURL(), "https://")
 	refusals := `tuna_edge_limit_refusals_total{limit="handshakes"}`
 	before, err := env.prom.value(refusals)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestAlertEdgeLimitRefusals(t *testing.T) {
 	// Connections that never start the SSH handshake each hold a slot
 	// until the edge's handshake timeout; the default limit is 64.
 	for range 64 + 1 {
-		c, err := net.DialTimeout("tcp", env.edge.SSHAddr(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", env.Edge.SSHAddr(), 5*time.Second)
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
@@ -176,17 +176,17 @@ func TestAlertsOnEdgeOutage(t *testing.T) {
 	failedCalls := `tuna_edge_api_calls_total{result="error"}`
 	before, err := env.prom.value(failedCalls)
 	require.NoError(t, err)
-	opts := env.edge.Options
-	require.NoError(t, env.edge.Close())
+	opts := env.Edge.Options
+	require.NoError(t, env.Edge.Close())
 	restarted := false
 	restart := func() {
 		if restarted {
 			return
 		}
 		restarted = true
-		edge, err := harness.StartEdge(ctx, env.edgeDir, opts)
+		edge, err := harness.StartEdge(ctx, env.EdgeDir, opts)
 		require.NoError(t, err)
-		env.edge = edge
+		env.Edge = edge
 	}
 	late := httpTunnel(ns, "late", "obs-late-"+tok, "http://web:8080")
 	create(t, late)

@@ -121,7 +121,7 @@ func TestDashboardQueries(t *testing.T) {
 				assert.Contains(t, found, harness.OperatorNamespace)
 			}
 			if name == "instance" {
-				assert.Contains(t, found, strings.TrimPrefix(env.edge.APIURL(), "https://"))
+				assert.Contains(t, found, strings.TrimPrefix(env.Edge.APIURL(), "https://"))
 			}
 			quoted := make([]string, len(found))
 			for i, f := range found {

@@ -26,23 +26,17 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
 // wait bounds every wait for the operator (processes on two busy cores).
 const wait = 60 * time.Second
 
-var nsCounter atomic.Int32
-
 // namespace creates a fresh namespace for one test; its number is also a
 // token for names that are global on the edge.
 func namespace(t *testing.T, what string) string {
 	t.Helper()
-	name := fmt.Sprintf("obs-%d-%s", nsCounter.Add(1), what)
-	_, err := env.cp.Namespace(context.Background(), name)
-	require.NoError(t, err)
-	return name
+	return env.Namespace(t, "obs", what)
 }
 
 func key(ns, name string) types.NamespacedName {
@@ -51,13 +45,13 @@ func key(ns, name string) types.NamespacedName {
 
 func create(t *testing.T, obj client.Object) {
 	t.Helper()
-	require.NoError(t, env.cp.Client.Create(context.Background(), obj))
+	require.NoError(t, env.CP.Client.Create(context.Background(), obj))
 }
 
 // echoService creates a Service with an echo backend on its ClusterIP.
 func echoService(t *testing.T, ns, name string, port int32) {
 	t.Helper()
-	svc, err := harness.CreateService(context.Background(), env.cp.Client, ns, name, harness.ServicePort{Port: port})
+	svc, err := harness.CreateService(context.Background(), env.CP.Client, ns, name, harness.ServicePort{Port: port})
 	require.NoError(t, err)
 	b, err := harness.ServeEcho(fmt.Sprintf("%s-%d", name, port), svc.Spec.ClusterIP, port)
 	require.NoError(t, err)
@@ -68,7 +62,7 @@ func echoService(t *testing.T, ns, name string, port int32) {
 // ClusterIP that greets first, as PostgreSQL or SMTP do.
 func greeterService(t *testing.T, ns, name string, port int32) {
 	t.Helper()
-	svc, err := harness.CreateService(context.Background(), env.cp.Client, ns, name, harness.ServicePort{Port: port})
+	svc, err := harness.CreateService(context.Background(), env.CP.Client, ns, name, harness.ServicePort{Port: port})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port))))
 	require.NoError(t, err)
@@ -108,38 +102,19 @@ func tcpTunnel(ns, name, alias, upstream string) *tunav1.Tunnel {
 // waitReady waits until a Tunnel's Ready condition has status and reason.
 func waitReady(t *testing.T, k types.NamespacedName, want metav1.ConditionStatus, reason string) *tunav1.Tunnel {
 	t.Helper()
-	var tun tunav1.Tunnel
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, &tun))
-		cond := status.Find(tun.Status.Conditions, tunav1.ConditionReady)
-		require.NotNil(c, cond, "no Ready condition yet")
-		assert.Equal(c, []any{want, reason}, []any{cond.Status, cond.Reason}, "Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-	}, wait, 100*time.Millisecond, "Tunnel %s never became Ready=%s %s", k, want, reason)
-	return &tun
+	return env.WaitReady(t, k, want, reason)
 }
 
 // waitObjectReady waits until obj's Ready condition is True.
 func waitObjectReady(t *testing.T, obj client.Object, conds func() []metav1.Condition) {
 	t.Helper()
-	k := client.ObjectKeyFromObject(obj)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.cp.Client.Get(context.Background(), k, obj))
-		cond := status.Find(conds(), tunav1.ConditionReady)
-		require.NotNil(c, cond, "no Ready condition yet")
-		assert.Equal(c, metav1.ConditionTrue, cond.Status, "Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-	}, wait, 100*time.Millisecond, "%T %s never became Ready", obj, k)
+	env.WaitCondition(t, obj, client.ObjectKeyFromObject(obj), conds, metav1.ConditionTrue, "")
 }
 
 // deleteAndWait deletes obj and waits until its finalizers ran.
 func deleteAndWait(t *testing.T, obj client.Object) {
 	t.Helper()
-	ctx := context.Background()
-	k := client.ObjectKeyFromObject(obj)
-	require.NoError(t, client.IgnoreNotFound(env.cp.Client.Delete(ctx, obj)))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		err := env.cp.Client.Get(ctx, k, obj)
-		assert.True(c, apierrors.IsNotFound(err), "%s still exists: %v", k, err)
-	}, wait, 100*time.Millisecond)
+	env.DeleteAndWait(t, obj, client.ObjectKeyFromObject(obj))
 }
 
 // publicClient sends requests to the edge's public HTTP listener whatever
@@ -148,7 +123,7 @@ func publicClient() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, env.edge.HTTPAddr())
+			return (&net.Dialer{}).DialContext(ctx, network, env.Edge.HTTPAddr())
 		},
 		DisableKeepAlives: true,
 	}}
@@ -229,7 +204,7 @@ func startFixture(t *testing.T) *fixture {
 	d := &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}, Spec: tunav1.DomainSpec{Subdomain: "obs-shop-" + tok}}
 	create(t, d)
 	secretName := ns + "/db"
-	_, err := env.edge.Client(env.edge.AdminKey).PutSecret(ctx, secretName, apiwire.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + tok)}})
+	_, err := env.Edge.Client(env.Edge.AdminKey).PutSecret(ctx, secretName, apiwire.PutSecret{Data: map[string][]byte{"password": []byte("pw-" + tok)}})
 	require.NoError(t, err)
 	ss := &tunav1.SecretSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: tunav1.SecretSyncSpec{
 		Source: tunav1.SecretSyncSource{Name: secretName}, Target: tunav1.SecretSyncTarget{Name: "db-credentials"}}}
@@ -244,7 +219,7 @@ func startFixture(t *testing.T) *fixture {
 	waitObjectReady(t, ss, func() []metav1.Condition { return ss.Status.Conditions })
 
 	ic := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ingress.ClassName}, Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}}
-	if err := env.cp.Client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := env.CP.Client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 	class := ingress.ClassName
@@ -266,12 +241,12 @@ func startFixture(t *testing.T) *fixture {
 	// The controller writes the Ingress's status meanwhile, so the update
 	// is retried on a conflict, as any client sharing an object must.
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.cp.Client.Get(ctx, key(ns, "shop"), ing); err != nil {
+		if err := env.CP.Client.Get(ctx, key(ns, "shop"), ing); err != nil {
 			return err
 		}
 		paths := &ing.Spec.Rules[0].HTTP.Paths
 		*paths = append(*paths, networkingv1.HTTPIngressPath{Path: "/healthz", PathType: &exact, Backend: backend("api", 8081)})
-		return env.cp.Client.Update(ctx, ing)
+		return env.CP.Client.Update(ctx, ing)
 	}))
 	waitServed(t, "http://"+fx.host+"/healthz", "api-8081")
 

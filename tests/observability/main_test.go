@@ -27,126 +27,122 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 // env is the shared setup: one control plane, edge, controller, agent and
 // Prometheus for the package; each test works in its own namespaces.
 var env struct {
-	cp      *harness.ControlPlane
-	edge    *harness.Edge
-	edgeDir string
+	suite.Env
 	// controller and agent are the operator's processes.
 	controller, agent *process
 	prom              *prometheus
 }
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observability setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	var promBin, operatorBin string
+	suite.Main(m, &env.Env, suite.Options{
+		Name:       "observability",
+		Wait:       wait,
+		EdgeSubdir: "edge",
+		Before: func(e *suite.Env) (func(), error) {
+			var err error
+			if promBin, err = buildPrometheus(); err != nil {
+				return nil, err
+			}
+			operatorBin = filepath.Join(e.Dir, "tuna-k8s-operator")
+			build := exec.Command("go", "build", "-o", operatorBin, "./operator/cmd/tuna-k8s-operator")
+			build.Dir, build.Stderr = harness.RepoRoot(), os.Stderr
+			if err := build.Run(); err != nil {
+				return nil, fmt.Errorf("building the operator: %w", err)
+			}
+			return nil, nil
+		},
+		Edge: func(*suite.Env) (harness.EdgeOptions, error) {
+			return harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second}, nil
+		},
+		// The components run as processes of the binary the image ships.
+		NoComponents: true,
+		Start:        func(e *suite.Env) (func(), error) { return start(e, promBin, operatorBin) },
+	})
 }
 
-func run(m *testing.M) (int, error) {
+// start runs the controller and the agent, each the shipped binary in its
+// own process as the chart's ServiceAccount with exactly the RBAC the
+// chart grants, and Prometheus scraping them and the edge.
+func start(e *suite.Env, promBin, operatorBin string) (stop func(), err error) {
 	ctx := context.Background()
-	harness.UseTestLogger()
-	promBin, err := buildPrometheus()
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	ids, err := e.CP.ChartIdentities(ctx)
 	if err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "tuna-observability-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	operatorBin := filepath.Join(dir, "tuna-k8s-operator")
-	build := exec.Command("go", "build", "-o", operatorBin, "./operator/cmd/tuna-k8s-operator")
-	build.Dir, build.Stderr = harness.RepoRoot(), os.Stderr
-	if err := build.Run(); err != nil {
-		return 0, fmt.Errorf("building the operator: %w", err)
-	}
-
-	cp, err := harness.StartControlPlane()
-	if err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	env.cp = cp
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		return 0, err
-	}
-	env.edgeDir = filepath.Join(dir, "edge")
-	edge, err := harness.StartEdge(ctx, env.edgeDir, harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second})
-	if err != nil {
-		return 0, err
-	}
-	env.edge = edge
-	defer func() { env.edge.Close() }()
-
-	// The components run as the chart's ServiceAccounts, with exactly the
-	// RBAC the chart grants, from the binary the image ships.
-	ids, err := cp.ChartIdentities(ctx)
-	if err != nil {
-		return 0, err
+		return stop, err
 	}
 	targets := map[string]string{}
 	for _, c := range []string{"controller", "agent"} {
 		if targets[c], err = ports.TakeAddr(); err != nil {
-			return 0, err
+			return stop, err
 		}
 	}
-	keyFile := filepath.Join(dir, "api-key")
-	if err := os.WriteFile(keyFile, []byte(edge.OperatorKey), 0o600); err != nil {
-		return 0, err
+	keyFile := filepath.Join(e.Dir, "api-key")
+	if err := os.WriteFile(keyFile, []byte(e.Edge.OperatorKey), 0o600); err != nil {
+		return stop, err
 	}
 	kubeconfig := func(name string, cfg *rest.Config) (string, error) {
-		path := filepath.Join(dir, name+".kubeconfig")
+		path := filepath.Join(e.Dir, name+".kubeconfig")
 		return path, writeKubeconfig(path, cfg)
 	}
 	ctrlKC, err := kubeconfig("controller", ids.Controller)
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
 	agentKC, err := kubeconfig("agent", ids.Agent)
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
 	common := []string{"--namespace=" + harness.OperatorNamespace, "--health-probe-bind-address=0"}
 	env.controller, err = startProcess("controller", operatorBin, []string{"KUBECONFIG=" + ctrlKC},
 		append([]string{"controller", "--metrics-bind-address=" + targets["controller"],
-			"--edge-api-url=" + edge.APIURL(), "--edge-api-fingerprint=" + edge.APIFingerprint(),
+			"--edge-api-url=" + e.Edge.APIURL(), "--edge-api-fingerprint=" + e.Edge.APIFingerprint(),
 			"--api-key-file=" + keyFile, "--cluster-id=" + harness.TestClusterID}, common...)...)
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
-	defer env.controller.stop()
+	stops = append(stops, func() { env.controller.stop() })
 	env.agent, err = startProcess("agent", operatorBin, []string{"KUBECONFIG=" + agentKC},
 		append([]string{"agent", "--metrics-bind-address=" + targets["agent"],
 			"--keepalive-interval=1s", "--keepalive-timeout=3s"}, common...)...)
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
-	defer env.agent.stop()
+	stops = append(stops, func() { env.agent.stop() })
 
 	// The edge's /metrics is on its API listener, HTTPS: Prometheus trusts
 	// the API certificate as docs/edge.md says to.
-	cert, err := server.ReadAPICertificate(env.edgeDir, "")
+	cert, err := server.ReadAPICertificate(e.EdgeDir, "")
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
-	caFile := filepath.Join(dir, "edge-api-ca.pem")
+	caFile := filepath.Join(e.Dir, "edge-api-ca.pem")
 	if err := writeCertPEM(caFile, cert.Raw); err != nil {
-		return 0, err
+		return stop, err
 	}
-	targets["edge"] = strings.TrimPrefix(edge.APIURL(), "https://")
-	env.prom, err = startPrometheus(promBin, filepath.Join(dir, "prometheus"), targets, caFile)
+	targets["edge"] = strings.TrimPrefix(e.Edge.APIURL(), "https://")
+	env.prom, err = startPrometheus(promBin, filepath.Join(e.Dir, "prometheus"), targets, caFile)
 	if err != nil {
-		return 0, err
+		return stop, err
 	}
-	defer env.prom.stop()
-	return m.Run(), nil
+	stops = append(stops, func() { env.prom.stop() })
+	return stop, nil
 }
 
 // buildPrometheus builds (or finds cached) the Prometheus server from the

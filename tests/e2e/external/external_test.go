@@ -5,11 +5,9 @@ package external
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,44 +22,27 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/app"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 var (
+	env  suite.Env
 	cp   *harness.ControlPlane
 	edge *harness.Edge
 )
 
 func TestMain(m *testing.M) {
-	harness.UseTestLogger()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	if cp, err = harness.StartControlPlane(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cp.Stop()
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, _ := os.MkdirTemp("", "tuna-edge-")
-	defer os.RemoveAll(dir)
-	if edge, err = harness.StartEdge(ctx, dir, harness.EdgeOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer edge.Close()
 	allow := func(c *app.Common) { c.AllowExternalUpstreams = true }
-	controller := harness.StartController(cp.Config, edge, func(o *app.ControllerOptions) { allow(&o.Common) })
-	agent := harness.StartAgent(cp.Config, func(o *app.AgentOptions) { allow(&o.Common) })
-	code := m.Run()
-	_ = agent.Stop()
-	_ = controller.Stop()
-	return code
+	suite.Main(m, &env, suite.Options{
+		Name:       "external e2e",
+		AsAdmin:    true,
+		Controller: []func(*app.ControllerOptions){func(o *app.ControllerOptions) { allow(&o.Common) }},
+		Agent:      []func(*app.AgentOptions){func(o *app.AgentOptions) { allow(&o.Common) }},
+		Start: func(e *suite.Env) (func(), error) {
+			cp, edge = e.CP, e.Edge
+			return nil, nil
+		},
+	})
 }
 
 // With external upstreams allowed, an IP address, a Service of another

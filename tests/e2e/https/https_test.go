@@ -35,12 +35,14 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
 const wait = 30 * time.Second
 
 var (
+	env  suite.Env
 	runs int // runs of a test, for names of its own under -count
 	cp   *harness.ControlPlane
 	edge *harness.Edge
@@ -48,57 +50,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	harness.UseTestLogger()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "https e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	ctx := context.Background()
-	var err error
-	if cp, err = harness.StartControlPlane(); err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		return 0, err
-	}
-	// The Gateway API, for HTTPS listeners whose certificates the edge
-	// serves (gateway_cert_test.go).
-	if err := cp.InstallGatewayAPI(); err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "tuna-edge-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	certFile, keyFile, err := wildcard(dir)
-	if err != nil {
-		return 0, err
-	}
-	if edge, err = harness.StartEdge(ctx, filepath.Join(dir, "data"), harness.EdgeOptions{TLSCertFile: certFile, TLSKeyFile: keyFile}); err != nil {
-		return 0, err
-	}
-	defer edge.Close()
-	ids, err := cp.ChartIdentities(ctx)
-	if err != nil {
-		return 0, err
-	}
-	controller := harness.StartController(ids.Controller, edge)
-	agent := harness.StartAgent(ids.Agent)
-	code := m.Run()
-	if err := agent.Stop(); err != nil {
-		return 1, fmt.Errorf("agent: %w", err)
-	}
-	if err := controller.Stop(); err != nil {
-		return 1, fmt.Errorf("controller: %w", err)
-	}
-	return code, nil
+	suite.Main(m, &env, suite.Options{
+		Name: "https e2e",
+		// The Gateway API, for HTTPS listeners whose certificates the edge
+		// serves (gateway_cert_test.go).
+		GatewayAPI: true,
+		EdgeSubdir: "data",
+		Edge: func(e *suite.Env) (harness.EdgeOptions, error) {
+			certFile, keyFile, err := wildcard(e.Dir)
+			return harness.EdgeOptions{TLSCertFile: certFile, TLSKeyFile: keyFile}, err
+		},
+		Start: func(e *suite.Env) (func(), error) {
+			cp, edge = e.CP, e.Edge
+			return nil, nil
+		},
+	})
 }
 
 // wildcard writes the edge's public certificate, *.tuna.localhost from a

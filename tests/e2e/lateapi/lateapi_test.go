@@ -9,11 +9,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +32,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gatewayclass"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 const (
@@ -44,66 +43,27 @@ const (
 )
 
 var (
+	env  suite.Env
 	cp   *harness.ControlPlane
 	edge *harness.Edge
-	// controller is stopped by the test that shows an operator gone;
-	// stopped says so to TestMain.
-	controller *harness.Component
-	stopped    bool
+	// kubeconfig is the test admin's, for the CLI.
 	kubeconfig string
 )
 
 func TestMain(m *testing.M) {
-	harness.UseTestLogger()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lateapi e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	ctx := context.Background()
-	var err error
-	if cp, err = harness.StartControlPlane(); err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	if _, err := cp.Namespace(ctx, harness.OperatorNamespace); err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "tuna-edge-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	if edge, err = harness.StartEdge(ctx, dir, harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second}); err != nil {
-		return 0, err
-	}
-	defer edge.Close()
-	ids, err := cp.ChartIdentities(ctx)
-	if err != nil {
-		return 0, err
-	}
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		return 0, err
-	}
-	controller = harness.StartController(ids.Controller, edge, func(o *app.ControllerOptions) { o.APIDiscoveryInterval = discovery })
-	agent := harness.StartAgent(ids.Agent, func(o *app.AgentOptions) { o.APIDiscoveryInterval = discovery })
-	code := m.Run()
-	// Neither component stopped or restarted on the way: each returns
-	// from its one run only now.
-	if err := agent.Stop(); err != nil {
-		return 1, fmt.Errorf("agent: %w", err)
-	}
-	if !stopped {
-		if err := controller.Stop(); err != nil {
-			return 1, fmt.Errorf("controller: %w", err)
-		}
-	}
-	return code, nil
+	suite.Main(m, &env, suite.Options{
+		Name: "lateapi e2e",
+		Edge: func(*suite.Env) (harness.EdgeOptions, error) {
+			return harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second}, nil
+		},
+		Controller: []func(*app.ControllerOptions){func(o *app.ControllerOptions) { o.APIDiscoveryInterval = discovery }},
+		Agent:      []func(*app.AgentOptions){func(o *app.AgentOptions) { o.APIDiscoveryInterval = discovery }},
+		Start: func(e *suite.Env) (func(), error) {
+			cp, edge = e.CP, e.Edge
+			kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+			return nil, cp.WriteKubeconfig(kubeconfig)
+		},
+	})
 }
 
 // install installs the Gateway API CRDs of the given kinds (the file
@@ -215,8 +175,8 @@ func TestGatewayAPIInstalledAfterStart(t *testing.T) {
 	// With the controller gone, a GatewayClass changed since it was
 	// accepted is accepted by nobody, and preflight says so instead of
 	// claiming that its Gateways are published.
-	require.NoError(t, controller.Stop())
-	stopped = true
+	require.NoError(t, env.Controller.Stop())
+	env.Controller = nil // stopped for good: the suite's end does not stop it again
 	require.NoError(t, cp.Client.Get(ctx, key("", gatewayclass.ClassName), gc))
 	gc.Spec.Description = ptr("changed while no controller runs")
 	require.NoError(t, cp.Client.Update(ctx, gc))

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/suite"
 )
 
 // listed is the one namespace the operator watches; unlisted exists but is
@@ -42,58 +42,30 @@ const (
 )
 
 var (
+	env  suite.Env
 	cp   *harness.ControlPlane
 	edge *harness.Edge
 	ids  *harness.Identities
 )
 
 func TestMain(m *testing.M) {
-	harness.UseTestLogger()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scoped e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	ctx := context.Background()
-	var err error
-	if cp, err = harness.StartControlPlane(); err != nil {
-		return 0, err
-	}
-	defer cp.Stop()
-	// The chart's Roles go into the listed namespaces: they exist first, as
-	// an install needs.
-	for _, ns := range []string{harness.OperatorNamespace, listed, unlisted} {
-		if _, err := cp.Namespace(ctx, ns); err != nil {
-			return 0, err
-		}
-	}
-	dir, err := os.MkdirTemp("", "tuna-edge-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	if edge, err = harness.StartEdge(ctx, dir, harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second}); err != nil {
-		return 0, err
-	}
-	defer edge.Close()
-	if ids, err = cp.ChartIdentitiesWith(ctx, map[string]any{"watchNamespaces": []any{listed}}); err != nil {
-		return 0, err
-	}
 	scope := func(c *app.Common) { c.WatchNamespaces = []string{listed} }
-	controller := harness.StartController(ids.Controller, edge, func(o *app.ControllerOptions) { scope(&o.Common) })
-	agent := harness.StartAgent(ids.Agent, func(o *app.AgentOptions) { scope(&o.Common) })
-	code := m.Run()
-	if err := agent.Stop(); err != nil {
-		return 1, fmt.Errorf("agent: %w", err)
-	}
-	if err := controller.Stop(); err != nil {
-		return 1, fmt.Errorf("controller: %w", err)
-	}
-	return code, nil
+	suite.Main(m, &env, suite.Options{
+		Name: "scoped e2e",
+		// The chart's Roles go into the listed namespaces: they exist
+		// first, as an install needs.
+		Namespaces: []string{listed, unlisted},
+		Edge: func(*suite.Env) (harness.EdgeOptions, error) {
+			return harness.EdgeOptions{KeepaliveInterval: time.Second, KeepaliveTimeout: 3 * time.Second}, nil
+		},
+		Values:     map[string]any{"watchNamespaces": []any{listed}},
+		Controller: []func(*app.ControllerOptions){func(o *app.ControllerOptions) { scope(&o.Common) }},
+		Agent:      []func(*app.AgentOptions){func(o *app.AgentOptions) { scope(&o.Common) }},
+		Start: func(e *suite.Env) (func(), error) {
+			cp, edge, ids = e.CP, e.Edge, e.IDs
+			return nil, nil
+		},
+	})
 }
 
 func as(t *testing.T, cfg *rest.Config) client.Client {
