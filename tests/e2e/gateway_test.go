@@ -270,6 +270,13 @@ func TestGatewayRefusesAnotherNamespacesHost(t *testing.T) {
 	require.NoError(t, env.CP.Client.Create(ctx, route(intruder, "theirs")))
 
 	gw := waitGateway(t, key(intruder, "gw"), "Accepted", metav1.ConditionFalse, "ListenersNotValid")
+	// The intruder's route attaches on the reconcile after its creation,
+	// which may come after the one that refused the listener.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.CP.Client.Get(ctx, key(intruder, "gw"), gw))
+		require.Len(c, gw.Status.Listeners, 1)
+		assert.Equal(c, int32(1), gw.Status.Listeners[0].AttachedRoutes)
+	}, wait, 50*time.Millisecond, "the intruder's listener never counted its route")
 	p := meta.FindStatusCondition(gw.Status.Conditions, "Programmed")
 	require.NotNil(t, p)
 	assert.Equal(t, []any{metav1.ConditionFalse, "Invalid"}, []any{p.Status, p.Reason})
