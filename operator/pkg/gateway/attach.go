@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -222,4 +226,25 @@ func GrantedTo(grants []gwv1.ReferenceGrant, fromKind, fromNS, toKind, toNS, toN
 		}
 	}
 	return false
+}
+
+// NamespaceLabels reads namespaces' labels for allowedRoutes selectors
+// (RouteInfo.NamespaceLabels), each namespace once per returned function.
+// One the reader may not read (the chart grants the agent get only with
+// gatewayClass.namespaceSelectors) has none: a selector matches nothing,
+// for the controller's status and the agent's routes alike.
+func NamespaceLabels(ctx context.Context, reader client.Reader) func(ns string) labels.Set {
+	seen := map[string]labels.Set{}
+	return func(ns string) labels.Set {
+		if l, ok := seen[ns]; ok {
+			return l
+		}
+		var n corev1.Namespace
+		var set labels.Set
+		if err := reader.Get(ctx, client.ObjectKey{Name: ns}, &n); err == nil {
+			set = labels.Set(n.Labels)
+		}
+		seen[ns] = set
+		return set
+	}
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -53,7 +51,7 @@ func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []st
 	if allowed != nil {
 		gws = slices.DeleteFunc(gws, func(gw *gwv1.Gateway) bool { return !slices.Contains(allowed, gw.Namespace) })
 	}
-	routes, err := gateway.HTTPRoutesFor(ctx, r.Client, host, gws, r.namespaceLabels(ctx))
+	routes, err := gateway.HTTPRoutesFor(ctx, r.Client, host, gws, gateway.NamespaceLabels(ctx, r.Reader))
 	if err != nil || len(routes) == 0 {
 		return nil, err
 	}
@@ -81,26 +79,6 @@ func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []st
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// namespaceLabels reads namespaces' labels for allowedRoutes selectors,
-// each namespace once per returned function. One the agent may not read
-// (the chart grants get only with gatewayClass.namespaceSelectors) has
-// none, and a selector matches nothing, as the controller's status says.
-func (r *Reconciler) namespaceLabels(ctx context.Context) func(ns string) labels.Set {
-	seen := map[string]labels.Set{}
-	return func(ns string) labels.Set {
-		if l, ok := seen[ns]; ok {
-			return l
-		}
-		var n corev1.Namespace
-		var set labels.Set
-		if err := r.Reader.Get(ctx, client.ObjectKey{Name: ns}, &n); err == nil {
-			set = labels.Set(n.Labels)
-		}
-		seen[ns] = set
-		return set
-	}
 }
 
 func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b gwv1.HTTPBackendRef, grants []gwv1.ReferenceGrant) (gwBackend, error) {

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -118,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 // read lists what translate needs, within the watched namespaces, and
 // gives it lookups of the objects the controller reads by name.
 func (r *Reconciler) read(ctx context.Context) (snapshot, error) {
-	in := snapshot{serveTCP: r.servesTCP.Load(), secret: r.secret(ctx), service: r.service(ctx), namespaceLabels: r.namespaceLabels(ctx)}
+	in := snapshot{serveTCP: r.servesTCP.Load(), secret: r.secret(ctx), service: r.service(ctx), namespaceLabels: model.NamespaceLabels(ctx, r.Reader)}
 	var err error
 	if in.gateways, err = model.Source.Served(ctx, r.Client, r.Namespaces...); err != nil {
 		return in, err
@@ -202,24 +201,6 @@ func (r *Reconciler) secret(ctx context.Context) model.SecretLookup {
 			return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, name, err)
 		}
 		return &s, nil
-	}
-}
-
-// namespaceLabels reads namespaces' labels for allowedRoutes selectors,
-// each once per reconcile.
-func (r *Reconciler) namespaceLabels(ctx context.Context) func(ns string) labels.Set {
-	seen := map[string]labels.Set{}
-	return func(ns string) labels.Set {
-		if l, ok := seen[ns]; ok {
-			return l
-		}
-		var n corev1.Namespace
-		var set labels.Set
-		if err := r.Reader.Get(ctx, types.NamespacedName{Name: ns}, &n); err == nil {
-			set = labels.Set(n.Labels)
-		}
-		seen[ns] = set
-		return set
 	}
 }
 
