@@ -1,12 +1,8 @@
 package docs
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -32,31 +28,17 @@ func TestProductTestsImportOnlyTestLibraries(t *testing.T) {
 	root := harness.RepoRoot()
 	seen := 0
 	for _, top := range []string{"operator", "edge", "cli", "internal", "chart", "hack"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-				return err
+		eachImport(t, root, top, func(rel, pkg string) {
+			if !strings.HasPrefix(pkg, "tests/") {
+				return
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
+			seen++
+			if !strings.HasSuffix(rel, "_test.go") {
+				assert.Fail(t, "product code imports tests/", "%s imports %s: only tests may", rel, pkg)
+				return
 			}
-			rel, _ := filepath.Rel(root, path)
-			for _, im := range f.Imports {
-				p, _ := strconv.Unquote(im.Path.Value)
-				pkg, ok := strings.CutPrefix(p, module)
-				if !ok || !strings.HasPrefix(pkg, "tests/") {
-					continue
-				}
-				seen++
-				if !strings.HasSuffix(path, "_test.go") {
-					assert.Fail(t, "product code imports tests/", "%s imports %s: only tests may", rel, pkg)
-					continue
-				}
-				assert.Contains(t, testLibraries, pkg, "%s imports %s, which is not one of the test libraries %v: move what it needs into one of them (a suite's helpers into tests/harness)", rel, pkg, testLibraries)
-			}
-			return nil
+			assert.Contains(t, testLibraries, pkg, "%s imports %s, which is not one of the test libraries %v: move what it needs into one of them (a suite's helpers into tests/harness)", rel, pkg, testLibraries)
 		})
-		require.NoError(t, err)
 	}
 	require.NotZero(t, seen, "no import of tests/ found: the walk looked in the wrong place")
 
