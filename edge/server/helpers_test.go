@@ -13,10 +13,10 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
-const baseDomain = "tuna.localhost"
+const baseDomain = testedge.BaseDomain
 
 type testEdge struct {
 	*server.Edge
@@ -28,39 +28,13 @@ type testEdge struct {
 // startEdge runs an edge on loopback with its state in dir.
 func startEdge(t testing.TB, dir string, mutate ...func(*server.Config)) *testEdge {
 	t.Helper()
-	cfg := server.Config{
-		DataDir:    dir,
-		BaseDomain: baseDomain,
-		// Ports of this test process's own block, never ephemeral ones: a
-		// restart test closes and reopens them, and a TCP endpoint port
-		// must not be taken by another process's outbound connection.
-		APIListen:         ports.Addr(t),
-		SSHListen:         ports.Addr(t),
-		HTTPListen:        ports.Addr(t),
-		TCPListenHost:     "127.0.0.1",
-		PublicTCPHost:     "127.0.0.1",
-		TCPPortRange:      ports.Range(t, 3),
-		KeepaliveInterval: 500 * time.Millisecond,
-		KeepaliveTimeout:  2 * time.Second,
-	}
+	cfg := testedge.Config(t, dir)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	e, err := server.New(cfg)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	te := &testEdge{Edge: e, cfg: cfg}
-	t.Cleanup(func() { _ = e.Close() })
-	if te.writeKey, err = e.CreateAPIKey("operator", []string{apiwire.ScopeWrite}); err != nil {
-		t.Fatal(err)
-	}
-	if te.fullKey, err = e.CreateAPIKey("admin", []string{apiwire.ScopeFull}); err != nil {
-		t.Fatal(err)
-	}
+	te := &testEdge{Edge: testedge.Start(t, cfg), cfg: cfg}
+	_, te.writeKey = testedge.Client(t, te.Edge, "operator", apiwire.ScopeWrite)
+	_, te.fullKey = testedge.Client(t, te.Edge, "admin", apiwire.ScopeFull)
 	return te
 }
 

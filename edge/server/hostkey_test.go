@@ -14,7 +14,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 // TestHostKeyMovesOutOfTheDatabase starts an edge on the database an old
@@ -47,7 +47,7 @@ func TestHostKeyMovesOutOfTheDatabase(t *testing.T) {
 	}
 
 	// New alone: no later write may reuse the freed page and hide a copy.
-	e, err := server.New(server.Config{DataDir: dir, BaseDomain: baseDomain, APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t)})
+	e, err := server.New(testedge.Config(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 // A copy of edge.db must not reveal secret values, in clear or base64.
@@ -71,7 +71,7 @@ func newSecretsKey(t *testing.T) string {
 // newEdge builds (without starting) an edge on dir, for start-up errors.
 func newEdge(t *testing.T, dir string, mutate func(*server.Config)) (*server.Edge, error) {
 	t.Helper()
-	cfg := server.Config{DataDir: dir, BaseDomain: baseDomain, APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t)}
+	cfg := testedge.Config(t, dir)
 	mutate(&cfg)
 	e, err := server.New(cfg)
 	if err == nil {

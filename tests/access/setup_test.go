@@ -28,6 +28,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/oidcop"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 const (
@@ -74,32 +75,17 @@ func start(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	certFile, keyFile, spki := edgeCertificate(t)
-	cfg := server.Config{
-		DataDir: t.TempDir(), BaseDomain: baseDomain,
-		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: httpAddr,
-		HTTPSListen: httpsAddr, TLSCertFile: certFile, TLSKeyFile: keyFile,
-		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 4),
-		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
-		AccessIdPCAFile: caFile,
-		// Every login checks the provider first, so a test sees at once
-		// that it went away.
-		AccessIdPRecheck: time.Nanosecond,
-	}
-	e, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	key, err := e.CreateAPIKey("operator", []string{apiwire.ScopeWrite})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, edge: e, op: op, httpAddr: e.HTTPAddr(), httpsAddr: e.HTTPSAddr(), edgeSPKI: spki,
-		api: client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))}
-	return w
+	cfg := testedge.Config(t, t.TempDir())
+	cfg.HTTPListen, cfg.HTTPSListen = httpAddr, httpsAddr
+	cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile
+	cfg.TCPPortRange = ports.Range(t, 4)
+	cfg.AccessIdPCAFile = caFile
+	// Every login checks the provider first, so a test sees at once that
+	// it went away.
+	cfg.AccessIdPRecheck = time.Nanosecond
+	e := testedge.Start(t, cfg)
+	api, _ := testedge.Client(t, e, "operator", apiwire.ScopeWrite)
+	return &world{t: t, edge: e, op: op, httpAddr: e.HTTPAddr(), httpsAddr: e.HTTPSAddr(), edgeSPKI: spki, api: api}
 }
 
 // edgeCertificate writes the edge's certificate for *.baseDomain, from a

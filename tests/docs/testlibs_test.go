@@ -18,7 +18,7 @@ import (
 // and its copies of helpers drift).
 var testLibraries = []string{
 	"tests/admission", "tests/etcdcluster", "tests/harness", "tests/ports",
-	"tests/rawhttp", "tests/stats", "tests/testca",
+	"tests/rawhttp", "tests/stats", "tests/testca", "tests/testedge",
 }
 
 // The product's packages import nothing of tests/, and their tests only

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,7 +10,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 // runFail runs tuna-edge expecting it to fail, and returns its stderr.
@@ -124,16 +123,5 @@ func TestKeysCreateWithSecretPrefix(t *testing.T) {
 func startEdge(t *testing.T) (*server.Edge, string) {
 	t.Helper()
 	dir := t.TempDir()
-	e, err := server.New(server.Config{
-		DataDir: dir, BaseDomain: "tuna.localhost",
-		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	return e, dir
+	return testedge.Start(t, testedge.Config(t, dir)), dir
 }

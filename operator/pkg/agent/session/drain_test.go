@@ -14,7 +14,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/edge/server"
 	"code.tuna.am/tuna/k8s-operator/edge/tunnelclient"
-	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 // startEdge runs a real edge on loopback and issues an http tunnel key for
@@ -37,24 +37,9 @@ func startEdge(t testing.TB, label string) (*server.Edge, Config) {
 // returns it with a control API client holding a write key.
 func newEdge(t testing.TB) (*server.Edge, *client.Client) {
 	t.Helper()
-	e, err := server.New(server.Config{
-		DataDir: t.TempDir(), BaseDomain: "tuna.localhost",
-		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPListen: ports.Addr(t),
-		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 1),
-		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	key, err := e.CreateAPIKey("operator", []string{apiwire.ScopeWrite})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))
+	e := testedge.Start(t, testedge.Config(t, t.TempDir()))
+	c, _ := testedge.Client(t, e, "operator", apiwire.ScopeWrite)
+	return e, c
 }
 
 func waitConnected(t *testing.T, tun *Tunnel) {

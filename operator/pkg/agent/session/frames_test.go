@@ -28,6 +28,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
+	"code.tuna.am/tuna/k8s-operator/tests/testedge"
 )
 
 // The two ways the edge carries an HTTP/2 stream to the agent: in frames
@@ -72,26 +73,12 @@ func startH2Edge(t testing.TB) *h2Edge {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := server.New(server.Config{
-		DataDir: filepath.Join(dir, "data"), BaseDomain: "tuna.localhost",
-		APIListen: ports.Addr(t), SSHListen: ports.Addr(t), HTTPSListen: ports.Addr(t),
-		TLSCertFile: certFile, TLSKeyFile: keyFile,
-		TCPListenHost: "127.0.0.1", PublicTCPHost: "127.0.0.1", TCPPortRange: ports.Range(t, 1),
-		KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	key, err := e.CreateAPIKey("operator", []string{apiwire.ScopeWrite})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &h2Edge{e: e, pool: ca.Pool(),
-		api: client.New(e.APIURL(), key, client.WithTrust(client.Trust{Fingerprint: e.APIFingerprint()}))}
+	cfg := testedge.Config(t, filepath.Join(dir, "data"))
+	cfg.HTTPListen, cfg.HTTPSListen = "", ports.Addr(t)
+	cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile
+	e := testedge.Start(t, cfg)
+	api, _ := testedge.Client(t, e, "operator", apiwire.ScopeWrite)
+	return &h2Edge{e: e, pool: ca.Pool(), api: api}
 }
 
 // protoSeen records the protocol of the requests the agent's handler
