@@ -38,13 +38,13 @@ type world struct {
 	controllerKubeconfig, agentKubeconfig string
 	// flowSchema is the chart's FlowSchema for the components' Leases
 	// (nil: left out, TUNA_SCALE_FLOWSCHEMA=off).
-	flowSchema *flowcontrolv1.FlowSchema
-	cp                   *harness.ControlPlane
-	edge                 *harness.EdgeProcess
-	controller, agent    *operatorProcess
-	tunnels              cache.Cache
-	stopCache            context.CancelFunc
-	writer               client.Client
+	flowSchema        *flowcontrolv1.FlowSchema
+	cp                *harness.ControlPlane
+	edge              *harness.EdgeProcess
+	controller, agent *operatorProcess
+	tunnels           cache.Cache
+	stopCache         context.CancelFunc
+	writer            client.Client
 }
 
 // operatorProcess is a controller or agent process with its metrics and
