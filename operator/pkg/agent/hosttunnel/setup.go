@@ -1,13 +1,10 @@
 package hosttunnel
 
 import (
-	"context"
 	"fmt"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -16,7 +13,6 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
-	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
 // SetupWithManager registers the reconciler: Ingress and IngressClass
@@ -25,13 +21,11 @@ import (
 // host when its state changes. Gateway API kinds are watched from
 // ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts); err != nil {
-		return fmt.Errorf("indexing Ingresses by host: %w", err)
+	b, err := ingress.Watch(mgr, ctrl.NewControllerManagedBy(mgr).Named("ingress-agent"), false)
+	if err != nil {
+		return err
 	}
-	ctl, err := ctrl.NewControllerManagedBy(mgr).
-		Named("ingress-agent").
-		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), false), builder.WithPredicates(ingress.Changed)).
-		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), false)).
+	ctl, err := b.
 		// Metadata only: which Service a slice is of is all the wake
 		// needs; the endpoints are listed when the host resolves.
 		WatchesMetadata(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.headless.requests)).
@@ -47,26 +41,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // when the API server serves the Gateway API (before or after the manager
 // started).
 func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, pubhost.Index, gateway.Source.IndexHosts); err != nil {
-		return fmt.Errorf("indexing Gateways by host: %w", err)
-	}
-	// On once the index is there, before the watches, whose first lists
-	// wake the hosts of the Gateways that exist.
-	r.gateways.Store(true)
-	c, h, all := mgr.GetCache(), gateway.HostHandler(mgr.GetClient()), gateway.AllHostsHandler(mgr.GetClient())
-	generation := predicate.GenerationChangedPredicate{}
-	for _, src := range []source.Source{
-		source.Kind(c, client.Object(&gwv1.GatewayClass{}), all, generation),
-		source.Kind(c, client.Object(&gwv1.Gateway{}), h, gateway.HostsChanged()),
-		source.Kind(c, client.Object(&gwv1.HTTPRoute{}), h, generation),
+	c := mgr.GetCache()
+	return gateway.WatchHosts(mgr, r.ctl, func() { r.gateways.Store(true) },
+		source.Kind(c, client.Object(&gwv1.HTTPRoute{}), gateway.HostHandler(mgr.GetClient()), predicate.GenerationChangedPredicate{}),
 		// A grant given or taken back changes which backendRefs are served.
-		source.Kind(c, client.Object(&gwv1.ReferenceGrant{}), all),
-	} {
-		if err := r.ctl.Watch(src); err != nil {
-			return fmt.Errorf("watching the Gateway API: %w", err)
-		}
-	}
-	return nil
+		source.Kind(c, client.Object(&gwv1.ReferenceGrant{}), gateway.AllHostsHandler(mgr.GetClient())))
 }
 
 // ServeBackendTLSPolicies verifies https backendRefs by their

@@ -2,17 +2,11 @@ package hostkey
 
 import (
 	"context"
-	"fmt"
 
-	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
@@ -25,13 +19,11 @@ import (
 // IngressClass change every Ingress it may concern, and a Domain change
 // the host it reserves. Gateways are watched from ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts); err != nil {
-		return fmt.Errorf("indexing Ingresses by host: %w", err)
+	b, err := ingress.Watch(mgr, ctrl.NewControllerManagedBy(mgr).Named("ingress-keys"), true)
+	if err != nil {
+		return err
 	}
-	ctl, err := ctrl.NewControllerManagedBy(mgr).
-		Named("ingress-keys").
-		Watches(&networkingv1.Ingress{}, ingress.Handler(mgr.GetClient(), true), builder.WithPredicates(ingress.Changed)).
-		Watches(&networkingv1.IngressClass{}, ingress.ClassHandler(mgr.GetClient(), true)).
+	ctl, err := b.
 		Watches(&tunav1.Domain{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q pubhost.Queue) {
 				r.enqueueDomainHosts(ctx, q, e.Object)
@@ -52,22 +44,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // as an Ingress host does. Call it once, after SetupWithManager, when the
 // API server serves the Gateway API (before or after the manager started).
 func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gwv1.Gateway{}, pubhost.Index, gateway.Source.IndexHosts); err != nil {
-		return fmt.Errorf("indexing Gateways by host: %w", err)
-	}
-	// On once the index is there, before the watches, whose first lists
-	// wake the hosts of the Gateways that exist.
-	r.gateways.Store(true)
-	generation := predicate.GenerationChangedPredicate{}
-	for _, src := range []source.Source{
-		source.Kind(mgr.GetCache(), client.Object(&gwv1.GatewayClass{}), gateway.AllHostsHandler(mgr.GetClient()), generation),
-		source.Kind(mgr.GetCache(), client.Object(&gwv1.Gateway{}), gateway.HostHandler(mgr.GetClient()), gateway.HostsChanged()),
-	} {
-		if err := r.ctl.Watch(src); err != nil {
-			return fmt.Errorf("watching the Gateway API: %w", err)
-		}
-	}
-	return nil
+	return gateway.WatchHosts(mgr, r.ctl, func() { r.gateways.Store(true) })
 }
 
 // ServesGateways reports whether ServeGateways ran.
