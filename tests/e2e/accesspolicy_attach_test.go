@@ -67,6 +67,14 @@ func waitGuarded(t *testing.T, url, want string) {
 // of the object kind/name.
 func waitProtects(t *testing.T, ns, policy string, addr tunav1.ProtectedAddress) {
 	t.Helper()
+	waitProtectsWithin(t, wait, ns, policy, addr)
+}
+
+// waitProtectsWithin is waitProtects with a time limit of its own: under
+// the policy's resync (30 s), so that only the wake of the object that
+// names the policy can meet it.
+func waitProtectsWithin(t *testing.T, within time.Duration, ns, policy string, addr tunav1.ProtectedAddress) {
+	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var p tunav1.AccessPolicy
 		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, policy), &p))
@@ -74,7 +82,7 @@ func waitProtects(t *testing.T, ns, policy string, addr tunav1.ProtectedAddress)
 		require.NotNil(c, cond)
 		assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s", cond.Reason, cond.Message)
 		assert.True(c, slices.Contains(p.Status.Addresses, addr), "addresses %+v, want %+v", p.Status.Addresses, addr)
-	}, wait, 100*time.Millisecond)
+	}, within, 100*time.Millisecond)
 }
 
 func extensionRef(policy string) gwv1.HTTPRouteFilter {
@@ -120,7 +128,9 @@ func TestAccessPolicyOnHTTPRoute(t *testing.T) {
 	waitRoute(t, key(guest, "grab"), "Accepted", "ResolvedRefs")
 
 	waitGuarded(t, hostURL(host)+"/", "web-8080")
-	waitProtects(t, owner, "guard", tunav1.ProtectedAddress{Kind: "HTTPRoute", Name: "site", Address: host})
+	// The policy was reconciled before the route existed: the route's
+	// creation wakes it (its resync is 30 s).
+	waitProtectsWithin(t, 15*time.Second, owner, "guard", tunav1.ProtectedAddress{Kind: "HTTPRoute", Name: "site", Address: host})
 	waitGuarded(t, hostURL(host)+"/shop", "shop-8080")
 	note := eventNote(t, guest, "HTTPRoute", "grab", "AccessPolicyRefused")
 	assert.Contains(t, note, "access policy open")

@@ -200,7 +200,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if err := ingressKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Ingress key controller: %w", err)
 	}
-	if err := watchControllerAPIs(mgr, o.Common, ingressKeys, api); err != nil {
+	if err := watchControllerAPIs(mgr, o.Common, ingressKeys, policies, api); err != nil {
 		return err
 	}
 	if !o.LoadBalancer.Disabled {

@@ -8,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apiwatch"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/accesspolicy"
 	gatewayctl "code.tuna.am/tuna/k8s-operator/operator/pkg/controller/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/hostkey"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
@@ -33,7 +34,8 @@ func gatewayAPI(name string, extra []string, off string, serve func() error) api
 // watchControllerAPIs turns on the controller's part of the Gateway API:
 // the keys of Gateway hosts, the status controller, then TCPRoutes.
 // certs is the edge API that takes HTTPS listeners' certificates.
-func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler, certs edgeapi.Certificates) error {
+// policies learn of the HTTPRoutes that name them.
+func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler, policies *accesspolicy.Reconciler, certs edgeapi.Certificates) error {
 	status := &gatewayctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespaces: o.WatchNamespaces, Info: keys.Info,
 		Certificates: &edgeapi.HostCertificates{API: certs}, ClusterID: keys.ClusterID}
 	return watchAPIs(mgr, o,
@@ -44,7 +46,7 @@ func watchControllerAPIs(mgr ctrl.Manager, o Common, keys *hostkey.Reconciler, c
 			if err := status.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("setting up the Gateway status controller: %w", err)
 			}
-			return nil
+			return policies.ServeGateways(mgr)
 		}),
 		gatewayAPI(apiTCPRoute, []string{gatewayclass.KindTCPRoute}, "TCPRoutes are not served",
 			func() error { return status.ServeTCPRoutes(mgr) }))

@@ -14,14 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/controller/base"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
 
@@ -52,20 +56,25 @@ type Reconciler struct {
 	// told remembers, per user, the last event recorded on it, so that
 	// each change is told once.
 	told sync.Map
+	ctl  controller.Controller
+}
+
+// wake maps an object that names a policy of its namespace to the policy's
+// request; on an update, both the old and the new object are mapped, so a
+// policy an object stops naming is woken too.
+func wake(name func(client.Object) string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if n := name(o); n != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
+		}
+		return nil
+	})
 }
 
 // SetupWithManager registers the reconciler; a Tunnel, Domain or Ingress
-// that names a policy wakes it.
+// that names a policy wakes it (HTTPRoutes from ServeGateways on).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	wake := func(name func(client.Object) string) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if n := name(o); n != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
-			}
-			return nil
-		})
-	}
-	return ctrl.NewControllerManagedBy(mgr).Named("accesspolicy").For(&tunav1.AccessPolicy{}).
+	ctl, err := ctrl.NewControllerManagedBy(mgr).Named("accesspolicy").For(&tunav1.AccessPolicy{}).
 		Watches(&tunav1.Tunnel{}, wake(func(o client.Object) string {
 			if ref := o.(*tunav1.Tunnel).Spec.AccessPolicyRef; ref != nil {
 				return ref.Name
@@ -79,10 +88,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ""
 		})).
 		Watches(&networkingv1.Ingress{}, wake(func(o client.Object) string { return o.GetAnnotations()[tunav1.AnnotationAccessPolicy] })).
-		Complete(&base.Reconciler[*tunav1.AccessPolicy]{
+		Build(&base.Reconciler[*tunav1.AccessPolicy]{
 			Client: r.Client, New: func() *tunav1.AccessPolicy { return &tunav1.AccessPolicy{} },
 			Finalizer: tunav1.FinalizerAccessPolicy, Finalize: r.finalize, Converge: r.converge,
 		})
+	r.ctl = ctl
+	return err
+}
+
+// ServeGateways wakes a policy when an HTTPRoute of its namespace starts
+// or stops naming it in an ExtensionRef filter, so its status lists the
+// route's hosts at once rather than at the next resync. Call it once,
+// after SetupWithManager, when the API server serves the Gateway API.
+func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
+	src := source.Kind(mgr.GetCache(), client.Object(&gwv1.HTTPRoute{}), wake(func(o client.Object) string {
+		return gateway.AccessPolicyOf(o.(*gwv1.HTTPRoute))
+	}))
+	if err := r.ctl.Watch(src); err != nil {
+		return fmt.Errorf("watching HTTPRoutes for AccessPolicies: %w", err)
+	}
+	return nil
 }
 
 func (r *Reconciler) resync() time.Duration {
