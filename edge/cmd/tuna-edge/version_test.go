@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,9 @@ func TestReleaseBuildReportsItsVersion(t *testing.T) {
 	srv := exec.Command(bin, "serve", "--data-dir", data, "--base-domain", "tuna.localhost",
 		"--api-listen", apiAddr, "--ssh-listen", ports.Addr(t), "--http-listen", ports.Addr(t),
 		"--tcp-listen-host", "127.0.0.1", "--dns-resolver", "", "--bootstrap-key-file", keyFile)
-	var logs bytes.Buffer
+	// The edge writes its log while the test reads it for a failure's
+	// message: a locked buffer.
+	var logs lockedBuffer
 	srv.Stderr = &logs
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -80,4 +83,22 @@ func edgeInfo(data, keyFile, apiAddr string) (*apiwire.EdgeInfo, error) {
 	c := client.New("https://"+apiAddr, strings.TrimSpace(string(key)),
 		client.WithTrust(client.Trust{Fingerprint: apiwire.Fingerprint(cert.Raw)}))
 	return c.Edge(context.Background())
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
