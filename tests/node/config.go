@@ -118,12 +118,17 @@ authorization:
 failSwapOn: false
 # No cluster DNS: the product dials ClusterIPs and IP addresses.
 resolvConf: %[8]q
-# The host's disk is shared: evict only when it is nearly full.
+# The host's disk is shared with everything else on the machine, and its
+# free share is no sign of this node's health: a build cache that grew
+# took it under 2 %% once, the node was tainted disk-pressure and no pod
+# was scheduled. As kind does, never evict for disk (a full disk fails
+# writes with an error that says so instead).
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "2%%"
-  nodefs.inodesFree: "2%%"
-  imagefs.available: "2%%"
+  nodefs.available: "0%%"
+  nodefs.inodesFree: "0%%"
+  imagefs.available: "0%%"
+  imagefs.inodesFree: "0%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 # No pulls ever: images are imported, the pause image too.

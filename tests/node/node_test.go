@@ -36,6 +36,15 @@ func TestClusterRunsPodsAndLeavesNothing(t *testing.T) {
 	if ip := runPod(ctx, t, c); ip == "" {
 		t.Fatal("the pod has no IP")
 	}
+	// What a failed wait prints: the pod, its container and log (read
+	// through the apiserver from the kubelet), and the events.
+	report := c.Describe(ctx, "restricted")
+	for _, want := range []string{"pod sleeper: Running", "container pause: ready=", "restarts=0 state=running since",
+		"log, last lines:", "events of restricted:", "Pod/sleeper Scheduled", "node " + NodeName + ":"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("Describe lacks %q:\n%s", want, report)
+		}
+	}
 
 	dir, index := c.Dir, c.Index
 	sandboxes := sandboxIDs(t, dir)

@@ -103,10 +103,10 @@ func deployBackend(ctx context.Context, t *testing.T, name string, replicas int3
 }
 
 // awaitDeployment waits until the Deployment's pods are all updated and
-// available.
+// available; if they do not become so, it fails with what the pods say.
 func awaitDeployment(ctx context.Context, t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(ctx, t, 3*time.Minute, func() error {
+	err := poll(ctx, 3*time.Minute, func() error {
 		d, err := env.cluster.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -118,21 +118,32 @@ func awaitDeployment(ctx context.Context, t *testing.T, ns, name string) {
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, env.cluster.Describe(context.Background(), ns))
+	}
 }
 
 // eventually retries check until it passes or within runs out.
 func eventually(ctx context.Context, t *testing.T, within time.Duration, check func() error) {
 	t.Helper()
+	if err := poll(ctx, within, check); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll retries check every 200 ms until it passes, or returns its last
+// error once within runs out.
+func poll(ctx context.Context, within time.Duration, check func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
 		err := check()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("within %v: %v", within, err)
+			return fmt.Errorf("within %v: %w", within, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

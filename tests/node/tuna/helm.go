@@ -84,7 +84,7 @@ func Install(ctx context.Context, c *node.Cluster, edge *Edge, build *Build, dir
 		args = append(args, "--set", s)
 	}
 	if _, err := r.Run(ctx, args...); err != nil {
-		return nil, err
+		return nil, r.explain(err)
 	}
 	return r, nil
 }
@@ -97,8 +97,32 @@ func (r *Release) Upgrade(ctx context.Context, build *Build, set ...string) erro
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	_, err := r.Run(ctx, args...)
-	return err
+	if _, err := r.Run(ctx, args...); err != nil {
+		return r.explain(err)
+	}
+	return nil
+}
+
+// explain adds to a failed install or upgrade what its pods, their logs,
+// the namespace's events and the edge's log say, so that the failure is
+// understood from the test's output alone.
+func (r *Release) explain(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return fmt.Errorf("%w\n%s\nthe edge's log, last lines:\n%s", err, r.Cluster.Describe(ctx, Namespace), tail(r.Edge.Log, 40))
+}
+
+// tail is the last n lines of the file at path, indented.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "  (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
 }
 
 // Run runs helm with the cluster's admin kubeconfig and its own folders.
