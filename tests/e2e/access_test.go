@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,7 +23,7 @@ func TestTunnelCIDRRules(t *testing.T) {
 	denied := httpTunnel(ns, "denied", ns+"-denied", "http://web:8080")
 	denied.Spec.DenyCIDRs = []string{"127.0.0.0/8"}
 	allowed := httpTunnel(ns, "allowed", ns+"-allowed", "http://web:8080")
-	allowed.Spec.AllowCIDRs = []string{"127.0.0.1/32"}
+	allowed.Spec.AllowCIDRs = []string{clientAddr(t).String() + "/32"}
 	require.NoError(t, env.CP.Client.Create(ctx, denied))
 	require.NoError(t, env.CP.Client.Create(ctx, allowed))
 
@@ -32,6 +33,10 @@ func TestTunnelCIDRRules(t *testing.T) {
 	assert.NotContains(t, string(body), `"backend"`)
 	a := waitReady(t, key(ns, "allowed"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	assert.Equal(t, "web-8080", getEcho(t, a.Status.URL).Backend)
+	other, err := publicClientFrom(netip.MustParseAddr("127.0.0.1")).Get(a.Status.URL)
+	require.NoError(t, err)
+	_ = other.Body.Close()
+	assert.Equal(t, http.StatusForbidden, other.StatusCode, "a client outside allowCIDRs is refused")
 }
 
 // Two Tunnels asking for the same subdomain: the first serves it, the

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,21 +64,65 @@ func waitReady(t *testing.T, key types.NamespacedName, want metav1.ConditionStat
 
 // publicClient sends requests to the edge's public HTTP listener whatever
 // the URL's host, as DNS for *.tuna.localhost would.
-func publicClient() *http.Client {
+func publicClient() *http.Client { return publicClientFrom(netip.Addr{}) }
+
+// publicClientFrom is publicClient with connections from the loopback
+// address from (any, when zero).
+func publicClientFrom(from netip.Addr) *http.Client {
 	addr := env.Edge.HTTPAddr()
+	dialer := &net.Dialer{}
+	if from.IsValid() {
+		dialer.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
+	}
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
+				return dialer.DialContext(ctx, network, addr)
 			},
 			DisableKeepAlives: true,
 		},
 	}
 }
 
-// get fetches url through the edge and returns the status and body.
+// clientAddrs gives each test a client address of its own, from
+// 127.1.0.0/16 (all of 127.0.0.0/8 reaches the loopback interface; the
+// Services' ClusterIPs are 127.10.0.0/16 and up). The edge keeps state
+// per client address across all hosts (the wrong basic auth passwords,
+// the rate limits per client IP): tests sharing one address would spend
+// one budget, and a test run again with -count would find the budget its
+// previous run spent.
+var clientAddrs struct {
+	sync.Mutex
+	issued int
+	of     map[*testing.T]netip.Addr
+}
+
+// clientAddr is the address t's requests through get come from.
+func clientAddr(t *testing.T) netip.Addr {
+	clientAddrs.Lock()
+	defer clientAddrs.Unlock()
+	if a, ok := clientAddrs.of[t]; ok {
+		return a
+	}
+	if clientAddrs.of == nil {
+		clientAddrs.of = map[*testing.T]netip.Addr{}
+	}
+	clientAddrs.issued++
+	n := clientAddrs.issued % (1 << 16)
+	a := netip.AddrFrom4([4]byte{127, 1, byte(n >> 8), byte(n)})
+	clientAddrs.of[t] = a
+	t.Cleanup(func() {
+		clientAddrs.Lock()
+		defer clientAddrs.Unlock()
+		delete(clientAddrs.of, t)
+	})
+	return a
+}
+
+// get fetches url through the edge, from t's own client address, and
+// returns the status and body.
 func get(t *testing.T, url string, header ...string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -84,7 +130,7 @@ func get(t *testing.T, url string, header ...string) (int, []byte) {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := publicClient().Do(req)
+	resp, err := publicClientFrom(clientAddr(t)).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

@@ -47,7 +47,7 @@ func TestIngressExampleAPISplit(t *testing.T) {
 	assert.Equal(t, host, e.Host, "the backend sees the public Host (R6)")
 	assert.Equal(t, []string{host}, e.Header["X-Forwarded-Host"])
 	assert.Equal(t, []string{"http"}, e.Header["X-Forwarded-Proto"])
-	assert.Equal(t, []string{"127.0.0.1"}, e.Header["X-Forwarded-For"], "the edge's client address, not the spoofed one")
+	assert.Equal(t, []string{clientAddr(t).String()}, e.Header["X-Forwarded-For"], "the edge's client address, not the spoofed one")
 
 	k := liveKey(t, host)
 	for l, v := range map[string]string{edgeapi.LabelCluster: harness.TestClusterID, edgeapi.LabelKind: "Ingress", edgeapi.LabelHost: host} {

@@ -50,7 +50,7 @@ func TestTunnelServesHTTP(t *testing.T) {
 	assert.Equal(t, tun.Status.URL[len("http://"):], e.Host, "the backend sees the public Host")
 	assert.Equal(t, []string{e.Host}, e.Header["X-Forwarded-Host"])
 	assert.Equal(t, []string{"http"}, e.Header["X-Forwarded-Proto"])
-	assert.Equal(t, []string{"127.0.0.1"}, e.Header["X-Forwarded-For"], "the edge sets the client's address and drops the spoofed one")
+	assert.Equal(t, []string{clientAddr(t).String()}, e.Header["X-Forwarded-For"], "the edge sets the client's address and drops the spoofed one")
 
 	// The upstream by port name resolves through the Service.
 	require.NoError(t, env.CP.Client.Create(ctx, httpTunnel(ns, "named", ns+"-named", "http://web:http")))

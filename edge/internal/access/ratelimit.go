@@ -74,8 +74,9 @@ func (l *limiter) take(key string, now time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-// fail records a failure against key without refusing: the failure
-// limiter of basic auth counts wrong passwords only.
+// blocked says whether key's budget is spent, and for how long, without
+// spending any: the failure limiter of basic auth asks before a check and
+// takes only for a wrong password.
 func (l *limiter) blocked(key string, now time.Time) (bool, time.Duration) {
 	t := now.UnixNano()
 	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
