@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -54,9 +55,16 @@ func TestAccessPolicyOnIngressHost(t *testing.T) {
 		code, _ := get(t, hostURL(host)+"/")
 		assert.Equal(c, http.StatusUnauthorized, code, "the owner's policy guards the host")
 	}, wait, 100*time.Millisecond)
-	e := getEcho(t, hostURL(host)+"/shop", "Authorization", "Basic dTpwdw==") // u:pw
-	assert.Equal(t, "shop-8080", e.Backend, "the guest's path is served, behind the owner's policy")
-	assert.Equal(t, []string{"u"}, e.Header["X-Tuna-User"])
+	// The guest's Ingress joins the host's routes on its own schedule: the
+	// owner's policy can be in force before the guest's path is.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := get(t, hostURL(host)+"/shop", "Authorization", "Basic dTpwdw==") // u:pw
+		require.Equal(c, http.StatusOK, code, "body: %s", body)
+		var e harness.Echo
+		require.NoError(c, json.Unmarshal(body, &e), "body: %s", body)
+		assert.Equal(c, "shop-8080", e.Backend, "the guest's path is served, behind the owner's policy")
+		assert.Equal(c, []string{"u"}, e.Header["X-Tuna-User"])
+	}, wait, 100*time.Millisecond)
 	code, _ := get(t, hostURL(host)+"/shop")
 	assert.Equal(t, http.StatusUnauthorized, code, "the guest's own policy is not attached")
 	waitEvent(t, guest, "grab", "AccessPolicyRefused", "access policy open", "only the host's owner namespace "+owner)
