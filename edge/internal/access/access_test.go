@@ -184,7 +184,7 @@ func TestCompileRefuses(t *testing.T) {
 // decideFor runs a policy's decision on a request from remote.
 func decideFor(t *testing.T, e *Engine, p *Policy, method, path, remote, authorization string) decision {
 	t.Helper()
-	return p.decide(e, &request{method: method, path: path, target: path, host: "h", origin: "http://h", remote: remote,
+	return p.decide(e, &request{method: method, path: path, target: path, host: "h", authority: "h", remote: remote,
 		authorization: authorization}, e.keys.Load(), time.Now(), false)
 }
 
@@ -277,17 +277,17 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 		}
 		return h
 	}
-	if _, ok := e.Relay("o/n", head("/pub/a"), "127.0.0.1:1", false); !ok {
+	if _, ok := e.Relay("o/n", "h", head("/pub/a"), "127.0.0.1:1", false); !ok {
 		t.Error("a public path left the relay")
 	}
 	for _, target := range []string{"/private", "/.tuna/login", "/pub/../private"} {
-		if _, ok := e.Relay("o/n", head(target), "127.0.0.1:1", false); ok {
+		if _, ok := e.Relay("o/n", "h", head(target), "127.0.0.1:1", false); ok {
 			t.Errorf("the relay took %s", target)
 		}
 	}
 	// The relay checks new credentials itself, so that a client with the
 	// right password keeps its connection on the relay ...
-	ed, ok := e.Relay("o/n", head("/private", "Authorization", basic), "127.0.0.1:1", false)
+	ed, ok := e.Relay("o/n", "h", head("/private", "Authorization", basic), "127.0.0.1:1", false)
 	if !ok || !containsFold(ed.Drop, "authorization") || string(ed.Set[0].Name) != "X-Tuna-User" || string(ed.Set[0].Value) != "u" {
 		t.Fatalf("the relay with the right password: %v %+v", ok, ed)
 	}
@@ -303,7 +303,7 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 	// next 429.
 	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:guess"))
 	for i := range failureBurst + 1 {
-		if _, ok := e.Relay("o/n", head("/private", "Authorization", wrong), "192.0.2.7:1", false); ok {
+		if _, ok := e.Relay("o/n", "h", head("/private", "Authorization", wrong), "192.0.2.7:1", false); ok {
 			t.Fatal("the relay passed a wrong password")
 		}
 		w := httptest.NewRecorder()
@@ -318,7 +318,7 @@ func TestRelayLeavesWorkToNetHTTP(t *testing.T) {
 			t.Fatalf("wrong password %d: pass %v, %d; want %d", i+1, pass, w.Code, want)
 		}
 	}
-	if _, ok := e.Relay("o/missing", head("/pub/a"), "127.0.0.1:1", false); ok {
+	if _, ok := e.Relay("o/missing", "h", head("/pub/a"), "127.0.0.1:1", false); ok {
 		t.Error("the relay took a request for a policy that is not in force")
 	}
 	w = httptest.NewRecorder()
@@ -361,7 +361,7 @@ func TestRelayOverTLS(t *testing.T) {
 		return &h1.Head{Method: []byte("GET"), Target: []byte("/"), Host: []byte("h.example.com"),
 			Fields: []h1.Field{{Name: []byte("Cookie"), Value: []byte(cookie + "=" + v)}}}
 	}
-	ed, ok := e.Relay("o/n", head("__Host-tuna-session"), "127.0.0.1:1", true)
+	ed, ok := e.Relay("o/n", "h.example.com", head("__Host-tuna-session"), "127.0.0.1:1", true)
 	if !ok {
 		t.Fatal("the relay did not take a valid session over TLS")
 	}
@@ -379,10 +379,10 @@ func TestRelayOverTLS(t *testing.T) {
 	if !strings.Contains(string(payload), `"iss":"https://h.example.com/.tuna"`) {
 		t.Errorf("the assertion over TLS: %s", payload)
 	}
-	if _, ok := e.Relay("o/n", head("tuna-session"), "127.0.0.1:1", true); ok {
+	if _, ok := e.Relay("o/n", "h.example.com", head("tuna-session"), "127.0.0.1:1", true); ok {
 		t.Error("the relay took the plain-HTTP cookie over TLS")
 	}
-	if _, ok := e.Relay("o/n", head("__Host-tuna-session"), "127.0.0.1:1", false); ok {
+	if _, ok := e.Relay("o/n", "h.example.com", head("__Host-tuna-session"), "127.0.0.1:1", false); ok {
 		t.Error("the relay took the TLS cookie over plain HTTP")
 	}
 }

@@ -59,12 +59,13 @@ type assertions struct {
 }
 
 // identityKey names an identity on a host: a session (its random id) or a
-// basic auth user, under one policy, for one origin (the assertion's
-// issuer and audience).
+// basic auth user, under one policy, for one origin (scheme and
+// authority: the assertion's issuer and audience).
 type identityKey struct {
-	origin, policy string
-	method         Method
-	id             string
+	secure            bool
+	authority, policy string
+	method            Method
+	id                string
 }
 
 // identityFields are the fields the upstream gets for an identity, the
@@ -111,20 +112,24 @@ func (a *assertions) identity(r *keyring, k identityKey, now time.Time, build fu
 	return out, nil
 }
 
-func signJWT(k *assertionKey, claims any) (string, error) {
+// joseHeader is the encoded JOSE header of the assertions a key signs:
+// the algorithm and the key's id, which the JWKS names it by. No "typ":
+// it is optional (RFC 7519 section 5.1), and every request of a session
+// carries the assertion.
+func joseHeader(kid string) (string, error) {
 	head, err := json.Marshal(struct {
 		Alg string `json:"alg"`
-		Typ string `json:"typ"`
 		Kid string `json:"kid"`
-	}{"ES256", "JWT", k.kid})
-	if err != nil {
-		return "", err
-	}
+	}{"ES256", kid})
+	return b64.EncodeToString(head), err
+}
+
+func signJWT(k *assertionKey, claims any) (string, error) {
 	body, err := json.Marshal(claims)
 	if err != nil {
 		return "", err
 	}
-	signing := b64.EncodeToString(head) + "." + b64.EncodeToString(body)
+	signing := k.head + "." + b64.EncodeToString(body)
 	sum := sha256.Sum256([]byte(signing))
 	rs, s, err := ecdsa.Sign(rand.Reader, k.key, sum[:])
 	if err != nil {

@@ -59,12 +59,12 @@ func BenchmarkRelayDecision(b *testing.B) {
 		{"basic-auth", "o/basic", head("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("u:pw")))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			if _, ok := e.Relay(c.policy, c.head, "192.0.2.1:4000", false); !ok {
+			if _, ok := e.Relay(c.policy, "app.example.com", c.head, "192.0.2.1:4000", false); !ok {
 				b.Fatal("the relay did not pass the request")
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := e.Relay(c.policy, c.head, "192.0.2.1:4000", false); !ok {
+				if _, ok := e.Relay(c.policy, "app.example.com", c.head, "192.0.2.1:4000", false); !ok {
 					b.Fatal("the relay did not pass the request")
 				}
 			}

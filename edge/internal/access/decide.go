@@ -11,14 +11,24 @@ type request struct {
 	method string
 	// target is the request target as sent; path is its path.
 	target, path string
-	// host is the normalised host the policy protects; origin is
-	// scheme://authority as the client reached it, for redirects.
-	host, origin string
-	secure       bool
+	// host is the normalised host the policy protects; authority is the
+	// Host the client sent (the same string when it is already normal),
+	// which with secure makes the origin the client reached.
+	host, authority string
+	secure          bool
 	// remote is the client's address, without the port.
 	remote        string
 	cookie        string
 	authorization string
+}
+
+// origin is scheme://authority as the client reached it: where its
+// redirects go and whom its assertions are issued by.
+func (r *request) origin() string {
+	if r.secure {
+		return "https://" + r.authority
+	}
+	return "http://" + r.authority
 }
 
 // verdict is what a policy decided about one request.

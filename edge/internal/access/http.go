@@ -91,7 +91,7 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, id, remote string
 // identity returns the fields the upstream gets for id, the assertion
 // last, or nil when the assertion could not be signed.
 func (e *Engine) identity(p *Policy, kr *keyring, req *request, id *Session, now time.Time) *identityFields {
-	k := identityKey{origin: req.origin, policy: p.ID, method: id.Method, id: id.ID}
+	k := identityKey{secure: req.secure, authority: req.authority, policy: p.ID, method: id.Method, id: id.ID}
 	f, err := e.assertions.identity(kr, k, now, func() ([][2]string, Claims) {
 		out := make([][2]string, 0, 4)
 		out = append(out, [2]string{httprule.IdentityUser, id.User()})
@@ -101,7 +101,7 @@ func (e *Engine) identity(p *Policy, kr *keyring, req *request, id *Session, now
 		if len(id.Groups) > 0 {
 			out = append(out, [2]string{httprule.IdentityGroups, strings.Join(id.Groups, ",")})
 		}
-		c := Claims{Issuer: req.origin + AssertionIssuerPath, Audience: req.host, Subject: id.Subject, Email: id.Email, Name: id.Name,
+		c := Claims{Issuer: req.origin() + AssertionIssuerPath, Audience: req.host, Subject: id.Subject, Email: id.Email, Name: id.Name,
 			Groups: id.Groups, Method: id.Method.String(), Policy: p.Name, Session: id.ID}
 		if !id.Expires.IsZero() {
 			c.Expires = id.Expires.Unix()
@@ -116,12 +116,8 @@ func (e *Engine) identity(p *Policy, kr *keyring, req *request, id *Session, now
 }
 
 func fromHTTP(r *http.Request, remote string, secure bool) *request {
-	scheme := "http"
-	if secure {
-		scheme = "https"
-	}
 	req := &request{method: r.Method, target: r.URL.RequestURI(), path: r.URL.EscapedPath(), host: names.Normalize(r.Host),
-		origin: scheme + "://" + r.Host, secure: secure, remote: hostOnly(remote),
+		authority: r.Host, secure: secure, remote: hostOnly(remote),
 		cookie: strings.Join(r.Header.Values("Cookie"), "; "), authorization: r.Header.Get("Authorization")}
 	if req.path == "" {
 		req.path = "/"

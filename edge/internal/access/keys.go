@@ -86,6 +86,8 @@ type sessionKey struct {
 type assertionKey struct {
 	kid string
 	key *ecdsa.PrivateKey
+	// head is the encoded JOSE header of its assertions.
+	head string
 }
 
 func newKeyring(k Keys) (*keyring, error) {
@@ -138,7 +140,11 @@ func newKeyring(k Keys) (*keyring, error) {
 		sum := sha256.Sum256(pub)
 		kid := hex.EncodeToString(sum[:8])
 		if i == 0 {
-			r.sign = &assertionKey{kid: kid, key: ec}
+			head, err := joseHeader(kid)
+			if err != nil {
+				return nil, err
+			}
+			r.sign = &assertionKey{kid: kid, key: ec, head: head}
 		}
 		enc := base64.RawURLEncoding
 		set.Keys = append(set.Keys, jwk{Kty: "EC", Crv: "P-256", X: enc.EncodeToString(pub[1:33]), Y: enc.EncodeToString(pub[33:]),

@@ -61,7 +61,7 @@ func (e *Engine) startLogin(w http.ResponseWriter, r *http.Request, p *Policy, k
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte("tuna-edge: this address needs a login: open " + req.origin + LoginPath + " in a browser\n"))
+		_, _ = w.Write([]byte("tuna-edge: this address needs a login: open " + req.origin() + LoginPath + " in a browser\n"))
 		return
 	}
 	if !safeReturn(ret) {
@@ -84,7 +84,7 @@ func (e *Engine) startLogin(w http.ResponseWriter, r *http.Request, p *Policy, k
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookieName(req.secure, st.State), Value: value, Path: "/", MaxAge: int(loginLifetime / time.Second),
 		HttpOnly: true, Secure: req.secure, SameSite: http.SameSiteLaxMode})
-	to := ru.oidc.config(prov, req.origin).AuthCodeURL(st.State, oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier))
+	to := ru.oidc.config(prov, req.origin()).AuthCodeURL(st.State, oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier))
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, to, http.StatusFound)
 }
@@ -188,7 +188,7 @@ func (e *Engine) callback(w http.ResponseWriter, r *http.Request, p *Policy, kr 
 	}
 	ctx, cancel := context.WithTimeout(oidc.ClientContext(r.Context(), e.cfg.IdPClient), 15*time.Second)
 	defer cancel()
-	tok, err := ru.oidc.config(prov, req.origin).Exchange(ctx, q.Get("code"), oauth2.VerifierOption(st.Verifier))
+	tok, err := ru.oidc.config(prov, req.origin()).Exchange(ctx, q.Get("code"), oauth2.VerifierOption(st.Verifier))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/internal/h1"
 	"code.tuna.am/tuna/k8s-operator/internal/httprule"
 )
@@ -73,10 +72,11 @@ func (p *Policy) relayLists() relayLists {
 // basic credentials checked right a moment ago. Everything else returns
 // false, and net/http serves the connection from this request on (Serve):
 // logins, callbacks, links, the first check of a password, refusals and
-// limits, the /.tuna/ paths, and a missing policy. secure says the
-// request came over TLS: it names the session cookie and the origin the
-// assertion is issued for, as Serve's secure does.
-func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edits, bool) {
+// limits, the /.tuna/ paths, and a missing policy. host is the head's
+// Host, normalised (names.Normalize), as the caller routed it. secure says
+// the request came over TLS: it names the session cookie and the origin
+// the assertion is issued for, as Serve's secure does.
+func (e *Engine) Relay(id, host string, hd *h1.Head, remote string, secure bool) (Edits, bool) {
 	if e == nil {
 		return Edits{}, false
 	}
@@ -88,13 +88,13 @@ func (e *Engine) Relay(id string, hd *h1.Head, remote string, secure bool) (Edit
 	if !ok || strings.HasPrefix(path, Prefix) || !normalPath(path) {
 		return Edits{}, false
 	}
-	scheme := "http"
-	if secure {
-		scheme = "https"
+	// The Host as sent is most often the normal one: the same string then.
+	authority := host
+	if string(hd.Host) != host {
+		authority = string(hd.Host)
 	}
 	// No target: the relay never sends a request to log in.
-	req := &request{method: methodString(hd.Method), path: path, host: names.Normalize(string(hd.Host)),
-		origin: scheme + "://" + string(hd.Host), secure: secure, remote: hostOnly(remote)}
+	req := &request{method: methodString(hd.Method), path: path, host: host, authority: authority, secure: secure, remote: hostOnly(remote)}
 	cookies := 0
 	for _, f := range hd.Fields {
 		switch {

@@ -319,21 +319,27 @@ func stripOwnCookies(header string) (string, bool) {
 	if !strings.Contains(header, "tuna-") {
 		return header, false
 	}
-	var kept []string
+	// Built only when a cookie is kept: a request that carries the edge's
+	// cookie alone (the usual one) costs no allocation.
+	var kept strings.Builder
 	found := false
-	for _, part := range strings.Split(header, ";") {
+	for rest := header; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, ";")
 		p := strings.TrimSpace(part)
 		if p == "" {
 			continue
 		}
-		n, _, _ := strings.Cut(p, "=")
-		if ownCookie(n) {
+		if n, _, _ := strings.Cut(p, "="); ownCookie(n) {
 			found = true
 			continue
 		}
-		kept = append(kept, p)
+		if kept.Len() > 0 {
+			kept.WriteString("; ")
+		}
+		kept.WriteString(p)
 	}
-	return strings.Join(kept, "; "), found
+	return kept.String(), found
 }
 
 // newID is a random identifier of n bytes, base64url.

@@ -48,3 +48,24 @@ func FuzzSessionVarint(f *testing.F) {
 		}
 	})
 }
+
+// The backend gets the client's cookies without the edge's own, in the
+// order sent; a Cookie field of the edge's cookies alone is dropped.
+func TestStripOwnCookies(t *testing.T) {
+	for _, c := range []struct {
+		in, kept string
+		found    bool
+	}{
+		{"theme=dark", "theme=dark", false},
+		{"tuna-session=v", "", true},
+		{"theme=dark; tuna-session=v;lang=en", "theme=dark; lang=en", true},
+		{"__Host-tuna-session=v; tuna-login-x=s; a=1", "a=1", true},
+		{"a=1;  ; b=tuna-session", "a=1; b=tuna-session", false},
+		{"my-tuna-session=v", "my-tuna-session=v", false},
+	} {
+		kept, found := stripOwnCookies(c.in)
+		if kept != c.kept || found != c.found {
+			t.Errorf("%q: kept %q, found %v; want %q, %v", c.in, kept, found, c.kept, c.found)
+		}
+	}
+}

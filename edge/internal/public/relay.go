@@ -72,7 +72,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 	policy := rt.Pool.AccessPolicy()
 	if policy != "" {
 		var ok bool
-		if edits, ok = h.access.Relay(policy, hd, remote, r.scheme == "https"); !ok {
+		if edits, ok = h.access.Relay(policy, host, hd, remote, r.scheme == "https"); !ok {
 			return h1.Route{}, false
 		}
 	}
