@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -56,7 +57,8 @@ func checkLoopback(addr string) error {
 }
 
 // profiles serves /debug/pprof/profile?seconds=N (CPU) and
-// /debug/pprof/<name> (heap, goroutine, allocs, ...) from runtime/pprof.
+// /debug/pprof/<name> (heap, goroutine, allocs, ...) from runtime/pprof;
+// gc=1 collects first.
 // Not net/http/pprof: importing it registers the handlers on
 // http.DefaultServeMux, where any server without a handler of its own
 // would expose them.
@@ -87,6 +89,11 @@ func profiles() http.Handler {
 			}
 			http.Error(w, "unknown profile; have profile (CPU), "+strings.Join(names, ", "), http.StatusNotFound)
 			return
+		}
+		if r.URL.Query().Get("gc") == "1" {
+			// As net/http/pprof's gc=1: the heap as of a collection now,
+			// not of the last one, which may be long before.
+			runtime.GC()
 		}
 		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
 		if debug == 0 {

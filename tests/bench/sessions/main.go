@@ -163,6 +163,9 @@ func (b *bench) measure(bin, dir string, steps []int) error {
 		return err
 	}
 	fmt.Printf("edge: %d keys issued, VmRSS %d KiB with no session (load %s)\n", len(b.keys), before, stats.LoadAvg())
+	if err := b.writeProfiles(dir, 0); err != nil {
+		return err
+	}
 	ref, err := b.probe()
 	if err != nil {
 		return err
@@ -255,7 +258,15 @@ func (b *bench) runtimeStats() (runtimeFigures, error) {
 }
 
 // writeProfiles keeps the edge's heap profile, goroutines and runtime
-// stats at n sessions, with -profile.
+// stats at n sessions (0: the reference), with -profile. The heap profile
+// is taken after a collection (gc=1), twice: the heap profile is as of
+// the last collection, and the runtime may leave an allocation out of it
+// until the collection after the one that followed it, so that without
+// both it can miss part of the sessions. For
+// every allocation in it (not a sample), run the edge with
+// GODEBUG=memprofilerate=1; compare with the reference's:
+//
+//	go tool pprof -sample_index=inuse_space -diff_base ref.heap.pprof step.heap.pprof
 func (b *bench) writeProfiles(dir string, n int) error {
 	if b.profile == "" {
 		return nil
@@ -263,8 +274,10 @@ func (b *bench) writeProfiles(dir string, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	prefix := fmt.Sprintf("%s/%s-edge-%d-sessions", b.profile, filepath.Base(dir), n)
+	heap := "http://" + b.edge.PprofAddr + "/debug/pprof/heap?gc=1"
 	return errors.Join(
-		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap", prefix+".heap.pprof"),
+		stats.Fetch(ctx, heap, prefix+".heap.pprof"),
+		stats.Fetch(ctx, heap, prefix+".heap.pprof"),
 		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/goroutine?debug=1", prefix+".goroutines.txt"),
 		stats.Fetch(ctx, "http://"+b.edge.PprofAddr+"/debug/pprof/heap?debug=1", prefix+".memstats.txt"))
 }
