@@ -115,6 +115,9 @@ type Server struct {
 	nodes        []protocol.Node
 	nodesVersion uint64
 	live         map[*session]struct{}
+
+	// watch waits on the idle sessions (watch.go).
+	watch watchers
 }
 
 type pendingAuth struct {
@@ -167,6 +170,7 @@ func New(cfg Config, st *store.Store, reg *registry.Registry, m *metrics.Metrics
 		MaxAuthTries:     3,
 	}
 	s.sshCfg.AddHostKey(cfg.HostKey)
+	s.watch.open = func(w *watcher) { go w.run(s.serveQueued) }
 	return s
 }
 
@@ -321,29 +325,28 @@ func (s *Server) handle(raw net.Conn) {
 		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
 	}
 	s.track(ss)
-	// The session is served on a goroutine of its own, and this one ends:
-	// the handshake (key exchange, password check, store reads) grew this
-	// goroutine's stack to 8 KiB or more, and an idle session would hold
-	// it for its whole life, as the GC halves a stack only while a
-	// quarter of it is in use. A fresh goroutine parked in the session's
-	// loop needs 4 KiB: 4 KiB less per session on an edge of idle
-	// sessions (tests/bench/sessions).
+	// The session is served by a watcher, with no goroutine of its own
+	// while idle (watch.go), and this goroutine ends: the handshake (key
+	// exchange, password check, store reads) grew its stack to 8 KiB or
+	// more, which an idle session would hold for its whole life, as the
+	// GC halves a stack only while a quarter of it is in use.
+	ss.newChans, ss.reqs, ss.pend = chans, reqs, pend
+	ss.stopKeepalive = ss.keepalive()
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.serveSession(ss, pend, chans, reqs)
-	}()
+	s.watch.watch(ss)
 }
 
-// serveSession runs an established session until it ends.
-func (s *Server) serveSession(ss *session, pend *pendingAuth, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
-	ss.run(chans, reqs) // unregisters the session before it returns
+// endSession takes down a session whose connection is gone.
+func (s *Server) endSession(ss *session) {
+	defer s.wg.Done()
+	ss.end() // unregisters the session before it returns
+	s.watch.forget(ss)
 	s.untrack(ss)
-	if pend.p.Kind != keys.KindTunnel {
-		s.release(pend) // a tunnel key's claim went with the session
+	if ss.pend.p.Kind != keys.KindTunnel {
+		s.release(ss.pend) // a tunnel key's claim went with the session
 	}
 	s.m.SessionClosed()
-	s.log.Info("session ended", "session", ss.id, "key", pend.p.ID)
+	s.log.Info("session ended", "session", ss.id, "key", ss.pend.p.ID)
 }
 
 // poolSize is how many live sessions tunnel key p may hold at once.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,14 @@ type session struct {
 	// answers keeps the replies to the agent's requests in order while a
 	// bind waits for the store off the session's loop (answers.go).
 	answers answers
+	// What the agent sends, which its watcher waits on (watch.go); chans
+	// (newChans) is nil once closed. Only the goroutine serving the session, or its
+	// watcher, uses them.
+	newChans      <-chan ssh.NewChannel
+	reqs          <-chan *ssh.Request
+	watcher       *watcher
+	pend          *pendingAuth
+	stopKeepalive func()
 
 	// The addresses it binds, and the TCP endpoints' ports it serves (nil
 	// until it binds one): an agent's session binds one address or a few,
@@ -90,36 +99,14 @@ func (ss *session) TunnelKey() (owner string, labels map[string]string, ok bool)
 	return "", nil, false
 }
 
-// run serves the session until the connection ends. An idle session
-// costs the edge no goroutine of its own but this one (the SSH
-// connection has its own): the channels an agent must not open are
-// refused here too, and the keepalive runs on a timer.
-func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
-	stop := ss.keepalive()
-	for reqs != nil {
-		var req *ssh.Request
-		select {
-		case nc, ok := <-chans:
-			if !ok {
-				chans = nil
-			} else {
-				_ = nc.Reject(ssh.Prohibited, "tuna-edge opens channels; agents do not")
-			}
-			continue
-		case req = <-reqs:
-			if req == nil {
-				reqs = nil
-				continue
-			}
-		}
-		ss.serve(req)
-	}
-	stop()
-	// reqs closes when the connection is gone. The session leaves the
-	// table (releasing its key's place in the pool) before done closes, so
-	// whoever waits on done, such as a revocation, sees it gone. The
-	// reserved ports stay with the edge; a port's listener is detached
-	// only when this was the last session of its pool.
+// end takes the session down once its connection is gone (its requests
+// ended): the session leaves the table (releasing its key's place in the
+// pool) before done closes, so whoever waits on done, such as a
+// revocation, sees it gone. The reserved ports stay with the edge; a
+// port's listener is detached only when this was the last session of its
+// pool.
+func (ss *session) end() {
+	ss.stopKeepalive()
 	_ = ss.conn.Close()
 	ss.answers.wait() // a bind in flight is in the table before the session leaves it
 	ss.streams.closeAll()
@@ -163,50 +150,48 @@ func (ss *session) alive(timeout time.Duration) bool {
 
 // keepalive pings the agent every interval and drops the connection when
 // it stops answering, so a vanished agent frees its key and addresses
-// promptly. It runs on a timer, with no goroutine between pings; stop
-// ends it.
+// promptly. It runs on a timer: between pings the session costs no
+// goroutine for it, and a ping costs one, which waits for the reply while
+// a second timer closes the connection if the reply is late (closing ends
+// the wait). The first ping comes after a random part of the interval, at
+// least half: sessions opened together (every agent reconnecting to an
+// edge that restarted) would otherwise ping together for their whole
+// lives, and each burst leaves the runtime a goroutine for each session
+// pinging at once. stop ends it.
 func (ss *session) keepalive() (stop func()) {
+	interval, timeout := ss.srv.cfg.KeepaliveInterval, ss.srv.cfg.KeepaliveTimeout
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
 	tick := func() {
-		if err := ss.ping(); err != nil {
+		late := time.AfterFunc(timeout, func() {
+			ss.srv.log.Info("closing unresponsive session", "session", ss.id, "err", fmt.Sprintf("no keepalive reply within %s", timeout))
+			_ = ss.conn.Close()
+		})
+		_, _, err := ss.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
+		if !late.Stop() {
+			return // closed for want of a reply
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if err != nil {
 			ss.srv.log.Info("closing unresponsive session", "session", ss.id, "err", err)
 			_ = ss.conn.Close()
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			t.Reset(ss.srv.cfg.KeepaliveInterval)
-		}
+		t.Reset(interval)
 	}
 	mu.Lock()
-	t = time.AfterFunc(ss.srv.cfg.KeepaliveInterval, tick)
+	t = time.AfterFunc(interval-rand.N(interval/2+1), tick)
 	mu.Unlock()
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
 		stopped = true
 		t.Stop()
-	}
-}
-
-func (ss *session) ping() error {
-	res := make(chan error, 1)
-	go func() {
-		_, _, err := ss.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
-		res <- err
-	}()
-	timer := time.NewTimer(ss.srv.cfg.KeepaliveTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-res:
-		return err
-	case <-timer.C:
-		return fmt.Errorf("no keepalive reply within %s", ss.srv.cfg.KeepaliveTimeout)
-	case <-ss.done:
-		return nil
 	}
 }
 
