@@ -41,7 +41,18 @@ type Resolution struct {
 	// EndpointSlices, which the caller should watch to dial another when
 	// they change.
 	Endpoint bool
+	// Missing: the Service does not exist (yet). Its EndpointSlices tell
+	// a caller that may not watch Services when it does: the EndpointSlice
+	// controller makes one as a Service with a selector is created, and
+	// whoever writes a selectorless Service's slices by hand labels them
+	// with its name.
+	Missing bool
 }
+
+// FollowsSlices says whether the caller should resolve the target again
+// when the Service's EndpointSlices change: its endpoint may have gone, or
+// the Service may have come.
+func (r Resolution) FollowsSlices() bool { return r.Endpoint || r.Missing }
 
 // ResolveService is ResolvePort that also says whether the address is a
 // headless Service's endpoint. reader needs `list` on EndpointSlices for
@@ -56,7 +67,7 @@ func ResolveService(ctx context.Context, reader client.Reader, namespace string,
 	var svc corev1.Service
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: t.Service}, &svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Resolution{}, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
+			return Resolution{Missing: true}, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf(
 				"Service %s/%s does not exist: create it or fix upstream.url", namespace, t.Service)}
 		}
 		return Resolution{}, fmt.Errorf("reading Service %s/%s: %w", namespace, t.Service, err)

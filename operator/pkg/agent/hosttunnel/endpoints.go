@@ -12,19 +12,21 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// headless remembers which hosts dial an endpoint of which headless
-// Service (upstream.Resolution.Endpoint), so that a change to the
-// Service's EndpointSlices wakes those hosts at once, to dial another
-// endpoint if theirs went. Services with a ClusterIP are not kept: kube-proxy
-// follows their endpoints.
-type headless struct {
+// sliceWakes remembers which hosts follow the EndpointSlices of which
+// Service (upstream.Resolution.FollowsSlices), so that a change to them
+// wakes those hosts at once: a headless Service's, to dial another
+// endpoint if theirs went; a missing Service's, to serve it as soon as it
+// is created (the agent may not watch Services, and its slices come with
+// it). Services with a ClusterIP are not kept: kube-proxy follows their
+// endpoints.
+type sliceWakes struct {
 	mu       sync.Mutex
 	hosts    map[types.NamespacedName]map[string]bool // Service -> hosts
 	services map[string][]types.NamespacedName        // host -> Services
 }
 
-// set records the headless Services host dials now (none: forget host).
-func (h *headless) set(host string, svcs []types.NamespacedName) {
+// set records the Services whose slices host follows now (none: forget host).
+func (h *sliceWakes) set(host string, svcs []types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.hosts == nil {
@@ -48,9 +50,9 @@ func (h *headless) set(host string, svcs []types.NamespacedName) {
 	}
 }
 
-// requests are the host requests of the hosts that dial an endpoint of
+// requests are the host requests of the hosts that follow the slices of
 // the Service an EndpointSlice belongs to.
-func (h *headless) requests(_ context.Context, o client.Object) []reconcile.Request {
+func (h *sliceWakes) requests(_ context.Context, o client.Object) []reconcile.Request {
 	svc := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[discoveryv1.LabelServiceName]}
 	if svc.Name == "" {
 		return nil
@@ -64,18 +66,18 @@ func (h *headless) requests(_ context.Context, o client.Object) []reconcile.Requ
 	return out
 }
 
-// endpointServices are the headless Services the host's routes dial.
-func endpointServices(entries []entry, rules []gwEntry) []types.NamespacedName {
+// sliceServices are the Services whose slices the host's routes follow.
+func sliceServices(entries []entry, rules []gwEntry) []types.NamespacedName {
 	var out []types.NamespacedName
 	for _, e := range entries {
-		if e.endpointOf.Name != "" {
-			out = append(out, e.endpointOf)
+		if e.slicesOf.Name != "" {
+			out = append(out, e.slicesOf)
 		}
 	}
 	for _, e := range rules {
 		for _, b := range e.backends {
-			if b.endpointOf.Name != "" {
-				out = append(out, b.endpointOf)
+			if b.slicesOf.Name != "" {
+				out = append(out, b.slicesOf)
 			}
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // A slice's change wakes the hosts that dial its headless Service, and no
 // longer once they stop.
 func TestHeadlessWakes(t *testing.T) {
-	var h headless
+	var h sliceWakes
 	svc := types.NamespacedName{Namespace: "a", Name: "db"}
 	h.set("one.example", []types.NamespacedName{svc, svc})
 	h.set("two.example", []types.NamespacedName{svc})

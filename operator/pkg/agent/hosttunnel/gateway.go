@@ -32,9 +32,9 @@ type gwBackend struct {
 	// skip says why the backend cannot be served: its share of the
 	// requests answers 500, as the Gateway API asks.
 	skip string
-	// endpointOf is the headless Service whose endpoint up dials (zero
-	// for a ClusterIP).
-	endpointOf types.NamespacedName
+	// slicesOf is the Service whose EndpointSlices wake the host
+	// (upstream.Resolution.FollowsSlices; zero for a ClusterIP).
+	slicesOf types.NamespacedName
 }
 
 // gatewayRules returns the HTTPRoute rules served on host: those of routes
@@ -105,8 +105,8 @@ func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b g
 	}
 	t := upstream.Target{Scheme: "http", Host: string(ref.Name), Service: string(ref.Name), Namespace: ns, Port: int32(*ref.Port)}
 	res, err := upstream.ResolveService(ctx, r.Reader, ns, t, r.AllowExternalUpstreams)
-	if res.Endpoint {
-		gb.endpointOf = types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	if res.FollowsSlices() {
+		gb.slicesOf = types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
 	}
 	addr, port := res.Addr, res.Port
 	var refusal *upstream.Refusal

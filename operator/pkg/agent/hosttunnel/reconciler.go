@@ -91,9 +91,9 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
-	// headless: the hosts that dial an endpoint of a headless Service,
-	// woken when its EndpointSlices change.
-	headless headless
+	// sliceWakes: the hosts that dial an endpoint of a headless Service,
+	// or wait for a missing one, woken when its EndpointSlices change.
+	sliceWakes sliceWakes
 
 	notes ingress.Notes
 	// toldAccess remembers the last refusal of an access policy
@@ -156,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	h, former := r.state(host, merged.Ingresses)
 	r.applyRoutes(host, h, entries, gwRules)
-	r.headless.set(host, endpointServices(entries, gwRules))
+	r.sliceWakes.set(host, sliceServices(entries, gwRules))
 
 	var routes []*gwv1.HTTPRoute
 	for _, e := range gwRules {
@@ -199,9 +199,9 @@ type entry struct {
 	// tls says why an https backend's certificate does not verify; the
 	// route is served (and answers 502) while it does not.
 	tls string
-	// endpointOf is the headless Service whose endpoint up dials (zero
-	// for a ClusterIP).
-	endpointOf types.NamespacedName
+	// slicesOf is the Service whose EndpointSlices wake the host
+	// (upstream.Resolution.FollowsSlices; zero for a ClusterIP).
+	slicesOf types.NamespacedName
 }
 
 // resolve finds each route's Service address (R18 policy applied), and for
@@ -221,8 +221,8 @@ func (r *Reconciler) resolve(ctx context.Context, merged ingress.Host) ([]entry,
 		t := upstream.Target{Scheme: "http", Host: b.Service.Name, Service: b.Service.Name, Namespace: rt.Ingress.Namespace,
 			Port: b.Service.Port.Number, PortName: b.Service.Port.Name}
 		res, err := upstream.ResolveService(ctx, r.Reader, rt.Ingress.Namespace, t, r.AllowExternalUpstreams)
-		if res.Endpoint {
-			e.endpointOf = types.NamespacedName{Namespace: rt.Ingress.Namespace, Name: b.Service.Name}
+		if res.FollowsSlices() {
+			e.slicesOf = types.NamespacedName{Namespace: rt.Ingress.Namespace, Name: b.Service.Name}
 		}
 		if err == nil {
 			e.up = proxy.Upstream{Scheme: schemeOf(res.Port), Addr: res.Addr, Display: ingress.BackendString(b)}
@@ -411,7 +411,7 @@ func (r *Reconciler) connection(ctx context.Context, host string, policy func(ow
 
 // stop closes the tunnel of a host no served Ingress has a rule for.
 func (r *Reconciler) stop(ctx context.Context, host string) {
-	r.headless.set(host, nil)
+	r.sliceWakes.set(host, nil)
 	r.mu.Lock()
 	h := r.hosts[host]
 	delete(r.hosts, host)

@@ -16,8 +16,9 @@ import (
 )
 
 // SetupWithManager registers the reconciler: Ingress and IngressClass
-// changes wake the hosts they concern, a headless Service's EndpointSlices
-// wake the hosts that dial its endpoints, and each host's tunnel wakes its
+// changes wake the hosts they concern, a Service's EndpointSlices wake the
+// hosts that dial its endpoints (headless) or wait for it to be created,
+// and each host's tunnel wakes its
 // host when its state changes. Gateway API kinds are watched from
 // ServeGateways on.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -28,7 +29,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctl, err := b.
 		// Metadata only: which Service a slice is of is all the wake
 		// needs; the endpoints are listed when the host resolves.
-		WatchesMetadata(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.headless.requests)).
+		WatchesMetadata(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.sliceWakes.requests)).
 		WatchesRawSource(r.wakes.Source()).
 		Build(r)
 	r.ctl = ctl
