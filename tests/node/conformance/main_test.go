@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
 	"code.tuna.am/tuna/k8s-operator/tests/node"
@@ -105,6 +109,9 @@ func setUp() error {
 	if env.release, err = tuna.Install(ctx, c, env.edge, env.build, env.dir, "gatewayClass.enabled=true", "gatewayClass.namespaceSelectors=true"); err != nil {
 		return err
 	}
+	if err := awaitSupportedFeatures(ctx, c); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "conformance: node, images, edge and chart ready in %v\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -120,6 +127,33 @@ func installGatewayAPI(c *node.Cluster) error {
 	dir := filepath.Dir(paths[0])
 	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing the Gateway API CRDs from %s: %w", dir, err)
+	}
+	return nil
+}
+
+// awaitSupportedFeatures waits until the operator has written the
+// GatewayClass's status.supportedFeatures: the suite reads the features
+// to test from there once, when it starts, and refuses to run without
+// any. helm install --wait returns when the pods are ready, which may be
+// before the controller has reconciled the class.
+func awaitSupportedFeatures(ctx context.Context, c *node.Cluster) error {
+	scheme := runtime.NewScheme()
+	if err := gwv1.Install(scheme); err != nil {
+		return err
+	}
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	var gc gwv1.GatewayClass
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Name: gatewayClass}, &gc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return len(gc.Status.SupportedFeatures) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("GatewayClass %s has no status.supportedFeatures (conditions %+v): %w", gatewayClass, gc.Status.Conditions, err)
 	}
 	return nil
 }
