@@ -18,6 +18,7 @@ import (
 
 	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
+	"code.tuna.am/tuna/k8s-operator/internal/coalesce"
 )
 
 // acceptQueue bounds public connections waiting for Accept; beyond it the
@@ -98,10 +99,13 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	d := net.Dialer{LocalAddr: cfg.LocalAddr}
-	raw, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	tcp, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("tunnelclient: dialing edge %s: %w", cfg.Addr, err)
 	}
+	// Below SSH, the packets of concurrent channels that meet a write in
+	// flight leave in one system call (package coalesce).
+	raw := coalesce.New(tcp)
 	// The handshake has no context of its own: a deadline on the socket
 	// and closing it on cancel stand in for one.
 	if dl, ok := ctx.Deadline(); ok {

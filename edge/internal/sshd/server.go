@@ -25,6 +25,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 	"code.tuna.am/tuna/k8s-operator/internal/accept"
+	"code.tuna.am/tuna/k8s-operator/internal/coalesce"
 )
 
 // handshakeTimeout bounds a connection that never finishes the SSH
@@ -295,6 +296,9 @@ func (s *Server) handle(raw net.Conn) {
 			return
 		}
 	}
+	// Below SSH, the packets of concurrent channels that meet a write in
+	// flight leave in one system call (package coalesce).
+	raw = coalesce.New(raw)
 	sc, chans, reqs, err := ssh.NewServerConn(raw, s.sshCfg)
 	s.handshakes.Put()
 	pa, _ := s.pending.LoadAndDelete(raw.RemoteAddr().String())
