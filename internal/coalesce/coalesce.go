@@ -15,6 +15,7 @@ package coalesce
 import (
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -145,6 +146,10 @@ func (c *Conn) idle() {
 // flush hands the gathered bytes to the kernel until none are left; it
 // runs while c.flushing is set, one at a time.
 func (c *Conn) flush() {
+	// The goroutines already runnable (other channels' writers, woken by
+	// the same poll) run first and gather their bytes behind this call;
+	// with none, this returns at once.
+	runtime.Gosched()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var spare []byte
