@@ -58,6 +58,7 @@ func parseH2load(out string) (h2loadResult, error) {
 func (b *bench) h2Row(path, url, addr string, direct float64) (float64, error) {
 	step("%s: h2load %s", path, b.duration)
 	load := loadavg()
+	spent := usageOf(b.metered)
 	r, err := runH2load(url, addr, b.duration)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
@@ -66,6 +67,7 @@ func (b *bench) h2Row(path, url, addr string, direct float64) (float64, error) {
 	if r.failed > 0 {
 		note += fmt.Sprintf("; %d failed", r.failed)
 	}
+	note = joinNotes(note, costNote(b.metered, spent, r.reqPerSec*b.duration.Seconds()))
 	b.rows = append(b.rows, row{bench: h2Bench, path: path, value: r.reqPerSec, unit: "req/s", direct: direct, note: note, load: load})
 	return r.reqPerSec, nil
 }

@@ -262,20 +262,27 @@ func (b *bench) wrkRow(path, url, host string, direct float64) (float64, error) 
 // wrkRowOf runs wrk on a path that answers and records the row under
 // bench.
 func (b *bench) wrkRowOf(bench, path, url, host string, direct float64) (float64, error) {
+	return b.wrkRowConns(bench, path, url, host, direct, 64)
+}
+
+// wrkRowConns is wrkRowOf with conns connections.
+func (b *bench) wrkRowConns(bench, path, url, host string, direct float64, conns int) (float64, error) {
 	// A warm-up that is not counted: connections, tunnel channels and
 	// upstream connections opened, each process's heap grown, for every
 	// path alike.
-	if _, err := runWrk(url, host, warmUp); err != nil {
+	if _, err := runWrkConns(url, host, warmUp, conns); err != nil {
 		return 0, fmt.Errorf("%s: warm-up: %w", path, err)
 	}
-	step("%s: wrk %s", path, b.duration)
+	step("%s: wrk -c%d %s", path, conns, b.duration)
 	load := loadavg()
-	r, err := runWrk(url, host, b.duration)
+	spent := usageOf(b.metered)
+	r, err := runWrkConns(url, host, b.duration, conns)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
+	cost := costNote(b.metered, spent, r.reqPerSec*b.duration.Seconds())
 	b.rows = append(b.rows, row{bench: bench, path: path, value: r.reqPerSec, unit: "req/s",
-		p50: r.p50, p99: r.p99, direct: direct, note: r.errors, load: load})
+		p50: r.p50, p99: r.p99, direct: direct, note: joinNotes(r.errors, cost), load: load})
 	return r.reqPerSec, nil
 }
 

@@ -12,9 +12,12 @@ import (
 
 const (
 	httpsBench = "HTTPS 64 B, wrk -t2 -c64 (TLS 1.3, keep-alive)"
-	h2Bench    = "HTTPS h2 64 B, h2load -c64 -m10"
-	tunaHTTPS  = "tuna (edge terminating TLS + agent, 1 session)"
-	nginxHTTPS = "nginx, 2 hops, the first terminating TLS"
+	// One request at a time: the latency of a request alone, which
+	// gathering writes (package coalesce) must not raise.
+	httpsLoneBench = "HTTPS 64 B, wrk -t1 -c1 (one request at a time)"
+	h2Bench        = "HTTPS h2 64 B, h2load -c64 -m10"
+	tunaHTTPS      = "tuna (edge terminating TLS + agent, 1 session)"
+	nginxHTTPS     = "nginx, 2 hops, the first terminating TLS"
 	// The other way of carrying h2 streams than the agent's default, as
 	// the reference of the h2 row (an http upstream: by default HTTP/1.1
 	// on channels, to the agent's h1 relay) and of the gRPC row (an h2c
@@ -67,44 +70,96 @@ func (b *bench) httpsSection() error {
 	if err != nil {
 		return err
 	}
+	if b.directLone, err = b.wrkRowConns(httpsLoneBench, "direct (Go net/http over TLS)", "https://"+tlsBackend+"/", "", 0, 1); err != nil {
+		return err
+	}
 
+	// The baseline's h1 and h2 rows run both before and after this
+	// tree's, so that a load that drifts during the run weighs on both.
+	if err := b.httpsBaseline(backend, directH1, directH2, "before"); err != nil {
+		return err
+	}
 	if err := b.httpsTuna(backend, directH1, directH2); err != nil {
+		return err
+	}
+	if err := b.httpsBaseline(backend, directH1, directH2, "after"); err != nil {
 		return err
 	}
 	return b.httpsNginx(backend, directH1, directH2)
 }
 
-// httpsTuna measures the rows through the edge's HTTPS listener.
-func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
+// httpsEdge starts an edge with an HTTPS listener and an agent bound to
+// the plain backend; stop ends both.
+func (b *bench) httpsEdge(name, backend string) (e *edgeProc, a *agentProc, addr, host string, stop func(), err error) {
 	f, _ := b.tlsFiles()
 	httpsAddr, err := takeAddrs(1)
 	if err != nil {
-		return err
+		return nil, nil, "", "", nil, err
 	}
-	step("%s: starting the edge and the agent", tunaHTTPS)
-	e, err := b.startEdge("edge-https", "--https-listen", httpsAddr[0], "--tls-cert-file", f.cert, "--tls-key-file", f.key)
-	if err != nil {
-		return err
+	step("%s: starting the edge and the agent", tunaHTTPS+b.variant)
+	if e, err = b.startEdge(name, "--https-listen", httpsAddr[0], "--tls-cert-file", f.cert, "--tls-key-file", f.key); err != nil {
+		return nil, nil, "", "", nil, err
 	}
-	defer e.stop()
 	keys, err := e.httpKeys("secure", 1)
-	if err != nil {
-		return err
+	if err == nil {
+		a, err = b.startAgent(e, name+"-agent", "http", backend, keys, 1)
 	}
-	a, err := b.startAgent(e, "edge-https-agent", "http", backend, keys, 1)
 	if err != nil {
-		return err
+		e.stop()
+		return nil, nil, "", "", nil, err
 	}
-	defer a.stop()
-	host := "secure." + baseDomain
-	addr := httpsAddr[0]
+	stop = func() { a.stop(); e.stop() }
+	host, addr = "secure."+baseDomain, httpsAddr[0]
 	if err := f.checkHTTPS(addr, host); err != nil {
+		stop()
+		return nil, nil, "", "", nil, err
+	}
+	return e, a, addr, host, stop, nil
+}
+
+// httpsRows measures the h1 and h2 rows through the edge at addr, with
+// what each request cost the edge and the agent.
+func (b *bench) httpsRows(e *edgeProc, a *agentProc, addr, host string, directH1, directH2 float64) error {
+	b.metered = []int{e.pid(), a.pid()}
+	defer func() { b.metered = nil }()
+	if _, err := b.wrkRowOf(httpsBench, tunaHTTPS+b.variant, "https://"+addr+"/", host, directH1); err != nil {
 		return err
 	}
-	if _, err := b.wrkRowOf(httpsBench, tunaHTTPS, "https://"+addr+"/", host, directH1); err != nil {
+	if _, err := b.wrkRowConns(httpsLoneBench, tunaHTTPS+b.variant, "https://"+addr+"/", host, b.directLone, 1); err != nil {
 		return err
 	}
-	if _, err := b.h2Row(tunaHTTPS, "https://"+host+"/", addr, directH2); err != nil {
+	_, err := b.h2Row(tunaHTTPS+b.variant, "https://"+host+"/", addr, directH2)
+	return err
+}
+
+// httpsBaseline runs the h1 and h2 rows with the baseline's binaries
+// (-baseline); when says whether before or after this tree's rows.
+func (b *bench) httpsBaseline(backend string, directH1, directH2 float64, when string) error {
+	if b.baseline == "" {
+		return nil
+	}
+	edge, agent := b.edgeBin, b.agentBin
+	b.edgeBin, b.agentBin = b.baseEdge, b.baseAgent
+	defer func() { b.edgeBin, b.agentBin = edge, agent }()
+	b.variant, b.variantName = " at "+b.baseline+", "+when, when
+	defer func() { b.variant, b.variantName = "", "" }()
+	e, a, addr, host, stop, err := b.httpsEdge("edge-https-baseline-"+when, backend)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return b.httpsRows(e, a, addr, host, directH1, directH2)
+}
+
+// httpsTuna measures the rows through the edge's HTTPS listener.
+func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
+	f, _ := b.tlsFiles()
+	e, a, addr, host, stop, err := b.httpsEdge("edge-https", backend)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := b.httpsRows(e, a, addr, host, directH1, directH2); err != nil {
 		return err
 	}
 	if err := b.h2FramesRow(e, backend, addr, directH2); err != nil {
@@ -190,12 +245,18 @@ func (b *bench) httpsNginx(backend string, directH1, directH2 float64) error {
 	if err := f.checkHTTPS(addrs[0], host); err != nil {
 		return err
 	}
+	b.metered = []int{n.pid()} // the master and its workers
+	defer func() { b.metered = nil }()
 	if _, err := b.wrkRowOf(httpsBench, nginxHTTPS, "https://"+addrs[0]+"/", host, directH1); err != nil {
 		return err
 	}
 	if _, err := b.h2Row(nginxHTTPS, "https://"+host+"/", addrs[0], directH2); err != nil {
 		return err
 	}
+	if _, err := b.wrkRowConns(httpsLoneBench, nginxHTTPS, "https://"+addrs[0]+"/", host, b.directLone, 1); err != nil {
+		return err
+	}
+	b.metered = nil
 	for _, mode := range []string{"full", "resumed"} {
 		if _, err := b.connsRow(nginxHTTPS, addrs[0], host, mode); err != nil {
 			return err

@@ -46,6 +46,12 @@ type bench struct {
 	// variant is added to the rows' paths while the baseline runs, and
 	// variantName to its processes' names.
 	variant, variantName string
+	// metered are the processes whose CPU time and system calls per
+	// request the rows record (cost.go); none when empty.
+	metered []int
+	// directLone is the direct figure of the HTTPS row with one
+	// connection.
+	directLone float64
 }
 
 func main() {
@@ -68,7 +74,7 @@ func main() {
 	flag.StringVar(&b.profileDir, "profile", os.Getenv("TUNA_BENCH_PROFILE"),
 		"write CPU profiles of the edge and the agent under load here (default $TUNA_BENCH_PROFILE; empty: none)")
 	flag.StringVar(&b.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL's bin folder (initdb, pg_ctl)")
-	flag.StringVar(&b.baseline, "baseline", "", "a git revision: also run the relayed HTTP row with tuna-edge and the tunnel agent built from it, right after this tree's row (to show what a change costs, in one run)")
+	flag.StringVar(&b.baseline, "baseline", "", "a git revision: also run the relayed HTTP row and the HTTPS h1 and h2 rows with tuna-edge and the tunnel agent built from it, before and after this tree's rows (to show what a change costs, in one run)")
 	flag.Parse()
 	b.echoBytes = *echoMiB << 20
 	if err := b.run(strings.Split(*only, ","), *out); err != nil {

@@ -28,7 +28,13 @@ var (
 // runWrk loads url with wrk (-t2 -c64 --latency) for d, with Host: host
 // when set.
 func runWrk(url, host string, d time.Duration) (wrkResult, error) {
-	args := []string{"-t2", "-c64", "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
+	return runWrkConns(url, host, d, 64)
+}
+
+// runWrkConns is runWrk with conns connections (one thread for one).
+func runWrkConns(url, host string, d time.Duration, conns int) (wrkResult, error) {
+	threads := min(conns, 2)
+	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if host != "" {
 		args = append(args, "-H", "Host: "+host)
 	}
