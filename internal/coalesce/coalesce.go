@@ -217,7 +217,7 @@ func (c *Conn) Close() error {
 	}
 	// The flusher closes the connection when it is done; until then a
 	// reader must not wait for it.
-	_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+	_ = c.SetReadDeadline(time.Unix(1, 0))
 	if c.wdl.IsZero() || c.wdl.After(time.Now().Add(closeLinger)) {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(closeLinger))
 	}

@@ -80,7 +80,9 @@ func (g *gated) Write(p []byte) (int, error) {
 	}
 	n, err := g.Conn.Write(p)
 	if after != nil && err == nil {
-		<-after
+		if err := <-after; err != nil {
+			return n, err
+		}
 	}
 	return n, err
 }
