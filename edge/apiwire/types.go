@@ -66,6 +66,10 @@ type EdgeInfo struct {
 	// to it, whatever the Host (tuna-edge serve --gateway-addresses).
 	GatewayAddresses []string `json:"gateway_addresses,omitempty"`
 	GatewayHTTPPort  int      `json:"gateway_http_port,omitempty"`
+	// GatewayHTTPSPort is where each Gateway address serves HTTPS, with
+	// the certificate its holder uploaded (PUT /v1/certificates/{address});
+	// 0: the edge serves no HTTPS.
+	GatewayHTTPSPort int `json:"gateway_https_port,omitempty"`
 }
 
 // RateLimit is a per-key budget of API calls: a token bucket of Burst

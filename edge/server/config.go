@@ -43,6 +43,9 @@ const (
 const (
 	// DefaultGatewayHTTPPort is where Gateway addresses serve HTTP.
 	DefaultGatewayHTTPPort = 80
+	// DefaultGatewayHTTPSPort is where Gateway addresses serve HTTPS
+	// (with HTTPSListen).
+	DefaultGatewayHTTPSPort = 443
 	// DefaultTCPListenHost is where TCP endpoints listen: every address,
 	// since a TCP endpoint is published to the internet as the public
 	// HTTP listeners are. A test or a private edge sets 127.0.0.1.
@@ -151,6 +154,12 @@ type Config struct {
 	// claimed. Empty: no such listener.
 	GatewayAddresses []netip.Addr
 	GatewayHTTPPort  int
+	// GatewayHTTPSPort is where each Gateway address serves HTTPS (default
+	// 443), when the edge serves HTTPS (HTTPSListen): TLS ends there with
+	// the certificate the address's holder uploaded (PUT
+	// /v1/certificates/{address}), whatever name the client sent, else
+	// the default certificate.
+	GatewayHTTPSPort int
 	// AnyHost lets tunnel keys name any host, not only the subdomains of
 	// BaseDomain and reserved custom domains: for a self-hosted edge whose
 	// admin lets its owners publish any name (DNS is theirs to point at
@@ -279,6 +288,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.GatewayHTTPPort < 1 || c.GatewayHTTPPort > 65535 {
 		return fmt.Errorf("config: GatewayHTTPPort %d is not a port", c.GatewayHTTPPort)
+	}
+	if c.GatewayHTTPSPort == 0 {
+		c.GatewayHTTPSPort = DefaultGatewayHTTPSPort
+	}
+	if c.GatewayHTTPSPort < 1 || c.GatewayHTTPSPort > 65535 || c.GatewayHTTPSPort == c.GatewayHTTPPort {
+		return fmt.Errorf("config: GatewayHTTPSPort %d is not a port other than GatewayHTTPPort %d", c.GatewayHTTPSPort, c.GatewayHTTPPort)
 	}
 	if (c.APITLSCert == "") != (c.APITLSKey == "") {
 		return fmt.Errorf("config: set both APITLSCert and APITLSKey, or neither")

@@ -87,8 +87,11 @@ func (e *Edge) infoOf(sshAddr, httpAddr, httpsAddr string) apiwire.EdgeInfo {
 	for _, a := range e.cfg.GatewayAddresses {
 		info.GatewayAddresses = append(info.GatewayAddresses, a.String())
 	}
+	if e.cfg.HTTPSListen != "" {
+		info.GatewayHTTPSPort = e.cfg.GatewayHTTPSPort
+	}
 	if len(info.GatewayAddresses) == 0 {
-		info.GatewayHTTPPort = 0
+		info.GatewayHTTPPort, info.GatewayHTTPSPort = 0, 0
 	}
 	if info.SSHAddr == "" {
 		info.SSHAddr = dialable(sshAddr)

@@ -298,12 +298,15 @@ func (e *Edge) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		e.serveHTTP(what, e.public.AddressServer(a.String()), ln, false)
+		e.serveHTTP(what, e.public.AddressServer("http", a.String()), ln, false)
 	}
 
 	if e.cfg.HTTPSListen != "" {
 		tlsCfg, err := e.publicTLS()
 		if err != nil {
+			return err
+		}
+		if err := e.serveGatewayHTTPS(listen, tlsCfg); err != nil {
 			return err
 		}
 		ln, err := listen("public HTTPS", e.cfg.HTTPSListen)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
+	"strconv"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 )
@@ -79,6 +81,26 @@ func (e *Edge) publicTLS() (*tls.Config, error) {
 		e.certs.Run(ctx)
 	}()
 	return cfg, nil
+}
+
+// serveGatewayHTTPS serves HTTPS on every Gateway address, on
+// GatewayHTTPSPort: the shared listener's TLS (session tickets, h2) with
+// the certificate of the address reached, not of the name sent
+// (certs.Manager.AddressCertificate).
+func (e *Edge) serveGatewayHTTPS(listen func(what, addr string) (net.Listener, error), shared *tls.Config) error {
+	for _, a := range e.cfg.GatewayAddresses {
+		what := "Gateway address " + a.String() + " (HTTPS)"
+		ln, err := listen(what, net.JoinHostPort(a.String(), strconv.Itoa(e.cfg.GatewayHTTPSPort)))
+		if err != nil {
+			return err
+		}
+		srv := e.public.AddressServer("https", a.String())
+		srv.TLSConfig = shared.Clone()
+		srv.TLSConfig.GetCertificate = e.certs.AddressCertificate(a.String())
+		srv.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+		e.serveHTTP(what, srv, ln, true)
+	}
+	return nil
 }
 
 // SyncTLS makes the node do now what it does periodically with the shared

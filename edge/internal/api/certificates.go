@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"slices"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"
@@ -36,9 +38,9 @@ func (s *Server) certificateRoutes() {
 // whose keys claimed it; an owner it is shared with may serve it but not
 // set its certificate.
 func (s *Server) certificateActor(r *http.Request, p *auth.Principal) (string, actor, error) {
-	host := names.Normalize(r.PathValue("host"))
-	if err := names.CheckDomain(host); err != nil {
-		return "", actor{}, fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "host: %v", err)
+	host, err := s.certificateHost(r.PathValue("host"))
+	if err != nil {
+		return "", actor{}, err
 	}
 	a, err := actorOf(r, p)
 	if err != nil {
@@ -56,6 +58,34 @@ func (s *Server) certificateActor(r *http.Request, p *auth.Principal) (string, a
 		return "", a, err
 	}
 	return host, a, nil
+}
+
+// certificateHost reads the host of a certificate call: a domain, or one
+// of the edge's Gateway addresses, whose HTTPS listener serves the
+// certificate of the address's holder.
+func (s *Server) certificateHost(raw string) (string, error) {
+	if ip, err := netip.ParseAddr(raw); err == nil {
+		if !slices.Contains(s.cfg.GatewayAddresses, ip) {
+			return "", fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
+				"host %s is an address but not one of the edge's Gateway addresses (GET /v1/edge lists them)", raw)
+		}
+		return ip.String(), nil
+	}
+	host := names.Normalize(raw)
+	if err := names.CheckDomain(host); err != nil {
+		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "host: %v", err)
+	}
+	return host, nil
+}
+
+// gatewayAddress reports whether host is one of the edge's Gateway
+// addresses. Their certificate need not name them: clients reach a
+// Gateway address by names of their own DNS, which the edge does not
+// know (the Gateway API's listener without a hostname), so the name is
+// the holder's concern, as it is on an in-cluster Gateway.
+func (s *Server) gatewayAddress(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && slices.Contains(s.cfg.GatewayAddresses, ip)
 }
 
 func (s *Server) putCertificate(r *http.Request, p *auth.Principal) (int, any, error) {
@@ -76,7 +106,7 @@ func (s *Server) putCertificate(r *http.Request, p *auth.Principal) (int, any, e
 	if err != nil {
 		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest, "the leaf certificate does not parse: %v", err)
 	}
-	if err := leaf.VerifyHostname(host); err != nil {
+	if err := leaf.VerifyHostname(host); err != nil && !s.gatewayAddress(host) {
 		return 0, nil, fail(http.StatusBadRequest, apiwire.CodeInvalidRequest,
 			"the certificate is not for %s (it names %v): a client would refuse it", host, leaf.DNSNames)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -167,6 +168,29 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	return m.serve(e), nil
 }
 
+// AddressCertificate is the GetCertificate of a Gateway address's HTTPS
+// listener: the certificate its holder uploaded for the address, whatever
+// name the client sent (a Gateway address is reached by names the edge
+// does not know, as an in-cluster Gateway's load balancer address is);
+// else the default. Nothing is ordered for an address.
+func (m *Manager) AddressCertificate(addr string) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if e := m.cache.get(addr); e != nil && m.stillOwned(e) {
+			return m.serve(e), nil
+		}
+		e, err := m.load(addr)
+		if err == nil {
+			return m.serve(e), nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			m.cfg.Logger.Warn("loading a certificate from the store", "address", addr, "err", err)
+		} else if m.def != nil {
+			m.cache.put(addr, m.def)
+		}
+		return m.fallback(fmt.Errorf("tuna-edge: no certificate for Gateway address %s", addr))
+	}
+}
+
 func (m *Manager) fallback(err error) (*tls.Certificate, error) {
 	if m.def != nil {
 		return m.serve(m.def), nil
@@ -185,7 +209,12 @@ func (m *Manager) cached(host string) *entry {
 	return nil
 }
 
+// wildcardOf is the wildcard name that covers host ("" for an IP
+// address, or a name of fewer than three labels).
 func wildcardOf(host string) string {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
 	if _, parent, ok := strings.Cut(host, "."); ok && strings.Contains(parent, ".") {
 		return "*." + parent
 	}

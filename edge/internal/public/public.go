@@ -115,10 +115,11 @@ func New(reg *registry.Registry, known KnownHost, t Timeouts, m *metrics.Metrics
 // Server builds an http.Server for a public listener of the given scheme.
 func (h *Handler) Server(scheme string) *http.Server { return h.server(scheme, "") }
 
-// AddressServer builds the http.Server of a Gateway address: every request
+// AddressServer builds the http.Server of a Gateway address, for scheme
+// "http" or "https" (TLS ended by the caller's listener): every request
 // it takes goes to the tunnel bound to addr (an IP address of the edge),
 // with its Host as the client sent it.
-func (h *Handler) AddressServer(addr string) *http.Server { return h.server("http", addr) }
+func (h *Handler) AddressServer(scheme, addr string) *http.Server { return h.server(scheme, addr) }
 
 func (h *Handler) server(scheme, bound string) *http.Server {
 	var mu sync.Mutex
