@@ -16,11 +16,14 @@ import (
 // for HTTPRoutes and TCPRoutes alike: other controllers' entries stay as
 // they are; this controller's are one per parent it evaluated, keeping the
 // conditions it wrote before for the same parentRef (their transition
-// times) and setting Accepted and resolved (ResolvedRefs). problem, when
-// not empty, refuses a parent that would accept the route with
-// UnsupportedValue: a rule the operator cannot serve. ns is the route's
-// namespace (a parentRef's default) and generation its metadata's.
-func RouteParents(old []gwv1.RouteParentStatus, parents []Parent, ns string, generation int64, resolved metav1.Condition, problem string) []gwv1.RouteParentStatus {
+// times) and setting Accepted and resolved (ResolvedRefs). unserved says
+// which rules the operator cannot serve: when none is served, a parent
+// that would accept the route refuses it with UnsupportedValue; when
+// others are, the route is accepted and PartiallyInvalid says which rules
+// are dropped (the Gateway API's "Drop Rule(s)": a route is accepted when
+// one of its rules is served). ns is the route's namespace (a parentRef's
+// default) and generation its metadata's.
+func RouteParents(old []gwv1.RouteParentStatus, parents []Parent, ns string, generation int64, resolved metav1.Condition, unserved Unserved) []gwv1.RouteParentStatus {
 	var next []gwv1.RouteParentStatus
 	for _, p := range old {
 		if p.ControllerName != gatewayclass.ControllerName {
@@ -39,10 +42,16 @@ func RouteParents(old []gwv1.RouteParentStatus, parents []Parent, ns string, gen
 		switch {
 		case !p.Accepted:
 			accepted.Status = metav1.ConditionFalse
-		case problem != "":
-			accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedValue), problem
+		case unserved.Problem != "" && !unserved.Partial:
+			accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedValue), unserved.Problem
 		}
 		meta.SetStatusCondition(&st.Conditions, accepted)
+		if p.Accepted && unserved.Problem != "" && unserved.Partial {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: string(gwv1.RouteConditionPartiallyInvalid), Status: metav1.ConditionTrue,
+				Reason: string(gwv1.RouteReasonUnsupportedValue), Message: "Dropped Rule " + strings.TrimPrefix(unserved.Problem, "rule ") + "; the route's other rules are served", ObservedGeneration: generation})
+		} else {
+			meta.RemoveStatusCondition(&st.Conditions, string(gwv1.RouteConditionPartiallyInvalid))
+		}
 		meta.SetStatusCondition(&st.Conditions, resolved)
 		next = append(next, st)
 	}

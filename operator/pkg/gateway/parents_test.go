@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestRouteParents(t *testing.T) {
 		{Ref: api, Reason: gwv1.RouteReasonNotAllowedByListeners, Message: "not allowed"},
 	}
 
-	next := RouteParents(old, parents, "team", 3, resolved, "")
+	next := RouteParents(old, parents, "team", 3, resolved, Unserved{})
 	require.Len(t, next, 3)
 	assert.Equal(t, other, next[0], "another controller's entry stays as it is")
 	assert.Equal(t, web, next[1].ParentRef)
@@ -41,16 +42,33 @@ func TestRouteParents(t *testing.T) {
 	assert.Equal(t, string(gwv1.RouteReasonNotAllowedByListeners), acc.Reason)
 	assert.NotNil(t, meta.FindStatusCondition(next[2].Conditions, string(gwv1.RouteConditionResolvedRefs)))
 
-	next = RouteParents(old, parents, "team", 3, resolved, "rule 0: path match type RegularExpression is not supported")
+	bad := Unserved{Problem: "rule 0: path match type RegularExpression is not supported"}
+	next = RouteParents(old, parents, "team", 3, resolved, bad)
 	acc = meta.FindStatusCondition(next[1].Conditions, "Accepted")
-	assert.Equal(t, metav1.ConditionFalse, acc.Status, "a rule the operator cannot serve refuses an attached parent")
+	assert.Equal(t, metav1.ConditionFalse, acc.Status, "a route of no rule the operator can serve refuses an attached parent")
 	assert.Equal(t, string(gwv1.RouteReasonUnsupportedValue), acc.Reason)
 	assert.Equal(t, string(gwv1.RouteReasonNotAllowedByListeners), meta.FindStatusCondition(next[2].Conditions, "Accepted").Reason,
 		"a parent refused already keeps its own reason")
 
 	assert.True(t, ParentsChanged(old, next))
-	assert.False(t, ParentsChanged(next, RouteParents(next, parents, "team", 3, resolved, "rule 0: path match type RegularExpression is not supported")),
+	assert.Nil(t, meta.FindStatusCondition(next[1].Conditions, string(gwv1.RouteConditionPartiallyInvalid)), "PartiallyInvalid is for a route partly served")
+	assert.False(t, ParentsChanged(next, RouteParents(next, parents, "team", 3, resolved, bad)),
 		"a second turn with the same facts changes nothing")
+
+	// Some rules served: accepted, the others dropped, as PartiallyInvalid
+	// says; gone once every rule is served.
+	bad.Partial = true
+	next = RouteParents(next, parents, "team", 3, resolved, bad)
+	acc = meta.FindStatusCondition(next[1].Conditions, "Accepted")
+	assert.Equal(t, metav1.ConditionTrue, acc.Status, "a route with a rule served is accepted")
+	pi := meta.FindStatusCondition(next[1].Conditions, string(gwv1.RouteConditionPartiallyInvalid))
+	require.NotNil(t, pi)
+	assert.Equal(t, metav1.ConditionTrue, pi.Status)
+	assert.Equal(t, string(gwv1.RouteReasonUnsupportedValue), pi.Reason)
+	assert.True(t, strings.HasPrefix(pi.Message, "Dropped Rule 0: path match type RegularExpression"), pi.Message)
+	assert.Nil(t, meta.FindStatusCondition(next[2].Conditions, string(gwv1.RouteConditionPartiallyInvalid)), "not on a parent that refuses the route")
+	next = RouteParents(next, parents, "team", 3, resolved, Unserved{})
+	assert.Nil(t, meta.FindStatusCondition(next[1].Conditions, string(gwv1.RouteConditionPartiallyInvalid)), "every rule served")
 	assert.False(t, ParentsChanged(nil, []gwv1.RouteParentStatus{}))
 }
 

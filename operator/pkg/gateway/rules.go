@@ -59,6 +59,33 @@ func Rules(routes []*gwv1.HTTPRoute) []Rule {
 	return out
 }
 
+// Unserved is what of a route's rules the operator cannot serve.
+type Unserved struct {
+	// Problem is the first unservable rule's, "rule <index>: <why>" (""
+	// when every rule is served).
+	Problem string
+	// Partial: other matches of the route are served.
+	Partial bool
+}
+
+// UnservedOf says which of a route's rules (Rules of that route alone)
+// cannot be served: the agent serves the others.
+func UnservedOf(rules []Rule) Unserved {
+	var u Unserved
+	for _, r := range rules {
+		switch {
+		case r.Problem == "":
+			u.Partial = true
+		case u.Problem == "":
+			u.Problem = fmt.Sprintf("rule %d: %s", r.Index, r.Problem)
+		}
+	}
+	if u.Problem == "" {
+		u.Partial = false
+	}
+	return u
+}
+
 func (r *Rule) setMatch(m gwv1.HTTPRouteMatch) string {
 	if m.Path != nil {
 		if m.Path.Value != nil {

@@ -49,7 +49,7 @@ func tcpRoutes(in snapshot, gws model.Gateways, count func([]model.Parent), next
 			}
 		}
 		*next = append(*next, nextParents[*gwv1.TCPRoute]{route: rt,
-			parents: model.RouteParents(rt.Status.Parents, parents, rt.Namespace, rt.Generation, resolved, "")})
+			parents: model.RouteParents(rt.Status.Parents, parents, rt.Namespace, rt.Generation, resolved, model.Unserved{})})
 	}
 	return desired
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,15 +117,9 @@ func translate(in snapshot) (translation, error) {
 		if err != nil {
 			return translation{}, err
 		}
-		problem := ""
-		for _, rule := range model.Rules([]*gwv1.HTTPRoute{rt}) {
-			if rule.Problem != "" {
-				problem = fmt.Sprintf("rule %d: %s", rule.Index, rule.Problem)
-				break
-			}
-		}
+		unserved := model.UnservedOf(model.Rules([]*gwv1.HTTPRoute{rt}))
 		out.httpRoutes = append(out.httpRoutes, nextParents[*gwv1.HTTPRoute]{route: rt,
-			parents: model.RouteParents(rt.Status.Parents, parents, rt.Namespace, rt.Generation, resolved, problem)})
+			parents: model.RouteParents(rt.Status.Parents, parents, rt.Namespace, rt.Generation, resolved, unserved)})
 	}
 	if in.serveTCP {
 		out.tunnels = tcpRoutes(in, out.evaluated, count, &out.tcpRoutes)
