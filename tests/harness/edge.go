@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -71,6 +72,11 @@ type EdgeOptions struct {
 	// MaxConnectionsPerTunnel caps each host's requests in flight
 	// (default: what ships).
 	MaxConnectionsPerTunnel int
+	// GatewayAddresses are the edge's Gateway addresses (loopback
+	// addresses of the test's own), served HTTP on GatewayHTTPPort and,
+	// with HTTPS, HTTPS on GatewayHTTPSPort.
+	GatewayAddresses                  []netip.Addr
+	GatewayHTTPPort, GatewayHTTPSPort int
 	// Logger receives the edge's log (none: it is dropped).
 	Logger *slog.Logger
 }
@@ -136,6 +142,9 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		PublicExchangeTimeout:   o.Public.Exchange,
 		NoHTTPRelay:             o.NoHTTPRelay,
 		MaxConnectionsPerTunnel: o.MaxConnectionsPerTunnel,
+		GatewayAddresses:        o.GatewayAddresses,
+		GatewayHTTPPort:         o.GatewayHTTPPort,
+		GatewayHTTPSPort:        o.GatewayHTTPSPort,
 		Logger:                  o.Logger,
 	}
 	e, err := server.New(cfg)

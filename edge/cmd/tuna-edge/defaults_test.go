@@ -17,6 +17,7 @@ func TestServeFlagsTakeTheEdgeDefaults(t *testing.T) {
 		"tcp-listen-host":             "0.0.0.0",
 		"tcp-port-range":              "20000-20999",
 		"gateway-http-port":           "80",
+		"gateway-https-port":          "443",
 		"keepalive-interval":          "15s",
 		"keepalive-timeout":           "45s",
 		"tunnel-key-ttl":              "24h0m0s",

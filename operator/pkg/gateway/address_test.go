@@ -13,12 +13,12 @@ import (
 )
 
 // withAddress is res with a Gateway address for listeners without a
-// hostname, on port 80.
+// hostname, HTTP on port 80 and HTTPS on 443.
 func withAddress(addr string) Reservations {
 	r := res
-	r.Address = func(port int32) Verdict {
-		if port != 80 {
-			return Verdict{Message: "port 80 only"}
+	r.Address = func(p gwv1.ProtocolType, port int32) Verdict {
+		if (p == gwv1.HTTPProtocolType && port != 80) || (p == gwv1.HTTPSProtocolType && port != 443) {
+			return Verdict{Message: "HTTP on port 80, HTTPS on 443 only"}
 		}
 		return Verdict{OK: true, Address: addr}
 	}
@@ -35,25 +35,26 @@ func ipStatus(addrs ...string) gwv1.GatewayStatus {
 }
 
 // An HTTP listener without a hostname is published on the Gateway's own
-// address, which status.addresses lists first as an IPAddress; an HTTPS
-// one is refused (the edge's certificates are for names), and so is a
-// port the edge does not serve addresses on.
+// address, which status.addresses lists first as an IPAddress, and so
+// is an HTTPS one; a port the edge does not serve addresses on is
+// refused.
 func TestListenerWithoutHostname(t *testing.T) {
 	gw := gateway(
 		gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")},
 		gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80},
 		gwv1.Listener{Name: "any-tls", Protocol: gwv1.HTTPSProtocolType, Port: 443},
 		gwv1.Listener{Name: "any-8080", Protocol: gwv1.HTTPProtocolType, Port: 8080},
+		gwv1.Listener{Name: "any-tls-80", Protocol: gwv1.HTTPSProtocolType, Port: 80},
 	)
 	ls := Evaluate(gw, withAddress("192.0.2.7"))
-	want := map[string]string{"web": "True", "any": "True", "any-tls": "False", "any-8080": "False"}
+	want := map[string]string{"web": "True", "any": "True", "any-tls": "True", "any-8080": "False", "any-tls-80": "False"}
 	for _, l := range ls {
 		if a := status(t, l, "Accepted"); string(a.Status) != want[l.Name] || (a.Status == metav1.ConditionFalse && a.Reason != "UnsupportedValue") {
 			t.Errorf("%s: Accepted %s/%s %q", l.Name, a.Status, a.Reason, a.Message)
 		}
 	}
-	if !ls[1].AnyHost || ls[1].Host != "192.0.2.7" {
-		t.Fatalf("listener without hostname: %+v", ls[1])
+	if !ls[1].AnyHost || ls[1].Host != "192.0.2.7" || !ls[2].AnyHost || ls[2].Host != "192.0.2.7" {
+		t.Fatalf("listeners without hostname: %+v, %+v", ls[1], ls[2])
 	}
 	_, addrs := GatewayConditions(gw, ls)
 	if len(addrs) != 2 || *addrs[0].Type != gwv1.IPAddressType || addrs[0].Value != "192.0.2.7" ||
@@ -180,5 +181,30 @@ func TestListenerWithSomeInvalidKinds(t *testing.T) {
 	}
 	if !l.Accepted || len(l.Kinds) != 1 || l.Kinds[0].Kind != "HTTPRoute" || status(t, l, "Programmed").Status != metav1.ConditionTrue {
 		t.Fatalf("listener %+v: want HTTPRoute served", l)
+	}
+}
+
+// A Gateway with spec.addresses is not accepted (UnsupportedAddress), and
+// nothing of it is published: no host, no address of its own, every
+// listener refused, so that a Gateway not accepted serves nothing.
+func TestGatewayWithStaticAddressesPublishesNothing(t *testing.T) {
+	gw := gateway(
+		gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")},
+		gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80},
+	)
+	ip := gwv1.IPAddressType
+	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: &ip, Value: "192.0.2.9"}}
+	if h := Hosts(gw); len(h) != 0 || NeedsAddress(gw) {
+		t.Fatalf("hosts %v, needs an address %v", h, NeedsAddress(gw))
+	}
+	ls := Evaluate(gw, withAddress("192.0.2.7"))
+	for _, l := range ls {
+		if l.Accepted || l.Programmed {
+			t.Errorf("listener %s is accepted or programmed", l.Name)
+		}
+	}
+	conds, addrs := GatewayConditions(gw, ls)
+	if len(addrs) != 0 || conds[0].Status != metav1.ConditionFalse || conds[0].Reason != string(gwv1.GatewayReasonUnsupportedAddress) {
+		t.Fatalf("Gateway status %+v, addresses %v", conds, addrs)
 	}
 }

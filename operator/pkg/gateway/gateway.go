@@ -83,10 +83,13 @@ func Host(l gwv1.Listener) string {
 }
 
 // Hosts are the distinct hosts of gw's HTTP and HTTPS listeners, sorted,
-// and its own address when an HTTP listener has no hostname: a host of
+// and its own address when such a listener has no hostname: a host of
 // the edge like the others, whose tunnel takes every request sent to
 // that address.
 func Hosts(gw *gwv1.Gateway) []string {
+	if Static(gw) {
+		return nil
+	}
 	var out []string
 	for _, l := range gw.Spec.Listeners {
 		if h := Host(l); h != "" {
@@ -100,11 +103,16 @@ func Hosts(gw *gwv1.Gateway) []string {
 	return slices.Compact(out)
 }
 
-// NeedsAddress reports whether gw has an HTTP listener without a
-// hostname, which is published on an address of the Gateway's own.
+// Static reports whether gw asks for addresses of its own
+// (spec.addresses), which the operator does not support: nothing of it is
+// published, so that a Gateway not accepted serves nothing.
+func Static(gw *gwv1.Gateway) bool { return len(gw.Spec.Addresses) > 0 }
+
+// NeedsAddress reports whether gw has an HTTP or HTTPS listener without
+// a hostname, which is published on an address of the Gateway's own.
 func NeedsAddress(gw *gwv1.Gateway) bool {
-	return slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
-		return l.Protocol == gwv1.HTTPProtocolType && l.Hostname == nil
+	return !Static(gw) && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
+		return (l.Protocol == gwv1.HTTPProtocolType || l.Protocol == gwv1.HTTPSProtocolType) && l.Hostname == nil
 	})
 }
 

@@ -42,7 +42,7 @@ func RoutesOfHost(host string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, nsL
 		own := Verdict{OK: true, Address: OwnAddress(gw)}
 		own.OK = own.Address != ""
 		open := Reservations{Host: func(string) Verdict { return Verdict{OK: true} }, Port: func(int32) Verdict { return Verdict{OK: true} },
-			Address: func(int32) Verdict { return own }}
+			Address: func(gwv1.ProtocolType, int32) Verdict { return own }}
 		evaluated[client.ObjectKeyFromObject(gw)] = Evaluated{Gateway: gw, Listeners: Evaluate(gw, open)}
 	}
 	var out []*gwv1.HTTPRoute

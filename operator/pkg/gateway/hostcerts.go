@@ -20,19 +20,27 @@ type CertificateClaim struct {
 }
 
 // CertificateClaims are the claims of each host: every programmed HTTPS
-// listener with a hostname and certificateRefs, of gws (oldest first,
-// Served) as evaluated, the oldest Gateway's first, then in listener
-// order. The edge serves one certificate per host: the controller sets
-// the one of the namespace that holds the host.
+// listener with certificateRefs, of gws (oldest first, Served) as
+// evaluated, the oldest Gateway's first, then in listener order; a
+// listener without a hostname claims the Gateway's own address. The edge
+// serves one certificate per host: the controller sets the one of the
+// namespace that holds the host.
 func CertificateClaims(gws []*gwv1.Gateway, evaluated Gateways) map[string][]CertificateClaim {
 	out := map[string][]CertificateClaim{}
 	for _, gw := range gws {
 		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
 		for _, l := range evaluated[key].Listeners {
-			if l.Protocol != gwv1.HTTPSProtocolType || !l.Programmed || l.AnyHost || l.Host == "" || len(l.Certs) == 0 {
+			if l.Protocol != gwv1.HTTPSProtocolType || !l.Programmed || l.Host == "" || len(l.Certs) == 0 {
 				continue
 			}
-			out[l.Host] = append(out[l.Host], CertificateClaim{Gateway: key, Listener: l.Name, Namespace: gw.Namespace, Cert: certificateFor(l.Host, l.Certs)})
+			cert := certificateFor(l.Host, l.Certs)
+			if l.AnyHost {
+				// Clients reach the address by names the Gateway does
+				// not know: its first certificate is served, as an
+				// in-cluster Gateway serves it for any name.
+				cert = &l.Certs[0]
+			}
+			out[l.Host] = append(out[l.Host], CertificateClaim{Gateway: key, Listener: l.Name, Namespace: gw.Namespace, Cert: cert})
 		}
 	}
 	return out

@@ -9,9 +9,11 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
-// Only programmed HTTPS listeners with a hostname and certificates claim
-// a certificate for their host, the oldest Gateway's first; a listener's
-// certificate is the first of its refs that names the host.
+// Only programmed HTTPS listeners with certificates claim a certificate
+// for their host, the oldest Gateway's first; a listener's certificate is
+// the first of its refs that names the host. A listener without a
+// hostname claims the Gateway's own address with its first certificate,
+// whatever it names (clients reach the address by names of their own).
 func TestCertificateClaims(t *testing.T) {
 	ca, err := testca.New("test")
 	if err != nil {
@@ -36,7 +38,7 @@ func TestCertificateClaims(t *testing.T) {
 	younger := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "new"}}
 	notProgrammed := https("broken", "shop.example", shop)
 	notProgrammed.Programmed = false
-	address := https("address", "192.0.2.1", shop)
+	address := https("address", "192.0.2.1", other, shop)
 	address.AnyHost = true
 	plain := https("plain", "shop.example", shop)
 	plain.Protocol = gwv1.HTTPProtocolType
@@ -46,8 +48,11 @@ func TestCertificateClaims(t *testing.T) {
 		{Namespace: "b", Name: "old"}: {Gateway: older, Listeners: []Listener{https("web", "shop.example", shop)}},
 	}
 	got := CertificateClaims([]*gwv1.Gateway{older, younger}, ev)
-	if len(got) != 1 {
+	if len(got) != 2 {
 		t.Fatalf("hosts %v", got)
+	}
+	if a := got["192.0.2.1"]; len(a) != 1 || a[0].Listener != "address" || a[0].Cert == nil || a[0].Cert.Name != "other.example" {
+		t.Fatalf("the Gateway address's claims: %+v", a)
 	}
 	claims := got["shop.example"]
 	var names []string

@@ -28,10 +28,11 @@ type Verdict struct {
 type Reservations struct {
 	Host func(host string) Verdict
 	Port func(port int32) Verdict
-	// Address answers for an HTTP listener without a hostname: the
-	// Gateway's own address on the edge (one of its Gateway addresses),
-	// where every request is the Gateway's whatever its Host. nil: none.
-	Address func(port int32) Verdict
+	// Address answers for an HTTP or HTTPS listener without a hostname:
+	// the Gateway's own address on the edge (one of its Gateway
+	// addresses), where every request is the Gateway's whatever its Host.
+	// nil: none.
+	Address func(protocol gwv1.ProtocolType, port int32) Verdict
 	// Certificates resolves an HTTPS listener's tls.certificateRefs (nil:
 	// they are not checked, as the agent, which serves routes, needs).
 	Certificates func(l gwv1.Listener) CertVerdict
@@ -110,6 +111,8 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 		switch {
 		case supported == nil:
 			reject(gwv1.ListenerReasonUnsupportedProtocol, fmt.Sprintf("protocol %s is not supported: use HTTP or HTTPS (TLS ends at the edge) or TCP", spec.Protocol))
+		case Static(gw):
+			reject(gwv1.ListenerReasonUnsupportedValue, "not published: the Gateway sets spec.addresses, which is not supported (its addresses are the edge's): remove spec.addresses")
 		case spec.Protocol == gwv1.TCPProtocolType:
 			key = "port/" + strconv.Itoa(int(spec.Port))
 			if v := res.Port(int32(spec.Port)); !v.OK {
@@ -124,10 +127,10 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 			l.Host = Host(spec)
 			key = "host/" + l.Host
 			switch {
-			case spec.Hostname == nil && spec.Protocol == gwv1.HTTPProtocolType:
+			case spec.Hostname == nil:
 				v := Verdict{Message: "the listener has no hostname and the edge hands out no Gateway addresses (tuna-edge serve --gateway-addresses): set hostname to a reserved domain of this namespace (kubectl get domain)"}
 				if res.Address != nil {
-					v = res.Address(int32(spec.Port))
+					v = res.Address(spec.Protocol, int32(spec.Port))
 				}
 				if !v.OK {
 					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
@@ -138,8 +141,6 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 					l.Host, l.Address, l.AnyHost = v.Address, v.Address, true
 					key = "address"
 				}
-			case spec.Hostname == nil:
-				reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs a hostname: TLS ends at the edge, whose certificates are for names; set hostname to a reserved domain of this namespace (kubectl get domain)")
 			case l.Host == "":
 				reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("wildcard hostname %s is not supported: list each reserved domain as its own listener", *spec.Hostname))
 			default:

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,6 +36,7 @@ import (
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/tests/harness"
+	"code.tuna.am/tuna/k8s-operator/tests/ports"
 	"code.tuna.am/tuna/k8s-operator/tests/suite"
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
@@ -58,7 +60,19 @@ func TestMain(m *testing.M) {
 		EdgeSubdir: "data",
 		Edge: func(e *suite.Env) (harness.EdgeOptions, error) {
 			certFile, keyFile, err := wildcard(e.Dir)
-			return harness.EdgeOptions{TLSCertFile: certFile, TLSKeyFile: keyFile}, err
+			if err != nil {
+				return harness.EdgeOptions{}, err
+			}
+			// Gateway addresses (gateway_address_test.go): loopback
+			// addresses named after a port of this process's own block,
+			// so no other test's listener shares them, and two ports.
+			p, err := ports.Take(3)
+			if err != nil {
+				return harness.EdgeOptions{}, err
+			}
+			a := netip.MustParseAddr(fmt.Sprintf("127.%d.%d.1", p>>8, p&0xff))
+			return harness.EdgeOptions{TLSCertFile: certFile, TLSKeyFile: keyFile,
+				GatewayAddresses: []netip.Addr{a, a.Next()}, GatewayHTTPPort: p + 1, GatewayHTTPSPort: p + 2}, nil
 		},
 		Start: func(e *suite.Env) (func(), error) {
 			cp, edge = e.CP, e.Edge

@@ -64,10 +64,7 @@ func skipTests() []string {
 // skipped are the suite's tests of the claimed profile that are not run,
 // each with its reason in docs/gateway-api.md (Conformance).
 var skipped = []string{
-	// An HTTPS listener without a hostname: the Gateway's own address is
-	// served on HTTP only (TLS ends at the edge, on names).
-	"GatewaySecretReferenceGrantAllInNamespace",
-	"GatewaySecretReferenceGrantSpecific",
+	// A wildcard HTTPS listener beside one without a hostname.
 	"HTTPRouteHTTPSListener",
 	// Wildcard listener hostnames: tuna publishes one tunnel per host.
 	"HTTPRouteHostnameIntersection",

@@ -26,6 +26,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/node"
 	"code.tuna.am/tuna/k8s-operator/tests/node/tuna"
 	"code.tuna.am/tuna/k8s-operator/tests/ports"
+	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
 // TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too.
@@ -93,12 +94,18 @@ func setUp() error {
 	if err != nil {
 		return err
 	}
+	https, err := httpsListener()
+	if err != nil {
+		return err
+	}
 	// The edge as the suite needs it of a self-hosted edge: the route
 	// hostnames it uses (example.com, ...) are outside its base domain
 	// (--any-host), and each Gateway without a hostname gets an address
-	// of its own on port 80 (--gateway-addresses).
+	// of its own, HTTP on port 80 and HTTPS on 443 (--gateway-addresses;
+	// HTTPS with the listener's certificate, so the edge has a public
+	// HTTPS listener).
 	if env.edge, err = tuna.StartEdge(ctx, env.build.Binary("tuna-edge"), env.dir, c.Net.HostIP.String(),
-		"--any-host", "--gateway-addresses", pool, "--gateway-http-port", "80"); err != nil {
+		append([]string{"--any-host", "--gateway-addresses", pool, "--gateway-http-port", "80", "--gateway-https-port", "443"}, https...)...); err != nil {
 		return err
 	}
 	if err := installGatewayAPI(c); err != nil {
@@ -168,6 +175,37 @@ func gatewayAddresses() (string, error) {
 	}
 	prefix := fmt.Sprintf("127.%d.%d.", p>>8, p&0xff)
 	return prefix + "1-" + prefix + "32", nil
+}
+
+// httpsListener are the edge's flags for its public HTTPS listener: a
+// port of tests/ports on loopback, and a certificate of a test CA for
+// the base domain's names (what the suite reaches is the Gateway
+// addresses, with their listeners' certificates).
+func httpsListener() ([]string, error) {
+	p, err := ports.Take(1)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := testca.New("tuna conformance edge")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.Issue("*." + tuna.BaseDomain)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := testca.PEMFiles(cert)
+	if err != nil {
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(env.dir, "edge-tls.crt"), filepath.Join(env.dir, "edge-tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--https-listen", fmt.Sprintf("127.0.0.1:%d", p), "--tls-cert-file", certFile, "--tls-key-file", keyFile}, nil
 }
 
 func tearDown() {

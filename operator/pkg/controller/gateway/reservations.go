@@ -25,11 +25,17 @@ import (
 // when its key is issued.
 func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint, edge edgeRules) model.Reservations {
 	return model.Reservations{
-		Address: func(port int32) model.Verdict {
+		Address: func(protocol gwv1.ProtocolType, port int32) model.Verdict {
+			want := edge.port
+			if protocol == gwv1.HTTPSProtocolType {
+				want = edge.httpsPort
+			}
 			switch {
-			case edge.own != "" && port != edge.port:
-				return model.Verdict{Message: fmt.Sprintf("the listener has no hostname, so it is published on the Gateway's own address, which the edge serves on port %d, not %d: set port to %d",
-					edge.port, port, edge.port)}
+			case edge.own != "" && want == 0:
+				return model.Verdict{Message: "the listener has no hostname, so it is published on the Gateway's own address, which the edge serves on HTTP only (it has no public HTTPS listener): set hostname to a reserved domain of this namespace, or use protocol HTTP"}
+			case edge.own != "" && port != want:
+				return model.Verdict{Message: fmt.Sprintf("the listener has no hostname, so it is published on the Gateway's own address, which the edge serves %s on port %d, not %d: set port to %d",
+					protocol, want, port, want)}
 			case edge.own != "":
 				return model.Verdict{OK: true, Address: edge.own}
 			case edge.pool == 0:
@@ -90,12 +96,13 @@ type edgeRules struct {
 	// first is the namespace of the oldest Gateway with a listener for
 	// each host: on an any-host edge, the one an unreserved host is for.
 	first map[string]string
-	// own is the Gateway's own address, for an HTTP listener without a
-	// hostname ("" when none is free), of pool Gateway addresses.
+	// own is the Gateway's own address, for an HTTP or HTTPS listener
+	// without a hostname ("" when none is free), of pool Gateway addresses.
 	own  string
 	pool int
-	// port is where the edge serves Gateway addresses.
-	port int32
+	// port and httpsPort are where the edge serves Gateway addresses
+	// HTTP and HTTPS (0: no HTTPS).
+	port, httpsPort int32
 }
 
 // firstPublishers maps each listener host of gws (oldest first) to the

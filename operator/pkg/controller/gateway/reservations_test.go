@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 )
@@ -52,5 +54,31 @@ func TestReserved(t *testing.T) {
 	}
 	if v := res.Port(30003); v.OK || v.Conflict {
 		t.Errorf("unreserved port: %+v", v)
+	}
+}
+
+// A listener without a hostname is published on the Gateway's own
+// address, HTTP on the edge's Gateway HTTP port and HTTPS on its HTTPS
+// port; an edge without HTTPS publishes no HTTPS listener there, and says
+// so.
+func TestGatewayAddressPorts(t *testing.T) {
+	withHTTPS := reserved("a", nil, nil, edgeRules{own: "192.0.2.1", pool: 1, port: 80, httpsPort: 443})
+	for _, c := range []struct {
+		protocol gwv1.ProtocolType
+		port     int32
+		ok       bool
+	}{
+		{gwv1.HTTPProtocolType, 80, true},
+		{gwv1.HTTPSProtocolType, 443, true},
+		{gwv1.HTTPProtocolType, 443, false},
+		{gwv1.HTTPSProtocolType, 80, false},
+	} {
+		if v := withHTTPS.Address(c.protocol, c.port); v.OK != c.ok || (v.OK && v.Address != "192.0.2.1") || (!v.OK && !strings.Contains(v.Message, "set port to")) {
+			t.Errorf("%s on port %d: %+v", c.protocol, c.port, v)
+		}
+	}
+	httpOnly := reserved("a", nil, nil, edgeRules{own: "192.0.2.1", pool: 1, port: 80})
+	if v := httpOnly.Address(gwv1.HTTPSProtocolType, 443); v.OK || !strings.Contains(v.Message, "HTTP only") {
+		t.Errorf("HTTPS on an edge without HTTPS: %+v", v)
 	}
 }

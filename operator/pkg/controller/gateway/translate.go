@@ -73,7 +73,7 @@ func translate(in snapshot) (translation, error) {
 		edgeInfo = &apiwire.EdgeInfo{}
 	}
 	own := model.AssignAddresses(in.gateways, edgeInfo.GatewayAddresses)
-	edge := edgeRules{anyHost: edgeInfo.AnyHost, pool: len(edgeInfo.GatewayAddresses), port: int32(edgeInfo.GatewayHTTPPort), first: firstPublishers(in.gateways)}
+	edge := edgeRules{anyHost: edgeInfo.AnyHost, pool: len(edgeInfo.GatewayAddresses), port: int32(edgeInfo.GatewayHTTPPort), httpsPort: int32(edgeInfo.GatewayHTTPSPort), first: firstPublishers(in.gateways)}
 	out := translation{evaluated: model.Gateways{}, attached: map[types.NamespacedName]map[string]int32{}}
 	var readErr error
 	for _, gw := range in.gateways {
