@@ -292,8 +292,11 @@ func (c *Config) setDefaults() error {
 	if c.GatewayHTTPSPort == 0 {
 		c.GatewayHTTPSPort = DefaultGatewayHTTPSPort
 	}
-	if c.GatewayHTTPSPort < 1 || c.GatewayHTTPSPort > 65535 || c.GatewayHTTPSPort == c.GatewayHTTPPort {
-		return fmt.Errorf("config: GatewayHTTPSPort %d is not a port other than GatewayHTTPPort %d", c.GatewayHTTPSPort, c.GatewayHTTPPort)
+	if c.GatewayHTTPSPort < 1 || c.GatewayHTTPSPort > 65535 {
+		return fmt.Errorf("config: GatewayHTTPSPort %d is not a port", c.GatewayHTTPSPort)
+	}
+	if c.GatewayHTTPSPort == c.GatewayHTTPPort && c.HTTPSListen != "" && len(c.GatewayAddresses) > 0 {
+		return fmt.Errorf("config: the Gateway addresses serve HTTP and HTTPS on one port, %d: set GatewayHTTPSPort (--gateway-https-port) to another", c.GatewayHTTPPort)
 	}
 	if (c.APITLSCert == "") != (c.APITLSKey == "") {
 		return fmt.Errorf("config: set both APITLSCert and APITLSKey, or neither")
