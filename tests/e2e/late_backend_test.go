@@ -49,9 +49,35 @@ func TestGatewayBackendCreatedAfterRoute(t *testing.T) {
 		require.Equal(c, http.StatusInternalServerError, code, "body %s", body)
 	}, wait, 50*time.Millisecond, "a backendRef to a missing Service must answer 500")
 
-	echoService(t, ns, "late", harness.ServicePort{Name: "first-port", Port: 8080})
+	serveLateService(t, ns, "late", "http://"+host+"/", routeCreated)
+}
+
+// An Ingress path to a Service created after the Ingress, likewise: 503
+// (its backend skipped), then served once the Service's slice appears.
+func TestIngressBackendCreatedAfterIngress(t *testing.T) {
+	ctx := context.Background()
+	ensureTunaClass(t)
+	ns := namespace(t)
+	host := reserve(t, ns, "web")
+	require.NoError(t, env.CP.Client.Create(ctx, tunaIngress(ns, "late", rule(host, ingPath{prefix, "/", "late", 8080}))))
+	ingressCreated := time.Now()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := get(t, hostURL(host)+"/")
+		require.Equal(c, http.StatusServiceUnavailable, code, "body %s", body)
+	}, wait, 50*time.Millisecond, "a path to a missing Service must answer 503")
+	serveLateService(t, ns, "late", hostURL(host)+"/", ingressCreated)
+}
+
+// serveLateService creates the Service name with an echo backend and an
+// EndpointSlice of it without endpoints (kube-proxy routes the ClusterIP;
+// the slice is what the agent hears of), and requires url to be served by
+// it before the agent's resync after the route's creation could have.
+func serveLateService(t *testing.T, ns, name, url string, routeCreated time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	echoService(t, ns, name, harness.ServicePort{Name: "first-port", Port: 8080})
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "late-manual", Labels: map[string]string{discoveryv1.LabelServiceName: "late"}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-manual", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("first-port"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
 	}
@@ -62,8 +88,8 @@ func TestGatewayBackendCreatedAfterRoute(t *testing.T) {
 	require.Greater(t, deadline, time.Duration(0), "the Service was created %v after the route: too late to tell a wake from the resync",
 		time.Since(routeCreated))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body := get(t, "http://"+host+"/")
+		code, body := get(t, url)
 		require.Equal(c, http.StatusOK, code, "body %s", body)
-		require.Contains(c, string(body), `"backend":"late-8080"`)
+		require.Contains(c, string(body), `"backend":"`+name+`-8080"`)
 	}, deadline, 50*time.Millisecond, "the Service's EndpointSlice did not wake the host: served only at the resync, %v after the route", hostResync)
 }
