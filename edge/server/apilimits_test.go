@@ -35,8 +35,12 @@ func (e *testEdge) dialAPI(t *testing.T) *tls.Conn {
 // A client that sends its headers one byte at a time is cut off once the
 // read-header timeout passes; the same request sent at once is served.
 func TestAPISlowHeadersAreCutOff(t *testing.T) {
-	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.APITimeouts.ReadHeader = 300 * time.Millisecond })
-	req := "GET /healthz HTTP/1.1\r\nHost: edge\r\nX-Pad: " + strings.Repeat("a", 200) + "\r\n\r\n"
+	// The timeout covers the TLS handshake too: 2 s, so that the prompt
+	// client is served on a machine under load and -race (300 ms was cut
+	// off there once, before its first write); the slow client's request
+	// takes about 9 s at its pace, far beyond it.
+	e := startEdge(t, t.TempDir(), func(c *server.Config) { c.APITimeouts.ReadHeader = 2 * time.Second })
+	req := "GET /healthz HTTP/1.1\r\nHost: edge\r\nX-Pad: " + strings.Repeat("a", 400) + "\r\n\r\n"
 
 	fast := e.dialAPI(t)
 	if _, err := io.WriteString(fast, req); err != nil {
