@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,7 +36,8 @@ import (
 // compares rows measured together. Each row is measured twice: requests
 // per second, and the process's CPU time per request, which a busy
 // machine does not skew (its ratio is what the rate's would be on an
-// idle one).
+// idle one). The bytes and objects allocated per request are reported
+// too: they do not depend on the machine's load at all.
 // Reproduce (docs/benchmarks.md):
 //
 //	go test -run '^$' -bench AccessPolicies -benchtime 1x ./tests/access/
@@ -105,6 +107,7 @@ func BenchmarkAccessPolicies(b *testing.B) {
 		w.load(b, host, cfg.fields, 32, 500*time.Millisecond)
 	}
 	rates, costs := map[string][]float64{}, map[string][]float64{}
+	garbage, objects := map[string][]float64{}, map[string][]float64{}
 	ratios := map[string][]float64{}
 	for i := range rounds {
 		round := map[string]measurement{}
@@ -117,6 +120,8 @@ func BenchmarkAccessPolicies(b *testing.B) {
 			round[cfg.name] = m
 			rates[cfg.name] = append(rates[cfg.name], m.rate)
 			costs[cfg.name] = append(costs[cfg.name], m.cpuPerRequest)
+			garbage[cfg.name] = append(garbage[cfg.name], m.bytesPerRequest)
+			objects[cfg.name] = append(objects[cfg.name], m.allocsPerRequest)
 		}
 		for _, pair := range [][2]string{
 			{"no-policy-cookie", "no-policy"}, {"basic-auth", "no-policy"}, {"basic-auth", "no-policy-cookie"},
@@ -135,6 +140,8 @@ func BenchmarkAccessPolicies(b *testing.B) {
 	for _, cfg := range configs {
 		b.ReportMetric(median(rates[cfg.name]), cfg.name+"-req/s")
 		b.ReportMetric(median(costs[cfg.name]), cfg.name+"-cpu-µs/req")
+		b.ReportMetric(median(garbage[cfg.name]), cfg.name+"-B/req")
+		b.ReportMetric(median(objects[cfg.name]), cfg.name+"-allocs/req")
 	}
 	for _, k := range slices.Sorted(maps.Keys(ratios)) {
 		b.ReportMetric(median(ratios[k]), k)
@@ -174,8 +181,10 @@ var chromiumNavigation = [][2]string{
 // 200, and the CPU time (user and system, of the whole test process:
 // clients, edge, tunnel client and backend) per request. On a machine
 // others load too, the rate follows the share of the CPU the process
-// gets; the CPU per request does not.
-type measurement struct{ rate, cpuPerRequest float64 }
+// gets; the CPU per request does not. The bytes and objects the process
+// allocated per request (the garbage collector's work) depend on
+// neither.
+type measurement struct{ rate, cpuPerRequest, bytesPerRequest, allocsPerRequest float64 }
 
 func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -189,6 +198,9 @@ func processCPU(b *testing.B) time.Duration {
 // the requests answered 200; any other answer fails.
 func (w *world) load(b *testing.B, host string, fields [][2]string, n int, d time.Duration) measurement {
 	b.Helper()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	bytes, allocs := mem.TotalAlloc, mem.Mallocs
 	cpu := processCPU(b)
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
 	defer tr.CloseIdleConnections()
@@ -225,7 +237,10 @@ func (w *world) load(b *testing.B, host string, fields [][2]string, n int, d tim
 		b.Fatalf("a request failed: %v", f)
 	}
 	cpu = processCPU(b) - cpu
-	return measurement{rate: float64(ok.Load()) / d.Seconds(), cpuPerRequest: float64(cpu.Microseconds()) / float64(ok.Load())}
+	runtime.ReadMemStats(&mem)
+	done := float64(ok.Load())
+	return measurement{rate: done / d.Seconds(), cpuPerRequest: float64(cpu.Microseconds()) / done,
+		bytesPerRequest: float64(mem.TotalAlloc-bytes) / done, allocsPerRequest: float64(mem.Mallocs-allocs) / done}
 }
 
 func median(v []float64) float64 {
