@@ -22,13 +22,22 @@ import (
 // window already bounds what the peer may send.
 const bufMax = 64 << 10
 
+// keepMax bounds the buffer a drained Conn keeps for what arrives next: a
+// request or an answer head fits, so the background reader does not
+// allocate for each message of a keep-alive connection; a larger buffer
+// (a body) goes back to the garbage collector.
+const keepMax = 4 << 10
+
 // Conn is a net.Conn over an ssh.Channel.
 type Conn struct {
 	ch            ssh.Channel
 	local, remote net.Addr
 
-	mu      sync.Mutex
-	buf     []byte
+	mu  sync.Mutex
+	buf []byte
+	// store is the array buf is a slice of, kept for the next data once
+	// buf is drained (up to keepMax).
+	store   []byte
 	rerr    error
 	data    chan struct{} // signalled when buf grows or rerr is set
 	space   chan struct{} // signalled when buf shrinks
@@ -70,7 +79,15 @@ func (c *Conn) pump() {
 	for {
 		n, err := c.ch.Read(tmp)
 		c.mu.Lock()
-		c.buf = append(c.buf, tmp[:n]...)
+		if len(c.buf) == 0 {
+			c.buf = c.store[:0]
+		}
+		if before := cap(c.buf); len(c.buf)+n > before {
+			c.buf = append(c.buf, tmp[:n]...)
+			c.store = c.buf // a new array, which buf starts
+		} else {
+			c.buf = append(c.buf, tmp[:n]...)
+		}
 		if err != nil {
 			c.rerr = err
 		}
@@ -107,6 +124,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.buf = c.buf[n:]
 			if len(c.buf) == 0 {
 				c.buf = nil
+				if cap(c.store) > keepMax {
+					c.store = nil
+				}
 			}
 			c.mu.Unlock()
 			signal(c.space)

@@ -215,3 +215,37 @@ func TestDirectReaderOnlyBeforeRead(t *testing.T) {
 		t.Fatal("a direct reader after Read ran")
 	}
 }
+
+// Messages of every size, sent one after the other and read in pieces of
+// another size, arrive whole and in order: the buffer a drained Conn
+// keeps for the next message is written again only once read.
+func TestReadsKeepTheBytesAcrossMessages(t *testing.T) {
+	a, b := channelPair(t)
+	c := New(a, &net.TCPAddr{}, &net.TCPAddr{})
+	defer c.Close()
+	var sent []byte
+	for i, size := range []int{1, 300, 1200, keepMax - 1, keepMax + 1, 50, 70 << 10, 10, 2000} {
+		msg := make([]byte, size)
+		for j := range msg {
+			msg[j] = byte(i*31 + j)
+		}
+		sent = append(sent, msg...)
+		if _, err := b.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		// Half of the message now, the rest with the next one's first
+		// bytes, so that reads end inside and at the end of messages.
+		got := make([]byte, size/2+1)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		if !equal(got, sent[:len(got)]) {
+			t.Fatalf("message %d (%d bytes): the bytes read differ from those sent", i, size)
+		}
+		sent = sent[len(got):]
+	}
+	rest := make([]byte, len(sent))
+	if _, err := io.ReadFull(c, rest); err != nil || !equal(rest, sent) {
+		t.Fatalf("the rest: %v, equal %v", err, equal(rest, sent))
+	}
+}
