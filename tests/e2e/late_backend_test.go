@@ -50,6 +50,10 @@ func TestGatewayBackendCreatedAfterRoute(t *testing.T) {
 	}, wait, 50*time.Millisecond, "a backendRef to a missing Service must answer 500")
 
 	serveLateService(t, ns, "late", "http://"+host+"/", routeCreated)
+	// The controller may not watch Services either: it looks again soon
+	// while a route waits for one (its resync, 30 s, is the wait's whole
+	// length).
+	waitRoute(t, key(ns, "late"), "Accepted", "ResolvedRefs")
 }
 
 // An Ingress path to a Service created after the Ingress, likewise: 503

@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -110,8 +112,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	// Services and Secrets are not watched (a backendRef's Service or a
 	// certificateRef's Secret may appear or change later), so look again
-	// now and then.
+	// now and then; soon while a route names a Service that does not exist
+	// yet, as when a manifest's route is applied before its Service.
+	if waitsForService(out.httpRoutes) {
+		return reconcile.Result{RequeueAfter: missingServiceRetry}, nil
+	}
 	return reconcile.Result{RequeueAfter: resync}, nil
+}
+
+// missingServiceRetry is how soon a route whose backend Service is missing
+// is looked at again.
+const missingServiceRetry = 5 * time.Second
+
+// waitsForService reports whether a route's next status says that a
+// Service it names does not exist.
+func waitsForService(routes []nextParents[*gwv1.HTTPRoute]) bool {
+	for _, n := range routes {
+		for _, p := range n.parents {
+			if c := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs)); c != nil &&
+				c.Status == metav1.ConditionFalse && c.Reason == string(gwv1.RouteReasonBackendNotFound) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // read lists what translate needs, within the watched namespaces, and

@@ -56,6 +56,8 @@ type result struct {
 	TCPRoutes      []routeOut   `json:"tcpRoutes,omitempty"`
 	Tunnels        []tunnelOut  `json:"tunnels,omitempty"`
 	RouteTables    []tableOut   `json:"routeTables,omitempty"`
+	// WaitsForService: the reconcile looks again soon, not at the resync.
+	WaitsForService bool `json:"waitsForService,omitempty"`
 }
 
 type classOut struct {
@@ -210,6 +212,7 @@ func run(t *testing.T, res resources) result {
 	}
 	slices.SortFunc(out.Tunnels, func(a, b tunnelOut) int { return strings.Compare(a.Name, b.Name) })
 	out.RouteTables = routeTables(tr, in)
+	out.WaitsForService = waitsForService(tr.httpRoutes)
 	return out
 }
 
