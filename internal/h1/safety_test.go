@@ -89,12 +89,12 @@ func TestRelayRefusesAnAnswerNamingItsFraming(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := recorder(t)
-			rec.Answer = func(req rawhttp.Request) string {
+			rec.SetAnswer(func(req rawhttp.Request) string {
 				if req.Target == "/bad" {
 					return answer
 				}
 				return "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood"
-			}
+			})
 			_, _, relay := startRelay(t, rec.Addr())
 			c := dialRaw(t, relay)
 			if res, body := c.do(t, "GET", get("relay.test", "/bad")); res.StatusCode != http.StatusBadGateway {
@@ -326,7 +326,7 @@ func TestRelayNeverSendsARequestTwice(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := recorder(t)
-			rec.Answer = func(rawhttp.Request) string { return answer }
+			rec.SetAnswer(func(rawhttp.Request) string { return answer })
 			_, _, relay := startRelay(t, rec.Addr())
 			c := dialRaw(t, relay)
 			if res, _ := c.do(t, "GET", get("relay.test", "/")); res.StatusCode != http.StatusBadGateway {
@@ -340,7 +340,7 @@ func TestRelayNeverSendsARequestTwice(t *testing.T) {
 	}
 	t.Run("kept connection found closed", func(t *testing.T) {
 		rec := recorder(t)
-		rec.CloseAfterAnswer = true
+		rec.SetCloseAfterAnswer(true)
 		_, _, relay := startRelay(t, rec.Addr())
 		c := dialRaw(t, relay)
 		if res, _ := c.do(t, "GET", get("relay.test", "/")); res.StatusCode != 200 {
@@ -361,10 +361,10 @@ func TestRelayNeverSendsARequestTwice(t *testing.T) {
 // are dropped, both ways; the others (gRPC's status) pass.
 func TestRelayDropsTrailersTheRulebookRefuses(t *testing.T) {
 	rec := recorder(t)
-	rec.Answer = func(rawhttp.Request) string {
+	rec.SetAnswer(func(rawhttp.Request) string {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: Grpc-Status\r\n\r\n2\r\nok\r\n0\r\n" +
 			"Grpc-Status: 0\r\nContent-Length: 5\r\nX-Forwarded-For: 6.6.6.6\r\nHost: evil.example\r\nSet-Cookie: a=b\r\n\r\n"
-	}
+	})
 	_, _, relay := startRelay(t, rec.Addr())
 	c := dialRaw(t, relay)
 	res, body := c.do(t, "POST", "POST / HTTP/1.1\r\nHost: relay.test\r\nTransfer-Encoding: chunked\r\n\r\n"+

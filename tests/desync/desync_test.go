@@ -161,12 +161,12 @@ func TestDesync(t *testing.T) {
 					answers[fmt.Sprintf("/c%02d/ans", i)] = tc.answer
 				}
 			}
-			s.backend.Answer = func(req rawhttp.Request) string {
+			s.backend.SetAnswer(func(req rawhttp.Request) string {
 				if a, ok := answers[req.Target]; ok {
 					return a
 				}
 				return answerEcho(req)
-			}
+			})
 			if code, body, err := s.get("/warm-up"); err != nil || code != 200 || body != "/warm-up" {
 				t.Fatalf("warm-up: %d %q %v", code, body, err)
 			}

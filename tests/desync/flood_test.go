@@ -37,7 +37,7 @@ func TestFloodLeavesOtherVisitorsServed(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			s := startStack(t, v.o)
-			s.backend.Answer = answerEcho
+			s.backend.SetAnswer(answerEcho)
 			if code, _, err := s.get("/warm-up"); err != nil || code != 200 {
 				t.Fatalf("warm-up: %d %v", code, err)
 			}

@@ -75,7 +75,7 @@ func startStack(t *testing.T, o options) *stack {
 	t.Cleanup(func() { _ = rec.Close() })
 	// As a backend does: the agent's pooled keep-alives (upgrades go
 	// through its shared transport) end after a while.
-	rec.IdleTimeout = time.Second
+	rec.SetIdleTimeout(time.Second)
 	if o.readHeader == 0 {
 		o.readHeader = time.Second
 	}

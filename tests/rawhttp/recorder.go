@@ -32,16 +32,12 @@ type Request struct {
 // of its own. Each request is answered by Answer.
 type Recorder struct {
 	ln net.Listener
-	// Answer returns the raw answer to write to req, or "" to close the
-	// connection without one. It is read once per request; the default
-	// answers 200 with the body "req <Seq>".
-	Answer func(req Request) string
-	// CloseAfterAnswer closes each connection after its first answer,
-	// without saying so in the answer, as a backend's idle timeout does.
-	CloseAfterAnswer bool
-	// IdleTimeout, if set, closes a connection that sends no new request
-	// for that long, as backends do with their idle keep-alives.
-	IdleTimeout time.Duration
+
+	// What SetAnswer, SetCloseAfterAnswer and SetIdleTimeout set, under mu:
+	// connections are served from the moment it listens.
+	answer           func(req Request) string
+	closeAfterAnswer bool
+	idleTimeout      time.Duration
 
 	mu       sync.Mutex
 	requests []Request
@@ -62,6 +58,32 @@ func NewRecorder(addr string) (*Recorder, error) {
 	r := &Recorder{ln: ln, live: map[net.Conn]struct{}{}}
 	go r.accept()
 	return r, nil
+}
+
+// SetAnswer sets what answers each request: the raw answer to write to
+// req, or "" to close the connection without one. It is read once per
+// request; by default the answer is 200 with the body "req <Seq>".
+func (r *Recorder) SetAnswer(answer func(req Request) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer = answer
+}
+
+// SetCloseAfterAnswer makes it close each connection after its first
+// answer, without saying so in the answer, as a backend's idle timeout
+// does.
+func (r *Recorder) SetCloseAfterAnswer(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closeAfterAnswer = on
+}
+
+// SetIdleTimeout makes it close a connection that sends no new request
+// for d (0: never), as backends do with their idle keep-alives.
+func (r *Recorder) SetIdleTimeout(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.idleTimeout = d
 }
 
 // Addr is the address it listens on.
@@ -161,7 +183,7 @@ func (r *Recorder) serve(c net.Conn, n int) {
 	br := bufio.NewReader(tee{r: r, c: c, n: n})
 	for {
 		r.mu.Lock()
-		idle := r.IdleTimeout
+		idle := r.idleTimeout
 		r.mu.Unlock()
 		if idle > 0 {
 			_ = c.SetReadDeadline(time.Now().Add(idle))
@@ -185,7 +207,7 @@ func (r *Recorder) serve(c net.Conn, n int) {
 		req := Request{Seq: len(r.requests) + 1, Conn: n, Method: hr.Method, Target: hr.RequestURI, Host: hr.Host,
 			Header: hr.Header, Body: body, Trailer: hr.Trailer}
 		r.requests = append(r.requests, req)
-		answer, closeAfter := r.Answer, r.CloseAfterAnswer
+		answer, closeAfter := r.answer, r.closeAfterAnswer
 		r.mu.Unlock()
 		out := ""
 		if answer != nil {
