@@ -5,8 +5,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"

@@ -260,18 +260,37 @@ func (s *Session) keepalive() {
 			_, _, err := s.conn.SendRequest(protocol.KeepaliveRequestType, true, nil)
 			res <- err
 		}()
-		timer := time.NewTimer(s.cfg.KeepaliveTimeout)
+		s.awaitKeepalive(res)
+	}
+}
+
+// awaitKeepalive waits for a keepalive's answer. A request of ours that
+// began as the keepalive did may have been sent first (x/crypto/ssh sends
+// one request at a time and the edge answers in order): the keepalive then
+// waits behind that request's answer, and, as in keepalive, the edge's own
+// keepalives are the sign of life meanwhile.
+func (s *Session) awaitKeepalive(res <-chan error) {
+	timer := time.NewTimer(s.cfg.KeepaliveTimeout)
+	defer timer.Stop()
+	for {
 		select {
 		case err := <-res:
 			// A failed keepalive means the connection is gone: the
 			// session's end reports why, not this probe.
 			_ = err
+			return
 		case <-s.done:
+			return
 		case <-timer.C:
-			s.setErr(fmt.Errorf("keepalive timeout: edge %s did not answer within %s", s.cfg.Addr, s.cfg.KeepaliveTimeout))
-			_ = s.conn.Close()
 		}
-		timer.Stop()
+		silent := time.Since(time.Unix(0, s.heard.Load()))
+		if s.asking.Load() > 0 && silent <= s.cfg.KeepaliveTimeout {
+			timer.Reset(s.cfg.KeepaliveTimeout - silent + time.Millisecond)
+			continue
+		}
+		s.setErr(fmt.Errorf("keepalive timeout: edge %s did not answer within %s", s.cfg.Addr, s.cfg.KeepaliveTimeout))
+		_ = s.conn.Close()
+		return
 	}
 }
 

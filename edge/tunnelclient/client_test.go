@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
 // silentEdge is a real SSH server on loopback that accepts any password and
@@ -153,5 +155,87 @@ func TestReasonCode(t *testing.T) {
 		if got := reasonCode(reason); got != want {
 			t.Errorf("reasonCode(%q) = %q, want %q", reason, got, want)
 		}
+	}
+}
+
+// slowBindEdge is a real SSH server on loopback that answers requests in
+// order, as the edge does, taking slow over each bind (a store that is
+// slow to answer), and pings the client every 50 ms, as the edge does.
+func slowBindEdge(t *testing.T, slow time.Duration) (addr, hostKey string) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PasswordCallback: func(ssh.ConnMetadata, []byte) (*ssh.Permissions, error) { return nil, nil }}
+	cfg.AddHostKey(signer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { _ = sc.Close() })
+				go ssh.DiscardRequests(nil)
+				go func() {
+					for range chans {
+					}
+				}()
+				go func() {
+					tick := time.NewTicker(50 * time.Millisecond)
+					defer tick.Stop()
+					for range tick.C {
+						if _, _, err := sc.SendRequest(protocol.KeepaliveRequestType, true, nil); err != nil {
+							return
+						}
+					}
+				}()
+				for req := range reqs {
+					if req.Type == protocol.BindRequestType {
+						time.Sleep(slow) // the store's answer, not a wait for a condition
+						_ = req.Reply(true, []byte("{}"))
+						continue
+					}
+					_ = req.Reply(req.Type == protocol.KeepaliveRequestType, nil)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+}
+
+// A keepalive that starts as a bind does waits behind the bind's answer
+// (SSH answers requests in order, and x/crypto/ssh sends one request at a
+// time): it must not end a session whose edge is heard from meanwhile.
+// With a keepalive every 2 ms, binds that each take longer than the
+// keepalive timeout meet one at their start again and again.
+func TestKeepaliveBehindASlowBindKeepsTheSession(t *testing.T) {
+	addr, hk := slowBindEdge(t, 300*time.Millisecond)
+	s, err := Dial(context.Background(), Config{
+		Addr: addr, Key: "k", HostKey: hk,
+		KeepaliveInterval: 2 * time.Millisecond, KeepaliveTimeout: 250 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 16 {
+		if _, err := s.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: "app"}); err != nil {
+			t.Fatalf("bind %d: %v (session: %v)", i, err, s.Err())
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session ended: %v", err)
 	}
 }
