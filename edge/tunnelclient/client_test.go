@@ -26,6 +26,17 @@ func silentEdge(t *testing.T) (addr, hostKey string) {
 // from.
 func silentEdgeSeeing(t *testing.T, seen func(net.Addr)) (addr, hostKey string) {
 	t.Helper()
+	return sshEdge(t, seen, func(_ *ssh.ServerConn, chans <-chan ssh.NewChannel, _ <-chan *ssh.Request) {
+		// Global requests are never read, so never answered.
+		for range chans {
+		}
+	})
+}
+
+// sshEdge is a real SSH server on loopback that accepts any password,
+// tells seen where each connection came from and hands it to serve.
+func sshEdge(t *testing.T, seen func(net.Addr), serve func(*ssh.ServerConn, <-chan ssh.NewChannel, <-chan *ssh.Request)) (addr, hostKey string) {
+	t.Helper()
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
@@ -46,14 +57,12 @@ func silentEdgeSeeing(t *testing.T, seen func(net.Addr)) (addr, hostKey string) 
 			}
 			seen(c.RemoteAddr())
 			go func() {
-				sc, chans, _, err := ssh.NewServerConn(c, cfg)
+				sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 				if err != nil {
 					return
 				}
 				t.Cleanup(func() { _ = sc.Close() })
-				// Global requests are never read, so never answered.
-				for range chans {
-				}
+				serve(sc, chans, reqs)
 			}()
 		}
 	}()
@@ -163,56 +172,29 @@ func TestReasonCode(t *testing.T) {
 // slow to answer), and pings the client every 50 ms, as the edge does.
 func slowBindEdge(t *testing.T, slow time.Duration) (addr, hostKey string) {
 	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &ssh.ServerConfig{PasswordCallback: func(ssh.ConnMetadata, []byte) (*ssh.Permissions, error) { return nil, nil }}
-	cfg.AddHostKey(signer)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	return sshEdge(t, func(net.Addr) {}, func(sc *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+		go func() {
+			for range chans {
 			}
-			go func() {
-				sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
-				if err != nil {
+		}()
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for range tick.C {
+				if _, _, err := sc.SendRequest(protocol.KeepaliveRequestType, true, nil); err != nil {
 					return
 				}
-				t.Cleanup(func() { _ = sc.Close() })
-				go ssh.DiscardRequests(nil)
-				go func() {
-					for range chans {
-					}
-				}()
-				go func() {
-					tick := time.NewTicker(50 * time.Millisecond)
-					defer tick.Stop()
-					for range tick.C {
-						if _, _, err := sc.SendRequest(protocol.KeepaliveRequestType, true, nil); err != nil {
-							return
-						}
-					}
-				}()
-				for req := range reqs {
-					if req.Type == protocol.BindRequestType {
-						time.Sleep(slow) // the store's answer, not a wait for a condition
-						_ = req.Reply(true, []byte("{}"))
-						continue
-					}
-					_ = req.Reply(req.Type == protocol.KeepaliveRequestType, nil)
-				}
-			}()
+			}
+		}()
+		for req := range reqs {
+			if req.Type == protocol.BindRequestType {
+				time.Sleep(slow) // the store's answer, not a wait for a condition
+				_ = req.Reply(true, []byte("{}"))
+				continue
+			}
+			_ = req.Reply(req.Type == protocol.KeepaliveRequestType, nil)
 		}
-	}()
-	return ln.Addr().String(), string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+	})
 }
 
 // A keepalive that starts as a bind does waits behind the bind's answer
