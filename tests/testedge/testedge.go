@@ -7,6 +7,9 @@ package testedge
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +44,39 @@ func Config(t testing.TB, dir string) server.Config {
 		TCPPortRange:      ports.Range(t, 3),
 		KeepaliveInterval: 500 * time.Millisecond,
 		KeepaliveTimeout:  2 * time.Second,
+		Logger:            testLogger(t),
 	}
+}
+
+// testLogger writes the edge's log to the test's (shown when it fails, or
+// with -v), so that a failure says what the edge did: a session it closed,
+// a store call that failed. Lines after the test's end are dropped
+// (testing forbids them).
+func testLogger(t testing.TB) *slog.Logger {
+	w := &testLog{t: t}
+	t.Cleanup(w.end)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testLog struct {
+	t     testing.TB
+	mu    sync.Mutex
+	ended bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log("edge: " + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLog) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
 }
 
 // Start starts an edge with cfg in the test's process and closes
