@@ -323,10 +323,17 @@ func (s *Server) handle(raw net.Conn) {
 	if s.closing.Load() {
 		// Close raced with this handshake: do not leave a session behind.
 		go ss.Terminate(protocol.CodeEdgeShuttingDown, "edge is shutting down")
-	} else if !s.keyExists(pend.p) {
-		// The key was revoked between the password check and Add, when
-		// the revocation could not yet see this session.
-		go ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
+	} else {
+		// The key may have been revoked between the password check and
+		// Add, when the revocation could not yet see this session. The
+		// look is a store read, which may take the store's timeout (an
+		// etcd member going away): the session is served meanwhile, or
+		// its agent's keepalives would go unanswered and it would hang up.
+		go func() {
+			if !s.keyExists(pend.p) {
+				ss.Terminate(protocol.CodeKeyRevoked, "key "+pend.p.ID+" was revoked")
+			}
+		}()
 	}
 	s.track(ss)
 	// The session is served by a watcher, with no goroutine of its own
