@@ -185,26 +185,26 @@ func (c *conn) closeLingering() {
 // that streams goes on after).
 func (c *conn) send(up *upstream, chunked bool, length int64) (b *bodyCopy, written int64, err error) {
 	if _, err := up.bw.Write(c.sent); err != nil {
-		return nil, up.w.n, err
+		return nil, up.w.N, err
 	}
 	if !chunked && length <= 0 {
 		if err := up.bw.Flush(); err != nil {
-			return nil, up.w.n, err
+			return nil, up.w.N, err
 		}
 		c.watchSoon()
-		return nil, up.w.n, nil
+		return nil, up.w.N, nil
 	}
 	if !chunked && int64(c.br.Buffered()) >= length {
 		body, _ := c.br.Peek(int(length))
 		_, _ = up.bw.Write(body)
 		if err := up.bw.Flush(); err != nil {
-			return nil, up.w.n, err
+			return nil, up.w.N, err
 		}
 		_, _ = c.br.Discard(len(body))
 		c.watchSoon()
-		return &bodyCopy{n: length, done: true, ok: true}, up.w.n, nil
+		return &bodyCopy{n: length, done: true, ok: true}, up.w.N, nil
 	}
-	written = up.w.n
+	written = up.w.N
 	b = &bodyCopy{result: make(chan error, 1)}
 	p := pipe{w: up.bw, r: c.br}
 	if d := c.s.BodyTimeout; d > 0 {

@@ -20,28 +20,14 @@ type upstream struct {
 	// probed for quiet and its Lease decides; probe is nc's otherwise.
 	direct bool
 	probe  *httprule.Prober
-	w      countingWriter
+	w      httprule.Written
 	br     *bufio.Reader
 	bw     *bufio.Writer
 }
 
-// countingWriter counts the bytes its connection accepted, for the
-// rulebook's replay rule: a request none of which was written never
-// reached the upstream.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // hold takes the buffers for an exchange.
 func (u *upstream) hold() {
-	u.w.n = 0
+	u.w.Reset()
 	if u.br == nil {
 		u.br = upstreamReaders.Get().(*bufio.Reader)
 		u.br.Reset(u.r)
@@ -111,7 +97,7 @@ func (c *conn) upstream(rt *Route) (*upstream, error) {
 		return nil, err
 	}
 	r, direct := readerOf(nc)
-	u := &upstream{nc: nc, key: rt.Key, r: r, direct: direct, w: countingWriter{w: nc}}
+	u := &upstream{nc: nc, key: rt.Key, r: r, direct: direct, w: httprule.Written{W: nc}}
 	if !direct {
 		u.probe = httprule.NewProber(nc)
 	}

@@ -12,7 +12,6 @@ package httpfwd
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"sync"
 
@@ -26,21 +25,9 @@ type Conn struct {
 	c     net.Conn
 	key   string
 	probe *httprule.Prober
-	w     countingWriter
+	w     httprule.Written
 	br    *bufio.Reader
 	bw    *bufio.Writer
-}
-
-// countingWriter counts the bytes its connection accepted.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 var (
@@ -51,7 +38,7 @@ var (
 // NewConn wraps c, opened for key (what may reuse it: a host, an upstream
 // address).
 func NewConn(c net.Conn, key string) *Conn {
-	u := &Conn{c: c, key: key, probe: httprule.NewProber(c), w: countingWriter{w: c}}
+	u := &Conn{c: c, key: key, probe: httprule.NewProber(c), w: httprule.Written{W: c}}
 	u.br = readers.Get().(*bufio.Reader)
 	u.br.Reset(c)
 	u.bw = writers.Get().(*bufio.Writer)

@@ -40,7 +40,7 @@ func Forward(w http.ResponseWriter, out *http.Request, idle *Idle, key string, d
 		if err != nil {
 			stop()
 			u.Close()
-			if out.Body == nil && ctx.Err() == nil && httprule.Replay(u.w.n, err, attempt+1) {
+			if out.Body == nil && ctx.Err() == nil && httprule.Replay(u.w.N, err, attempt+1) {
 				continue
 			}
 			return err
@@ -68,7 +68,7 @@ func open(ctx context.Context, idle *Idle, key string, dial Dial) (*Conn, error)
 			break
 		}
 		if u.reusable() {
-			u.w.n = 0
+			u.w.Reset()
 			return u, nil
 		}
 		u.Close()

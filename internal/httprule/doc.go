@@ -12,7 +12,7 @@
 //     takes from a client, on any path (Forwarded, Identity, EdgeWritten);
 //   - which trailer fields are passed on (TrailerAllowed);
 //   - when a request may be sent again and when a connection may carry the
-//     next one (Replay, Reusable, Quiet, Lease).
+//     next one (Replay over the Written count, Reusable, Quiet, Lease).
 //
 // The rules are plain functions over field names and facts the engines
 // know, so each has a table test, and an engine that disagrees with

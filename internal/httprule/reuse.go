@@ -29,6 +29,24 @@ func Replay(written int64, err error, sends int) bool {
 	return written == 0 && sends < MaxSends && Closed(err)
 }
 
+// Written counts the bytes a connection accepted since the last Reset:
+// what Replay asks of a failed send. Each HTTP engine writes a request
+// through one, so the rule reads the same count everywhere.
+type Written struct {
+	W io.Writer
+	N int64
+}
+
+// Write writes p to W and counts what W accepted.
+func (c *Written) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	c.N += int64(n)
+	return n, err
+}
+
+// Reset starts the count of a new request.
+func (c *Written) Reset() { c.N = 0 }
+
 // Closed reports whether err is a connection that was closed or reset:
 // an end of stream, a reset, a broken pipe, or a use after close.
 func Closed(err error) bool {

@@ -188,6 +188,37 @@ func TestReplay(t *testing.T) {
 	}
 }
 
+// shortWriter accepts at most n bytes in all, then fails as a peer that
+// closed would.
+type shortWriter struct{ n int }
+
+func (w *shortWriter) Write(p []byte) (int, error) {
+	if len(p) <= w.n {
+		w.n -= len(p)
+		return len(p), nil
+	}
+	n := w.n
+	w.n = 0
+	return n, syscall.EPIPE
+}
+
+func TestWrittenCountsWhatTheConnectionAccepted(t *testing.T) {
+	w := Written{W: &shortWriter{n: 5}}
+	if _, err := w.Write([]byte("GET ")); err != nil || w.N != 4 {
+		t.Fatalf("after a whole write: N=%d err=%v, want 4 and nil", w.N, err)
+	}
+	if n, err := w.Write([]byte("/ HTTP/1.1")); n != 1 || !errors.Is(err, syscall.EPIPE) || w.N != 5 {
+		t.Fatalf("after a short write: n=%d N=%d err=%v, want 1, 5 and EPIPE", n, w.N, err)
+	}
+	if Replay(w.N, syscall.EPIPE, 1) {
+		t.Fatal("a request of which bytes were accepted must not be sent again")
+	}
+	w.Reset()
+	if _, err := w.Write([]byte("x")); err == nil || w.N != 0 || !Replay(w.N, err, 1) {
+		t.Fatalf("a refused first byte: N=%d err=%v, want 0, an error, and a replay", w.N, err)
+	}
+}
+
 func TestReusable(t *testing.T) {
 	for _, tc := range []struct {
 		complete, closing bool
