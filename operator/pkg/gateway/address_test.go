@@ -112,6 +112,7 @@ func TestAssignAddresses(t *testing.T) {
 func TestRulesForAddress(t *testing.T) {
 	gw := gateway(gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80})
 	gw.Status = ipStatus("192.0.2.7")
+	listed := make([]gwv1.HTTPRoute, 0, 3)
 	gws := Gateways{types.NamespacedName{Namespace: "a", Name: "gw"}: {Gateway: gw, Listeners: Evaluate(gw, withAddress("192.0.2.7"))}}
 	route := func(name string, sec int, hosts ...gwv1.Hostname) *gwv1.HTTPRoute {
 		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
@@ -128,7 +129,10 @@ func TestRulesForAddress(t *testing.T) {
 	if !IsAddress("192.0.2.7") || IsAddress("mine.example") {
 		t.Fatal("IsAddress")
 	}
-	rules := ForAddress(Rules(routes))
+	for _, rt := range routes {
+		listed = append(listed, *rt)
+	}
+	rules := RulesOfHost("192.0.2.7", []*gwv1.Gateway{gw}, listed, nil)
 	if len(rules) != 4 {
 		t.Fatalf("%d rules, want 4 (one per hostname)", len(rules))
 	}

@@ -16,14 +16,14 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// HTTPRoutesFor returns the HTTPRoutes attached to host through gws (the
-// served Gateways of the host, already limited to the namespaces allowed
-// to publish it). Listener reservations are the controller's to check: a
-// host whose key exists is reserved.
+// RulesFor returns the rules of host's table (RulesOfHost) from the
+// HTTPRoutes of the cache: gws are the served Gateways of the host, already
+// limited to the namespaces allowed to publish it. Listener reservations
+// are the controller's to check: a host whose key exists is reserved.
 //
 // nsLabels reads a namespace's labels for allowedRoutes selectors (nil, or
 // nil labels: a selector matches nothing).
-func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws []*gwv1.Gateway, nsLabels func(ns string) labels.Set) ([]*gwv1.HTTPRoute, error) {
+func RulesFor(ctx context.Context, reader client.Reader, host string, gws []*gwv1.Gateway, nsLabels func(ns string) labels.Set) ([]Rule, error) {
 	if len(gws) == 0 {
 		return nil, nil
 	}
@@ -31,11 +31,12 @@ func HTTPRoutesFor(ctx context.Context, reader client.Reader, host string, gws [
 	if err := reader.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
 	}
-	return RoutesOfHost(host, gws, list.Items, nsLabels), nil
+	return RulesOfHost(host, gws, list.Items, nsLabels), nil
 }
 
-// RoutesOfHost is HTTPRoutesFor on routes already listed: those of routes,
-// not being deleted, that attach to host through gws.
+// RoutesOfHost are the routes of routes, not being deleted, that attach
+// to a listener hostname host through gws (a Gateway's address:
+// RoutesOfAddress).
 func RoutesOfHost(host string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, nsLabels func(ns string) labels.Set) []*gwv1.HTTPRoute {
 	evaluated := Gateways{}
 	for _, gw := range gws {
@@ -114,15 +115,17 @@ func HostHandler(reader client.Reader) handler.EventHandler {
 	}
 }
 
-// HostsChanged lets through the Gateway events that may change its hosts:
-// a new generation, or a new own address in its status (AssignAddresses),
-// which the controller writes without a spec change.
+// HostsChanged lets through the Gateway events that may change its hosts
+// or their tables: a new generation, a new own address in its status
+// (AssignAddresses), or other listeners accepted in its status (which
+// hostnames its address answers for, RoutesOfAddress): the controller
+// writes both without a spec change.
 func HostsChanged() predicate.Predicate {
 	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*gwv1.Gateway)
 			n, ok2 := e.ObjectNew.(*gwv1.Gateway)
-			return ok1 && ok2 && OwnAddress(o) != OwnAddress(n)
+			return ok1 && ok2 && (OwnAddress(o) != OwnAddress(n) || !sameListeners(o, n))
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },

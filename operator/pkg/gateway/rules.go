@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -163,29 +162,4 @@ func filtersProblem(fs []gwv1.HTTPRouteFilter) string {
 func IsAddress(host string) bool {
 	_, err := netip.ParseAddr(host)
 	return err == nil
-}
-
-// ForAddress returns rules as a Gateway's address serves them: the
-// listener has no hostname, so a route's hostnames select the requests by
-// their host, one rule per hostname (the router orders an exact hostname
-// first, then longer wildcards, then routes without hostnames).
-func ForAddress(rules []Rule) []Rule {
-	var out []Rule
-	for _, r := range rules {
-		if len(r.Route.Spec.Hostnames) == 0 {
-			out = append(out, r)
-			continue
-		}
-		for _, h := range r.Route.Spec.Hostnames {
-			c := pubhost.Conditions{}
-			if r.Conditions != nil {
-				c = *r.Conditions
-			}
-			c.Host = strings.ToLower(string(h))
-			hr := r
-			hr.Conditions = &c
-			out = append(out, hr)
-		}
-	}
-	return out
 }

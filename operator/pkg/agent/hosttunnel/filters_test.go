@@ -53,8 +53,12 @@ func TestAddressRulesByHost(t *testing.T) {
 			Spec: gwv1.HTTPRouteSpec{Hostnames: hosts, Rules: []gwv1.HTTPRouteRule{{}}}}
 	}
 	routes := []*gwv1.HTTPRoute{route("plain", 1), route("wild", 2, "*.example.com"), route("exact", 3, "foo.example.com", "bar.example.org")}
+	var onAddress []gateway.AddressRoute
+	for _, rt := range routes { // attached to a listener without a hostname
+		onAddress = append(onAddress, gateway.AddressRoute{Route: rt, Hosts: gateway.Intersection("", rt.Spec.Hostnames)})
+	}
 	var rs []router.Route
-	for _, r := range gateway.ForAddress(gateway.Rules(routes)) {
+	for _, r := range gateway.AddressRules(onAddress) {
 		rs = append(rs, router.Route{Type: r.Type, Path: r.Path, Name: r.Route.Name, Conditions: r.Conditions, Rank: r.Rank})
 	}
 	table := router.NewTable(rs, nil)

@@ -51,17 +51,13 @@ func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []st
 	if allowed != nil {
 		gws = slices.DeleteFunc(gws, func(gw *gwv1.Gateway) bool { return !slices.Contains(allowed, gw.Namespace) })
 	}
-	routes, err := gateway.HTTPRoutesFor(ctx, r.Client, host, gws, gateway.NamespaceLabels(ctx, r.Reader))
-	if err != nil || len(routes) == 0 {
+	rules, err := gateway.RulesFor(ctx, r.Client, host, gws, gateway.NamespaceLabels(ctx, r.Reader))
+	if err != nil || len(rules) == 0 {
 		return nil, err
 	}
 	var grants gwv1.ReferenceGrantList
 	if err := r.Client.List(ctx, &grants); err != nil {
 		return nil, fmt.Errorf("listing ReferenceGrants: %w", err)
-	}
-	rules := gateway.Rules(routes)
-	if gateway.IsAddress(host) {
-		rules = gateway.ForAddress(rules)
 	}
 	var out []gwEntry
 	for _, rule := range rules {

@@ -111,7 +111,7 @@ type entryOut struct {
 // TestTranslateGolden runs every case of testdata/: the objects of
 // in.yaml through the controller's translation (translate, the one
 // Reconcile runs) and the agent's route table of each published host
-// (model.RoutesOfHost, model.Rules, the router's precedence), compared
+// (model.RulesOfHost, the router's precedence), compared
 // with out.yaml. go test -update rewrites out.yaml after a change that
 // is meant; review the diff.
 func TestTranslateGolden(t *testing.T) {
@@ -231,18 +231,20 @@ func routeStatus(rt client.Object, parents []gwv1.RouteParentStatus) routeOut {
 func routeTables(tr translation, in snapshot) []tableOut {
 	publishers := map[string][]*gwv1.Gateway{}
 	for _, gw := range in.gateways {
-		for _, l := range tr.evaluated[client.ObjectKeyFromObject(gw)].Listeners {
-			if l.Accepted && l.Host != "" && !slices.Contains(publishers[l.Host], gw) {
-				publishers[l.Host] = append(publishers[l.Host], gw)
+		// The agent reads the Gateway with the status the controller
+		// wrote: its own address, its listeners' conditions.
+		key := client.ObjectKeyFromObject(gw)
+		written := gw.DeepCopy()
+		written.Status = gatewayStatus(tr.evaluated[key], tr.attached[key])
+		for _, l := range tr.evaluated[key].Listeners {
+			if l.Accepted && l.Host != "" && !slices.Contains(publishers[l.Host], written) {
+				publishers[l.Host] = append(publishers[l.Host], written)
 			}
 		}
 	}
 	var out []tableOut
 	for _, host := range sortedKeys(publishers) {
-		rules := model.Rules(model.RoutesOfHost(host, publishers[host], in.httpRoutes, in.namespaceLabels))
-		if model.IsAddress(host) {
-			rules = model.ForAddress(rules)
-		}
+		rules := model.RulesOfHost(host, publishers[host], in.httpRoutes, in.namespaceLabels)
 		var routes []router.Route
 		byName := map[int]model.Rule{}
 		for _, rule := range rules {
