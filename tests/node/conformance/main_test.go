@@ -29,7 +29,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/testca"
 )
 
-// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too.
+// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too (node.RunSuite).
 
 var env struct {
 	cluster *node.Cluster
@@ -43,35 +43,11 @@ var env struct {
 const tag = "0.0.1-conformance"
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(node.RunSuite(m, "conformance", setUp, tearDown))
 }
 
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tuna-conformance-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+func setUp(dir string) error {
 	env.dir = dir
-	code := 1
-	defer func() {
-		if code == 0 && os.Getenv("TUNA_NODE_KEEP_LOGS") == "" {
-			_ = os.RemoveAll(dir)
-		} else {
-			fmt.Fprintf(os.Stderr, "conformance: the logs (components, edge) are in %s\n", dir)
-		}
-	}()
-	if err := setUp(); err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		tearDown()
-		return code
-	}
-	code = m.Run()
-	tearDown()
-	return code
-}
-
-func setUp() error {
 	harness.UseTestLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

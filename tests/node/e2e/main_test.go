@@ -23,7 +23,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/node/tuna"
 )
 
-// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too.
+// TUNA_NODE_KEEP_LOGS=1 keeps the logs of a run that passed too (node.RunSuite).
 
 // env is what every test of the suite shares: one cluster with the chart
 // installed.
@@ -48,35 +48,11 @@ const (
 const appNamespace = "apps"
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(node.RunSuite(m, "node-e2e", setUp, tearDown))
 }
 
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tuna-node-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+func setUp(dir string) error {
 	env.dir = dir
-	code := 1
-	defer func() {
-		if code == 0 && os.Getenv("TUNA_NODE_KEEP_LOGS") == "" {
-			_ = os.RemoveAll(dir)
-		} else {
-			fmt.Fprintf(os.Stderr, "node e2e: the logs (components, edge) are in %s\n", dir)
-		}
-	}()
-	if err := setUp(); err != nil {
-		fmt.Fprintln(os.Stderr, "node e2e:", err)
-		tearDown()
-		return code
-	}
-	code = m.Run()
-	tearDown()
-	return code
-}
-
-func setUp() error {
 	harness.UseTestLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
