@@ -72,7 +72,7 @@ func (s *Server) certificateHost(raw string) (string, error) {
 		return ip.String(), nil
 	}
 	host := names.Normalize(raw)
-	if err := names.CheckDomain(host); err != nil {
+	if err := names.CheckHost(host); err != nil {
 		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "host: %v", err)
 	}
 	return host, nil

@@ -186,8 +186,16 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 		return addr + "." + s.cfg.BaseDomain, nil
 	}
 	host := names.Normalize(addr)
-	if err := names.CheckDomain(host); err != nil {
+	if err := names.CheckHost(host); err != nil {
 		return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain, "address: %v", err)
+	}
+	if parent, ok := names.WildcardParent(host); ok {
+		if !s.Claimable(host) {
+			return "", fail(http.StatusBadRequest, apiwire.CodeInvalidDomain,
+				"address %s: a wildcard covers the names under a subdomain of %s (*.<name>.%s), under a verified custom domain, or any names on an edge that takes any host (tuna-edge serve --any-host), never %s itself; %s is none of these",
+				host, s.cfg.BaseDomain, s.cfg.BaseDomain, s.cfg.BaseDomain, parent)
+		}
+		return host, nil
 	}
 	if _, ok := names.SubdomainOf(host, s.cfg.BaseDomain); ok {
 		return host, nil
@@ -205,8 +213,8 @@ func (s *Server) tunnelAddress(proto, addr string) (string, error) {
 }
 
 // claimable reports whether the first owner of a key for HTTP address addr
-// claims it: a bare subdomain of the base domain, a Gateway address, and
-// on an --any-host edge every host. A reserved custom domain carries its
+// claims it: a bare subdomain of the base domain, a Gateway address, on an
+// --any-host edge every host, and a wildcard (wildcardClaimable). A reserved custom domain carries its
 // owner in its reservation instead (the store takes that first), and TCP
 // addresses exist only as reservations.
 func (s *Server) claimable(addr string) bool { return s.Claimable(addr) }
@@ -215,6 +223,9 @@ func (s *Server) claimable(addr string) bool { return s.Claimable(addr) }
 // binds it without a reservation, its owner having claimed it when the
 // key was issued.
 func (s *Server) Claimable(addr string) bool {
+	if parent, ok := names.WildcardParent(addr); ok {
+		return s.wildcardClaimable(parent)
+	}
 	if _, ok := names.SubdomainOf(addr, s.cfg.BaseDomain); ok {
 		return true
 	}
@@ -222,6 +233,25 @@ func (s *Server) Claimable(addr string) bool {
 		return slices.Contains(s.cfg.GatewayAddresses, ip)
 	}
 	return s.cfg.AnyHost
+}
+
+// wildcardClaimable reports whether "*.parent" may be claimed: parent is a
+// bare subdomain of the base domain, a verified custom domain, or, on an
+// --any-host edge, any name. Never a wildcard over the base domain itself
+// (or a name above it): the names under the base domain nobody holds,
+// such as a quick tunnel's once it is gone, must not fall to one owner.
+// The owner of parent, when it has one, is checked by the store
+// (store.IssueTunnelKey), as for any address.
+func (s *Server) wildcardClaimable(parent string) bool {
+	base := s.cfg.BaseDomain
+	if parent == base || strings.HasSuffix(base, "."+parent) {
+		return false
+	}
+	if _, ok := names.SubdomainOf(parent, base); ok || s.cfg.AnyHost {
+		return true
+	}
+	d, err := s.st.GetDomain(parent)
+	return err == nil && d.Custom && d.Verified
 }
 
 func checkLabels(labels map[string]string) error {

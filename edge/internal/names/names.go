@@ -5,6 +5,7 @@ package names
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -79,4 +80,59 @@ func CheckAlias(a string) error {
 		return fmt.Errorf("alias %q is all digits: it would read as a port number", a)
 	}
 	return nil
+}
+
+// Wildcards: a host "*.parent" stands for every name under parent, one or
+// more labels deep, as a Gateway API listener hostname does ("*.example.com"
+// covers "a.example.com" and "a.b.example.com", not "example.com"). A name
+// is served by a wildcard only when nobody holds the name itself; the
+// callers decide that (the edge's host lookup, its certificates).
+
+// WildcardParent returns parent when host is "*.parent".
+func WildcardParent(host string) (string, bool) {
+	return strings.CutPrefix(host, "*.")
+}
+
+// CheckWildcard validates "*.parent": parent must itself be a valid
+// domain (CheckDomain), so no wildcard covers a top-level domain.
+func CheckWildcard(host string) error {
+	parent, ok := WildcardParent(host)
+	if !ok {
+		return fmt.Errorf("%q is not a wildcard (*.parent)", host)
+	}
+	if err := CheckDomain(parent); err != nil {
+		return fmt.Errorf("wildcard %q: %w", host, err)
+	}
+	return nil
+}
+
+// CheckHost validates an exact host (CheckDomain) or a wildcard
+// (CheckWildcard).
+func CheckHost(host string) error {
+	if strings.HasPrefix(host, "*.") {
+		return CheckWildcard(host)
+	}
+	return CheckDomain(host)
+}
+
+// Covering calls fn with each wildcard that covers host, the most specific
+// first, until fn returns false: for "a.b.example.com", "*.b.example.com"
+// then "*.example.com"; for the wildcard "*.b.example.com", "*.example.com".
+// A wildcard's parent has at least two labels; an IP address has no
+// wildcard.
+func Covering(host string, fn func(wildcard string) bool) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return
+	}
+	rest := strings.TrimPrefix(host, "*.")
+	for {
+		_, parent, ok := strings.Cut(rest, ".")
+		if !ok || !strings.Contains(parent, ".") {
+			return
+		}
+		if !fn("*." + parent) {
+			return
+		}
+		rest = parent
+	}
 }

@@ -1,6 +1,9 @@
 package names
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{
@@ -53,5 +56,48 @@ func TestSubdomainOf(t *testing.T) {
 	}
 	if _, ok := SubdomainOf("tuna.localhost", "tuna.localhost"); ok {
 		t.Fatal("base accepted")
+	}
+}
+
+func TestCheckHostWildcards(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"*.example.com":   true,
+		"*.a.example.com": true,
+		"example.com":     true,
+		"*.com":           false, // a top-level domain's wildcard
+		"*":               false,
+		"a.*.example.com": false,
+		"*.*.example.com": false,
+		"**.example.com":  false,
+		"*a.example.com":  false,
+	} {
+		if err := CheckHost(in); (err == nil) != ok {
+			t.Errorf("CheckHost(%q) = %v, want ok=%v", in, err, ok)
+		}
+	}
+}
+
+func TestCovering(t *testing.T) {
+	collect := func(host string) []string {
+		var out []string
+		Covering(host, func(w string) bool { out = append(out, w); return true })
+		return out
+	}
+	for in, want := range map[string][]string{
+		"a.b.example.com": {"*.b.example.com", "*.example.com"},
+		"a.example.com":   {"*.example.com"},
+		"example.com":     nil,
+		"*.b.example.com": {"*.example.com"},
+		"*.example.com":   nil,
+		"192.0.2.7":       nil,
+	} {
+		if got := collect(in); !slices.Equal(got, want) {
+			t.Errorf("Covering(%q) = %q, want %q", in, got, want)
+		}
+	}
+	n := 0
+	Covering("a.b.c.example.com", func(string) bool { n++; return false })
+	if n != 1 {
+		t.Errorf("Covering went on after fn returned false: %d calls", n)
 	}
 }

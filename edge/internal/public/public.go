@@ -170,11 +170,11 @@ func routeKey(cs *connState, host string) string {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	cs, _ := r.Context().Value(keyConn).(*connState)
 	host := routeKey(cs, r.Host)
-	rt := h.reg.Lookup(host)
+	rt, offline := h.route(host)
 	if rt == nil {
 		h.limitLocal(w)
-		if h.known != nil && h.known(host) {
-			http.Error(w, fmt.Sprintf("tuna-edge: the tunnel for %s is not connected", host), http.StatusBadGateway)
+		if offline != "" {
+			http.Error(w, fmt.Sprintf("tuna-edge: the tunnel for %s is not connected", offline), http.StatusBadGateway)
 			return
 		}
 		http.Error(w, fmt.Sprintf("tuna-edge: no tunnel is bound to host %q", host), http.StatusNotFound)
@@ -222,6 +222,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), keyRoute, rt)
 	ctx = context.WithValue(ctx, keyConn, cs)
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// route is the route of host, its own or a wildcard's (registry.Resolve),
+// or the held name that stops the walk while it is not connected.
+func (h *Handler) route(host string) (*registry.Route, string) {
+	return h.reg.Resolve(host, h.known)
 }
 
 // rewrite prepares an upgrade request for ReverseProxy, with the same
@@ -368,7 +374,7 @@ func (h *Handler) newTransport(cs *connState) *http.Transport {
 				host = addr
 			}
 			host = routeKey(cs, host)
-			rt := h.reg.Lookup(host)
+			rt, _ := h.route(host)
 			if rt == nil {
 				return nil, fmt.Errorf("the tunnel for %s is not connected", host)
 			}

@@ -64,7 +64,7 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 		return h1.Route{}, false
 	}
 	host := names.Normalize(string(hd.Host))
-	rt := h.reg.Lookup(host)
+	rt, _ := h.route(host)
 	if rt == nil || !rt.Pool.ACL().AllowedAddr(remote) {
 		return h1.Route{}, false
 	}

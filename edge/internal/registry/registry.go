@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )
 
@@ -127,6 +128,28 @@ func (r *Registry) Lookup(host string) *Route {
 		return rt.(*Route)
 	}
 	return nil
+}
+
+// Resolve finds the route that serves a request for host: its own, else
+// that of the most specific wildcard covering it ("*.parent", any depth).
+// A name somebody holds (held: reserved, or named by a tunnel key) stops
+// the walk even with no live route, and is returned as offline: its
+// requests answer "not connected" and never reach a wildcard, which may
+// be another owner's. Both nil and "": nothing serves host. Lock-free.
+func (r *Registry) Resolve(host string, held func(name string) bool) (rt *Route, offline string) {
+	if rt := r.Lookup(host); rt != nil {
+		return rt, ""
+	}
+	if held != nil && held(host) {
+		return nil, host
+	}
+	names.Covering(host, func(w string) bool {
+		if rt = r.Lookup(w); rt == nil && held != nil && held(w) {
+			offline = w
+		}
+		return rt == nil && offline == ""
+	})
+	return rt, offline
 }
 
 // ClaimKey reserves a place in tunnel key keyID's pool for session sid; the

@@ -224,7 +224,7 @@ func (ss *session) resolveHost(req protocol.BindRequest) (string, *protocol.Erro
 			}
 			return ip.String(), nil
 		}
-		if err := names.CheckDomain(host); err != nil {
+		if err := names.CheckHost(host); err != nil {
 			return "", refusal(protocol.CodeInvalidRequest, "domain: %v", err)
 		}
 		if _, ok := names.SubdomainOf(host, base); ok {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 )
 
 // Ownership ties a reservation to the owner that made it. An empty Owner is
@@ -55,29 +57,53 @@ func (e *OwnedError) Error() string {
 
 // hostOwner says whether a reservation holds host, and refuses owner with
 // an *OwnedError when it may not use host: a reserved domain decides by its
-// Ownership, otherwise a claim by its owner.
+// Ownership, otherwise a claim by its owner. A name nobody holds is decided
+// by the nearest held name that covers it: for a wildcard "*.parent" its
+// parent, then for any name the wildcards above it (names.Covering), so
+// an owner's wildcard keeps the names under it that nobody held before,
+// and a name held before a wildcard over it stays its holder's.
 func hostOwner(tx tx, host, owner string) (reserved bool, err error) {
-	d, err := get[Domain](tx, bucketDomains, host)
-	if err == nil {
-		if !d.Allows(owner) {
-			return true, &OwnedError{Address: host, Owner: d.Owner}
+	reserved, held, err := nameOwner(tx, host, owner)
+	if err != nil || held {
+		return reserved, err
+	}
+	var covers []string
+	if parent, ok := names.WildcardParent(host); ok {
+		covers = append(covers, parent)
+	}
+	names.Covering(host, func(w string) bool { covers = append(covers, w); return true })
+	for _, c := range covers {
+		if _, held, err := nameOwner(tx, c, owner); err != nil || held {
+			return false, err
 		}
-		return true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
-		return false, err
-	}
-	c, err := get[Claim](tx, bucketClaims, host)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if c.Owner != owner {
-		return false, &OwnedError{Address: host, Owner: c.Owner, Claim: true}
 	}
 	return false, nil
+}
+
+// nameOwner reads who holds name itself (its Domain, else its claim) and
+// refuses owner with an *OwnedError when that holder does not allow it.
+func nameOwner(tx tx, name, owner string) (reserved, held bool, err error) {
+	d, err := get[Domain](tx, bucketDomains, name)
+	if err == nil {
+		if !d.Allows(owner) {
+			return true, true, &OwnedError{Address: name, Owner: d.Owner}
+		}
+		return true, true, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return false, false, err
+	}
+	c, err := get[Claim](tx, bucketClaims, name)
+	if errors.Is(err, ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if c.Owner != owner {
+		return false, true, &OwnedError{Address: name, Owner: c.Owner, Claim: true}
+	}
+	return false, true, nil
 }
 
 // endpointOwner returns the refusal for owner using the TCP endpoint an
