@@ -43,6 +43,11 @@ type Config struct {
 	// certificate its owner uploaded is served only while that owner holds
 	// the host. nil: the store's.
 	Holder func(host string) (owner string, held bool, err error)
+	// Known says, from memory, whether anyone may hold host (a reservation
+	// or a tunnel key names it: store.Host.Known); only for such a host is
+	// Holder asked before an owner's wildcard certificate covers it. nil:
+	// the store's index.
+	Known func(host string) bool
 	// OCSPClient fetches OCSP responses (default: a client with a 10s
 	// timeout).
 	OCSPClient *http.Client
@@ -94,6 +99,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Holder == nil {
 		cfg.Holder = cfg.Store.HostHolder
 	}
+	if cfg.Known == nil {
+		cfg.Known = func(host string) bool { return cfg.Store.Host(host).Known() }
+	}
 	if cfg.HostPolicy == nil {
 		cfg.HostPolicy = func(context.Context, string) error { return nil }
 	}
@@ -141,6 +149,9 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return m.serve(e), nil
 	}
 	if err := m.cfg.HostPolicy(ctx, host); err != nil {
+		if e := m.storedWildcard(host); e != nil {
+			return m.serve(e), nil
+		}
 		return m.fallback(err)
 	}
 	e, err := m.load(host)
@@ -198,13 +209,36 @@ func (m *Manager) fallback(err error) (*tls.Certificate, error) {
 	return nil, err
 }
 
-// cached is host's entry in memory, or its parent's wildcard.
+// cached is host's entry in memory, or its parent's wildcard where it may
+// cover host (covers).
 func (m *Manager) cached(host string) *entry {
 	if e := m.cache.get(host); e != nil {
 		return e
 	}
 	if w := wildcardOf(host); w != "" {
-		return m.cache.get(w)
+		if e := m.cache.get(w); e != nil && m.covers(e.owner, host) == nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// covers refuses, as not found, an owner's wildcard certificate for a
+// host that another owner holds: the wildcard's owner holds the names
+// under it that nobody else holds, and only those get its certificate.
+// The edge's own wildcards ("" owner) cover any name, as its default
+// certificate does. The store is asked only for a host that may be held
+// (Known, from memory), so random names sent as SNI cost no store read.
+func (m *Manager) covers(owner, host string) error {
+	if owner == "" || !m.cfg.Known(host) {
+		return nil
+	}
+	holder, held, err := m.cfg.Holder(host)
+	if err != nil {
+		return err
+	}
+	if held && holder != owner {
+		return fmt.Errorf("the wildcard certificate of %s is not served for %s, which %s holds: %w", owner, host, holder, store.ErrNotFound)
 	}
 	return nil
 }
@@ -233,8 +267,41 @@ func (m *Manager) load(host string) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.admit(rec, host)
+}
+
+// storedWildcard is the stored wildcard certificate that covers host, for
+// a name the host policy refuses: one no key or reservation names, which
+// a wildcard tunnel serves. Nothing is ordered for it, and the store is
+// read only when a key or reservation names the wildcard (Known, from
+// memory), so random names sent as SNI cost no store read.
+func (m *Manager) storedWildcard(host string) *entry {
+	w := wildcardOf(host)
+	if w == "" || !m.cfg.Known(w) {
+		return nil
+	}
+	rec, err := m.cfg.Store.TLSCert(w)
+	if err != nil {
+		return nil
+	}
+	e, err := m.admit(rec, host)
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+// admit opens a stored certificate found for host (its own, or a wildcard
+// that covers it) and caches it, unless its owner no longer holds it, it
+// may not cover host (covers), or it has expired.
+func (m *Manager) admit(rec store.TLSCert, host string) (*entry, error) {
 	if err := m.holds(rec.Host, rec.Owner); err != nil {
 		return nil, err
+	}
+	if rec.Host != host {
+		if err := m.covers(rec.Owner, host); err != nil {
+			return nil, err
+		}
 	}
 	e, err := m.open(rec)
 	if err != nil {
