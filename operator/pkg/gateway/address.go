@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -87,6 +88,22 @@ func Intersection(listener string, hostnames []gwv1.Hostname) []string {
 	return out
 }
 
+// wildcardOnAddress answers for an HTTP or HTTPS listener with a wildcard
+// hostname: the edge publishes no wildcard host, so the listener is
+// served on the Gateway's own address only, which a listener without a
+// hostname gives it (NeedsAddress), where requests of the hosts under the
+// wildcard reach its routes. Accepted on that address's port only.
+func wildcardOnAddress(gw *gwv1.Gateway, spec gwv1.Listener, res Reservations) Verdict {
+	if !NeedsAddress(gw) || res.Address == nil {
+		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is served only on the Gateway's own address (the edge publishes no wildcard host), and the Gateway has none: add a listener without a hostname, or list each reserved domain as its own listener", *spec.Hostname)}
+	}
+	v := res.Address(spec.Protocol, int32(spec.Port))
+	if !v.OK {
+		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is served only on the Gateway's own address (the edge publishes no wildcard host): %s", *spec.Hostname, v.Message)}
+	}
+	return Verdict{OK: true, Message: fmt.Sprintf("the listener is served on the Gateway's own address %s only: the edge publishes no wildcard host", v.Address)}
+}
+
 // AddressRoute is a route as its Gateway's address serves it: its rules
 // hold for requests of Hosts ("" any host).
 type AddressRoute struct {
@@ -113,8 +130,8 @@ func RoutesOfAddress(addr string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, 
 	byName := map[string]Listener{}
 	for i := range listeners {
 		l := &listeners[i]
-		if !l.AnyHost && (l.Host == "" || !StatusAccepted(gw, l.Name)) {
-			l.Accepted = false // a TCP listener, or a hostname not (yet) the namespace's
+		if !l.AnyHost && (l.Hostname == "" || !StatusAccepted(gw, l.Name)) {
+			l.Accepted = false // a hostname not (yet) the namespace's
 		}
 		byName[l.Name] = *l
 	}

@@ -152,3 +152,42 @@ func TestHostsChangedOnListenerAcceptance(t *testing.T) {
 		t.Fatal("an update that keeps the accepted listeners got through")
 	}
 }
+
+// A wildcard listener is accepted only where it is served: on the
+// Gateway's own address (a listener without a hostname gives it one), on
+// the port the edge serves its scheme there; its routes serve the hosts
+// under the wildcard there, and it publishes no host of its own.
+func TestWildcardListenerOnTheAddressOnly(t *testing.T) {
+	wild := gwv1.Listener{Name: "wild", Protocol: gwv1.HTTPSProtocolType, Port: 443, Hostname: hostname("*.wildcard.example")}
+	wrongPort := gwv1.Listener{Name: "wild-8443", Protocol: gwv1.HTTPSProtocolType, Port: 8443, Hostname: hostname("*.other.example")}
+	any := gwv1.Listener{Name: "any", Protocol: gwv1.HTTPSProtocolType, Port: 443}
+
+	alone := Evaluate(gateway(wild), withAddress("192.0.2.7"))
+	if a := status(t, alone[0], "Accepted"); a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "add a listener without a hostname") {
+		t.Fatalf("a wildcard listener without an address: %+v", a)
+	}
+	gw := gateway(any, wild, wrongPort)
+	gw.Status = ipStatus("192.0.2.7")
+	ls := Evaluate(gw, withAddress("192.0.2.7"))
+	if a := status(t, ls[1], "Accepted"); a.Status != metav1.ConditionTrue || ls[1].Host != "" || ls[1].Address != "" {
+		t.Fatalf("a wildcard listener beside one without a hostname: %+v, %+v", a, ls[1])
+	}
+	if a := status(t, ls[2], "Accepted"); a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "port") {
+		t.Fatalf("a wildcard listener on a port the address is not served on: %+v", a)
+	}
+	if h := Hosts(gw); len(h) != 1 || h[0] != "192.0.2.7" {
+		t.Fatalf("hosts %v: a wildcard publishes none", h)
+	}
+	_, addrs := GatewayConditions(gw, ls)
+	if len(addrs) != 1 || addrs[0].Value != "192.0.2.7" {
+		t.Fatalf("addresses %+v", addrs)
+	}
+	routes := []gwv1.HTTPRoute{
+		httpRoute("a", "under", 1, gwv1.ParentReference{Name: "gw", SectionName: ptr(gwv1.SectionName("wild"))}, "a.wildcard.example", "b.elsewhere.example"),
+		httpRoute("a", "outside", 2, gwv1.ParentReference{Name: "gw", SectionName: ptr(gwv1.SectionName("wild"))}, "b.elsewhere.example"),
+	}
+	got := table(RulesOfHost("192.0.2.7", []*gwv1.Gateway{withListenerStatus(gw, gw.Generation, "any", "wild")}, routes, nil))
+	if got != "under a.wildcard.example" {
+		t.Fatalf("table %q, want the route's hostname under the wildcard only", got)
+	}
+}

@@ -98,10 +98,12 @@ func attachOne(r RouteInfo, ref gwv1.ParentReference, ev Evaluated) Parent {
 			p.Listeners = append(p.Listeners, l.Name)
 			continue
 		}
-		if l.AnyHost || hostsMatch(r.Hostnames, l.Host) {
+		if l.AnyHost || len(Intersection(l.Hostname, r.Hostnames)) > 0 {
 			hostMatch = true
 			p.Listeners = append(p.Listeners, l.Name)
-			p.Hosts = appendNew(p.Hosts, l.Host)
+			if l.Host != "" { // a wildcard listener publishes no host of its own
+				p.Hosts = appendNew(p.Hosts, l.Host)
+			}
 		}
 	}
 	switch {
@@ -154,21 +156,6 @@ func namespaceAllowed(gw *gwv1.Gateway, listener string, r RouteInfo) bool {
 		}
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		return err == nil && s.Matches(r.NamespaceLabels)
-	}
-	return false
-}
-
-// hostsMatch reports whether a route with hostnames may serve a listener
-// host: no hostnames take the listener's, an exact one must equal it, and
-// a wildcard "*.example.com" matches any host below example.com.
-func hostsMatch(hostnames []gwv1.Hostname, host string) bool {
-	if len(hostnames) == 0 {
-		return true
-	}
-	for _, h := range hostnames {
-		if s := strings.ToLower(string(h)); s == host || wildcardCovers(s, host) {
-			return true
-		}
 	}
 	return false
 }

@@ -142,7 +142,12 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 					key = "address"
 				}
 			case l.Host == "":
-				reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("wildcard hostname %s is not supported: list each reserved domain as its own listener", *spec.Hostname))
+				if v := wildcardOnAddress(gw, spec, res); !v.OK {
+					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
+				} else {
+					key = "wildcard/" + l.Hostname
+					accepted.Message = v.Message
+				}
 			default:
 				if v := res.Host(l.Host); !v.OK {
 					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)

@@ -13,9 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"code.tuna.am/tuna/k8s-operator/edge/apiwire"
@@ -33,10 +31,7 @@ import (
 func TestGatewayListenerWithoutHostnameServesHTTPS(t *testing.T) {
 	ctx := context.Background()
 	ns := testNamespace(t, "gw-address")
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
-	if err := cp.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	ensureGatewayClass(t)
 	const name = "shop.gateway.test"
 	cert := tlsSecret(t, ns, name)
 	ip := service(t, ns, "web", 8080, "")
@@ -54,14 +49,7 @@ func TestGatewayListenerWithoutHostnameServesHTTPS(t *testing.T) {
 		Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr(gwv1.PortNumber(8080))}}}}}},
 	}}))
 	listenerProgrammed(t, ns, metav1.ConditionTrue, "")
-	var addr string
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var gw gwv1.Gateway
-		require.NoError(c, cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gw"}, &gw))
-		require.NotEmpty(c, gw.Status.Addresses)
-		require.Equal(c, gwv1.IPAddressType, *gw.Status.Addresses[0].Type)
-		addr = gw.Status.Addresses[0].Value
-	}, wait, 50*time.Millisecond, "the Gateway never gets its own address")
+	addr := gatewayAddress(t, ns)
 	at := net.JoinHostPort(addr, strconv.Itoa(int(port)))
 
 	// The listener's certificate, verified by a client as it would be for

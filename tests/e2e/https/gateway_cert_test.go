@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,10 +43,7 @@ func TestGatewayListenerCertificateServedByTheEdge(t *testing.T) {
 		_, err := cp.Namespace(ctx, ns)
 		require.NoError(t, err)
 	}
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayclass.ClassName}, Spec: gwv1.GatewayClassSpec{ControllerName: gatewayclass.ControllerName}}
-	if err := cp.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	ensureGatewayClass(t)
 	require.NoError(t, cp.Client.Create(ctx, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "shop"},
 		Spec: tunav1.DomainSpec{Subdomain: owner, SharedWith: []string{neighbour}}}))
 	host := owner + "." + harness.BaseDomain

@@ -63,16 +63,17 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return harness.EdgeOptions{}, err
 			}
-			// Gateway addresses (gateway_address_test.go): loopback
-			// addresses named after a port of this process's own block,
-			// so no other test's listener shares them, and two ports.
+			// Gateway addresses (gateway_address*_test.go, three
+			// Gateways at most): loopback addresses named after a port of
+			// this process's own block, so no other test's listener
+			// shares them, and two ports.
 			p, err := ports.Take(3)
 			if err != nil {
 				return harness.EdgeOptions{}, err
 			}
 			a := netip.MustParseAddr(fmt.Sprintf("127.%d.%d.1", p>>8, p&0xff))
 			return harness.EdgeOptions{TLSCertFile: certFile, TLSKeyFile: keyFile,
-				GatewayAddresses: []netip.Addr{a, a.Next()}, GatewayHTTPPort: p + 1, GatewayHTTPSPort: p + 2}, nil
+				GatewayAddresses: []netip.Addr{a, a.Next(), a.Next().Next(), a.Next().Next().Next()}, GatewayHTTPPort: p + 1, GatewayHTTPSPort: p + 2}, nil
 		},
 		Start: func(e *suite.Env) (func(), error) {
 			cp, edge = e.CP, e.Edge

@@ -64,8 +64,6 @@ func skipTests() []string {
 // skipped are the suite's tests of the claimed profile that are not run,
 // each with its reason in docs/gateway-api.md (Conformance).
 var skipped = []string{
-	// A wildcard HTTPS listener beside one without a hostname.
-	"HTTPRouteHTTPSListener",
 	// Wildcard listener hostnames: tuna publishes one tunnel per host.
 	"HTTPRouteHostnameIntersection",
 	"HTTPRouteListenerHostnameMatching",
