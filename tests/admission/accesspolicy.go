@@ -27,5 +27,13 @@ var AccessPolicy = []Case{
 	{Name: "secret name upper case", Spec: "{rules: [{basicAuth: {secretRef: {name: Htpasswd}}}]}", Field: "spec.rules[0].basicAuth.secretRef.name", Message: "must be the name of a Secret"},
 	{Name: "realm with a quote", Spec: `{rules: [{basicAuth: {secretRef: {name: h}, realm: 'a"b'}}]}`, Field: "spec.rules[0].basicAuth.realm", Message: "should match"},
 	{Name: "rate limit of zero", Spec: "{rules: [{public: true}], rateLimits: {perClientIP: {requests: 0, period: 1m}}}", Field: "spec.rateLimits.perClientIP.requests", Message: "should be greater than or equal to 1"},
+	// A value that is not a duration would be stored, and then every list
+	// of AccessPolicies would fail to decode: admission must refuse it.
+	{Name: "session lifetime not a duration", Spec: "{rules: [{public: true}], sessionLifetime: banana}", Field: "spec.sessionLifetime", Message: "must be of type duration"},
+	{Name: "session lifetime too long", Spec: "{rules: [{public: true}], sessionLifetime: 1000h}", Field: "spec.sessionLifetime", Message: "sessionLifetime must be between 1s and 720h"},
+	{Name: "session lifetime zero", Spec: "{rules: [{public: true}], sessionLifetime: 0s}", Field: "spec.sessionLifetime", Message: "sessionLifetime must be between 1s and 720h"},
+	{Name: "rate period not a duration", Spec: "{rules: [{public: true}], rateLimits: {perIdentity: {requests: 5, period: soon}}}", Field: "spec.rateLimits.perIdentity.period", Message: "must be of type duration"},
+	{Name: "rate period too long", Spec: "{rules: [{public: true}], rateLimits: {perClientIP: {requests: 5, period: 48h}}}", Field: "spec.rateLimits.perClientIP.period", Message: "period must be between 1s and 24h"},
+	{Name: "rate period below a second", Spec: "{rules: [{public: true}], rateLimits: {perClientIP: {requests: 5, period: 500ms}}}", Field: "spec.rateLimits.perClientIP.period", Message: "period must be between 1s and 24h"},
 	{Name: "unknown field", Spec: "{rules: [{public: true, allow: true}]}", Field: "spec.rules[0].allow", Message: "unknown field"},
 }

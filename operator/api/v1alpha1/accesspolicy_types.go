@@ -57,8 +57,11 @@ type AccessPolicySpec struct {
 	Rules []AccessRule `json:"rules"`
 
 	// SessionLifetime bounds a session made by a login or a link, e.g.
-	// 8h or 30m (default 12h, at most 720h).
+	// 8h or 30m (default 12h; 1s to 720h).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('720h')",message="sessionLifetime must be between 1s and 720h, e.g. 8h"
 	SessionLifetime *metav1.Duration `json:"sessionLifetime,omitempty"`
 
 	// RateLimits bound the requests per client address and per
@@ -322,6 +325,9 @@ type RateLimit struct {
 	Requests int32 `json:"requests"`
 	// Period, e.g. 1m (1s to 24h).
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="period must be between 1s and 24h, e.g. 1m"
 	Period metav1.Duration `json:"period"`
 }
 
