@@ -18,11 +18,10 @@ const (
 	h2Bench        = "HTTPS h2 64 B, h2load -c64 -m10"
 	tunaHTTPS      = "tuna (edge terminating TLS + agent, 1 session)"
 	nginxHTTPS     = "nginx, 2 hops, the first terminating TLS"
-	// The other way of carrying h2 streams than the agent's default, as
-	// the reference of the h2 row (an http upstream: by default HTTP/1.1
-	// on channels, to the agent's h1 relay) and of the gRPC row (an h2c
-	// upstream: by default in frames): the same edge, another agent.
-	framesOnPath  = "tuna, agent forced to frames (-frames on)"
+	// The other way of carrying h2 streams than the agent's default
+	// (frames), as the reference of the h2 and gRPC rows: HTTP/1.1 on
+	// channels, to the agent's h1 relay for an http upstream; the same
+	// edge, another agent.
 	framesOffPath = "tuna, agent without frames (-frames off: h2 streams as HTTP/1.1 on channels)"
 )
 
@@ -196,18 +195,19 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 }
 
 // h2FramesRow measures the h2 row through the same edge to an agent that
-// takes every stream in frames (framesOnPath), right after the default.
+// takes every stream as HTTP/1.1 on channels (framesOffPath), right after
+// the default.
 func (b *bench) h2FramesRow(e *edgeProc, backend, addr string, directH2 float64) error {
 	keys, err := e.httpKeys("secure-frames", 1)
 	if err != nil {
 		return err
 	}
-	a, err := b.startAgent(e, "edge-https-agent-frames", "http", backend, keys, 1, "-frames", "on")
+	a, err := b.startAgent(e, "edge-https-agent-no-frames", "http", backend, keys, 1, "-frames", "off")
 	if err != nil {
 		return err
 	}
 	defer a.stop()
-	_, err = b.h2Row(framesOnPath, "https://secure-frames."+baseDomain+"/", addr, directH2)
+	_, err = b.h2Row(framesOffPath, "https://secure-frames."+baseDomain+"/", addr, directH2)
 	return err
 }
 

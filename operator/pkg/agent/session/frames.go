@@ -15,13 +15,12 @@ import (
 type Frames int
 
 const (
-	// FramesAuto takes them in frames unless the h1 relay serves the
-	// tunnel's plain requests (an http upstream). Frames save the edge an
-	// HTTP/1.1 write and parse, and feed the agent's net/http handler,
-	// which costs more than the relay; where net/http serves the stream
-	// anyway (h2c and https upstreams, Ingress hosts) they only save.
-	// Measured on a loaded machine, neither way won clearly
-	// (docs/benchmarks.md).
+	// FramesAuto takes them in frames, whatever the upstream: the edge
+	// writes and parses no HTTP/1.1 for an h2 stream. Measured against
+	// HTTP/1.1 channels to the agent's h1 relay (an http upstream), the
+	// two ways cost the same within the machine's noise
+	// (docs/benchmarks.md): what the edge saves, the agent's net/http
+	// spends again.
 	FramesAuto Frames = iota
 	// FramesOn takes every stream in frames.
 	FramesOn
@@ -30,27 +29,14 @@ const (
 	FramesOff
 )
 
-// relayer is a handler whose plain requests the h1 relay serves now
-// (proxy.HTTP with an http upstream).
-type relayer interface{ Relays() bool }
-
 // servesFrames: an http tunnel with a handler serves the framed channels
-// that carry the edge's HTTP/2 streams (protocol.FeatureHTTPFrames), as
-// its Frames says. Decided at each bind: an upstream swapped to another
-// scheme while the session lives keeps the session's choice (both carry
-// every stream; only their cost differs).
+// that carry the edge's HTTP/2 streams (protocol.FeatureHTTPFrames),
+// unless its Frames is FramesOff. Decided at each bind.
 func (t *Tunnel) servesFrames() bool {
 	if t.cfg.Bind.Protocol != protocol.ProtocolHTTP || t.traffic.Handler == nil {
 		return false
 	}
-	switch t.traffic.Frames {
-	case FramesOn:
-		return true
-	case FramesOff:
-		return false
-	}
-	r, ok := t.traffic.Handler.(relayer)
-	return !ok || t.traffic.NoRelay || !r.Relays()
+	return t.traffic.Frames != FramesOff
 }
 
 // bindRequest is the tunnel's bind, with the features the agent serves.

@@ -348,17 +348,11 @@ func TestH2IdentityFieldsOverBothPaths(t *testing.T) {
 	}
 }
 
-// Relays passes the proxy's on, so that FramesAuto decides as it would
-// for the proxy itself.
-func (p *protoSeen) Relays() bool {
-	r, ok := p.h.(relayer)
-	return ok && r.Relays()
-}
-
-// By default an agent takes h2 streams in frames unless the h1 relay
-// serves its upstream: an http upstream gets them as HTTP/1.1 on
-// channels (to the relay), an h2c one in frames.
-func TestFramesAutoFollowsTheRelay(t *testing.T) {
+// By default an agent takes h2 streams in frames, whatever its
+// upstream: an http upstream (which the h1 relay serves on HTTP/1.1
+// channels) as an h2c one, so the edge writes and parses no HTTP/1.1
+// for an HTTP/2 stream.
+func TestFramesByDefault(t *testing.T) {
 	h := startH2Edge(t)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	h1Backend := serveBackend(t, ok)
@@ -376,7 +370,7 @@ func TestFramesAutoFollowsTheRelay(t *testing.T) {
 		up    proxy.Upstream
 		proto int
 	}{
-		{"auto-http", proxy.Upstream{Scheme: "http", Addr: h1Backend, Display: "backend"}, 1},
+		{"auto-http", proxy.Upstream{Scheme: "http", Addr: h1Backend, Display: "backend"}, 2},
 		{"auto-h2c", proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "h2c"}, 2},
 	} {
 		host, seen := h.publish(t, c.label, c.up, FramesAuto)
