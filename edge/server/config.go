@@ -197,6 +197,13 @@ type Config struct {
 	// once and pipes bodies; net/http keeps the rest.
 	NoHTTPRelay bool
 
+	// EdgeH2 serves the h2 connections of the public HTTPS listener with
+	// the edge's own HTTP/2 server (package edge/internal/h2serve), which
+	// writes each answer's frames inline and one write per batch, rather
+	// than net/http's. Off by default; without the h1 relay
+	// (NoHTTPRelay) net/http serves them either way.
+	EdgeH2 bool
+
 	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
 	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log
 	// in and its session is ended with key_expired. 0 takes the default

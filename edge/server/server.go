@@ -21,6 +21,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/edge/internal/api"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/certs"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/dnsverify"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/h2serve"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/public"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/secrets"
@@ -319,9 +320,18 @@ func (e *Edge) start(ctx context.Context) error {
 		if e.cfg.NoHTTPRelay {
 			e.serveHTTP("public HTTPS", srv, ln, true)
 		} else {
-			relay := e.public.TLSRelay(srv, tlsCfg)
+			var h2 *h2serve.Server
+			if e.cfg.EdgeH2 {
+				h2 = e.public.H2("https")
+			}
+			relay := e.public.TLSRelay(srv, tlsCfg, h2)
 			relay.OnAcceptRetry = e.retrying("public HTTPS")
 			e.servers = append(e.servers, relay)
+			if h2 != nil {
+				// After the relay, which stops accepting first: then its
+				// h2 connections get GOAWAY and finish their streams.
+				e.servers = append(e.servers, h2)
+			}
 			e.goServe("public HTTPS", func() error { return relay.Serve(ln) })
 		}
 	}

@@ -30,6 +30,19 @@ func Hop[N Name](name N) bool { return in(name, hopFields) }
 // Framing reports whether a field carries the framing of the body.
 func Framing[N Name](name N) bool { return in(name, framingFields) }
 
+// h2RefusedFields are connection-specific: an HTTP/2 message that
+// carries one is malformed (RFC 9113 section 8.2.2), and so is one with
+// TE other than "trailers" (H2RefusedTE).
+var h2RefusedFields = []string{"connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade"}
+
+// H2Refused reports whether a field makes an HTTP/2 message malformed
+// whatever its value; for TE, see H2RefusedTE.
+func H2Refused[N Name](name N) bool { return in(name, h2RefusedFields) }
+
+// H2RefusedTE reports whether a TE field of value v makes an HTTP/2
+// message malformed: any value but "trailers".
+func H2RefusedTE[N Name](v N) bool { return !equalFold(v, "trailers") }
+
 // Option is what one token of a Connection field asks.
 type Option int
 

@@ -123,6 +123,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", server.DefaultKeepaliveInterval, "SSH keepalive interval")
 	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "drop a session whose keepalive is unanswered this long")
 	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
+	f.BoolVar(&cfg.EdgeH2, "edge-h2", false, "serve the public HTTPS listener's HTTP/2 connections with the edge's own HTTP/2 server (frames written inline, one write per batch of answers) rather than net/http's")
 	f.BoolVar(&cfg.NoHTTPRelay, "no-http-relay", false, "serve every public HTTP request with net/http, not plain HTTP/1.1 requests through the relay that parses each head once")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "carry TCP endpoints' connections on SSH channels only, not on stream connections that agents dial to the SSH port")
 	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")

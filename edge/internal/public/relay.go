@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/acme"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/access"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/h2serve"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/names"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
@@ -124,10 +125,11 @@ func (r relayRouter) Route(hd *h1.Head, remote string) (h1.Route, bool) {
 
 // TLSRelay returns the public HTTPS listener's server: behind TLS, the h1
 // relay for connections that negotiate http/1.1 (or no ALPN), through the
-// same rulebook as plain HTTP; fallback (Server("https")) for those that
-// negotiate h2, served by net/http's HTTP/2, and for what the relay hands
-// over; ACME's TLS-ALPN challenge answered by the handshake alone.
-func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config) *h1.Server {
+// same rulebook as plain HTTP; for those that negotiate h2, h2 (the edge's
+// own HTTP/2 server, H2) or, when h2 is nil, fallback (Server("https"))
+// with net/http's HTTP/2; fallback also serves what the relay hands over;
+// ACME's TLS-ALPN challenge answered by the handshake alone.
+func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config, h2 *h2serve.Server) *h1.Server {
 	cfg = cfg.Clone()
 	if len(cfg.NextProtos) == 0 {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
@@ -140,5 +142,27 @@ func (h *Handler) TLSRelay(fallback *http.Server, cfg *tls.Config) *h1.Server {
 	s.NextProto = map[string]func(*tls.Conn){
 		acme.ALPNProto: func(c *tls.Conn) { _ = c.Close() },
 	}
+	if h2 != nil {
+		s.NextProto["h2"] = func(c *tls.Conn) { h2.ServeConn(c) }
+	}
 	return s
+}
+
+// H2 returns the edge's own HTTP/2 server (package h2serve) for the h2
+// connections of a listener of scheme: each stream goes through this
+// handler, as net/http's HTTP/2 server hands it, with the same per
+// connection state (kept framed channels, the client's address).
+func (h *Handler) H2(scheme string) *h2serve.Server {
+	return &h2serve.Server{
+		Handler: h,
+		ConnContext: func(ctx context.Context, c net.Conn) (context.Context, func()) {
+			cs := &connState{remote: c.RemoteAddr().String(), scheme: scheme}
+			return context.WithValue(ctx, keyConn, cs), cs.closeIdle
+		},
+		ReadHeaderTimeout: h.t.ReadHeader,
+		IdleTimeout:       h.t.Idle,
+		WriteTimeout:      h.t.Write,
+		StallTimeout:      h.t.Body,
+		Log:               h.log,
+	}
 }

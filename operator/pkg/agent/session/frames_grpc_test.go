@@ -73,37 +73,38 @@ func (s *echoService) FullDuplexCall(stream testpb.TestService_FullDuplexCallSer
 // server stream and a bidi stream whose every message is answered before
 // the client sends the next.
 func TestGRPCOverBothH2Paths(t *testing.T) {
-	h := startH2Edge(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &echoService{ended: make(chan error, 1)}
-	gs := grpc.NewServer()
-	testpb.RegisterTestServiceServer(gs, svc)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-
-	results := map[string][]string{}
-	for _, p := range h2Paths {
-		host, seen := h.publish(t, "grpc-"+p.name, proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "grpc"}, p.frames)
-		creds := credentials.NewTLS(&tls.Config{RootCAs: h.pool, ServerName: host, MinVersion: tls.VersionTLS12})
-		cc, err := grpc.NewClient("passthrough:///"+host, grpc.WithTransportCredentials(creds),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "tcp", h.e.HTTPSAddr())
-			}))
+	forEachEdgeH2(t, func(t *testing.T, h *h2Edge) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cc.Close() })
-		results[p.name] = grpcCalls(t, p.name, testpb.NewTestServiceClient(cc), svc)
-		if int(seen.major.Load()) != p.proto {
-			t.Fatalf("%s: the agent's handler took the calls as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
+		svc := &echoService{ended: make(chan error, 1)}
+		gs := grpc.NewServer()
+		testpb.RegisterTestServiceServer(gs, svc)
+		go func() { _ = gs.Serve(ln) }()
+		t.Cleanup(gs.Stop)
+
+		results := map[string][]string{}
+		for _, p := range h2Paths {
+			host, seen := h.publish(t, "grpc-"+p.name, proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "grpc"}, p.frames)
+			creds := credentials.NewTLS(&tls.Config{RootCAs: h.pool, ServerName: host, MinVersion: tls.VersionTLS12})
+			cc, err := grpc.NewClient("passthrough:///"+host, grpc.WithTransportCredentials(creds),
+				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "tcp", h.e.HTTPSAddr())
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			results[p.name] = grpcCalls(t, p.name, testpb.NewTestServiceClient(cc), svc)
+			if int(seen.major.Load()) != p.proto {
+				t.Fatalf("%s: the agent's handler took the calls as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
+			}
 		}
-	}
-	if fmt.Sprint(results["frames"]) != fmt.Sprint(results["http1-channels"]) {
-		t.Fatalf("the paths differ:\nframes:         %q\nhttp1-channels: %q", results["frames"], results["http1-channels"])
-	}
+		if fmt.Sprint(results["frames"]) != fmt.Sprint(results["http1-channels"]) {
+			t.Fatalf("the paths differ:\nframes:         %q\nhttp1-channels: %q", results["frames"], results["http1-channels"])
+		}
+	})
 }
 
 // grpcCalls makes the calls and returns what the client saw of each.

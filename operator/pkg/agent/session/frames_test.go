@@ -51,7 +51,23 @@ type h2Edge struct {
 	pool *x509.CertPool
 }
 
-func startH2Edge(t testing.TB) *h2Edge {
+// edgeH2Servers are the edge's two HTTP/2 servers for its HTTPS
+// listener: net/http's and the edge's own (server.Config.EdgeH2).
+var edgeH2Servers = []struct {
+	name string
+	on   bool
+}{{"net-http-h2", false}, {"edge-h2", true}}
+
+// forEachEdgeH2 runs test against an edge with each HTTP/2 server.
+func forEachEdgeH2(t *testing.T, test func(t *testing.T, h *h2Edge)) {
+	for _, s := range edgeH2Servers {
+		t.Run(s.name, func(t *testing.T) {
+			test(t, startH2Edge(t, func(c *server.Config) { c.EdgeH2 = s.on }))
+		})
+	}
+}
+
+func startH2Edge(t testing.TB, opts ...func(*server.Config)) *h2Edge {
 	t.Helper()
 	ca, err := testca.New("tuna frames test CA")
 	if err != nil {
@@ -76,6 +92,9 @@ func startH2Edge(t testing.TB) *h2Edge {
 	cfg := testedge.Config(t, filepath.Join(dir, "data"))
 	cfg.HTTPListen, cfg.HTTPSListen = "", ports.Addr(t)
 	cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile
+	for _, o := range opts {
+		o(&cfg)
+	}
 	e := testedge.Start(t, cfg)
 	api, _ := testedge.Client(t, e, "operator", apiwire.ScopeWrite)
 	return &h2Edge{e: e, pool: ca.Pool(), api: api}
@@ -159,193 +178,196 @@ func headLines(r *http.Request, host string) string {
 // answer's fields, body and trailers. The agent's handler takes the
 // stream as HTTP/2 in frames, as HTTP/1.1 on channels.
 func TestH2StreamsInFramesAsOnHTTP1Channels(t *testing.T) {
-	h := startH2Edge(t)
-	heads := make(chan string, 1)
-	peers := make(chan string, 2)
-	var current atomic.Pointer[string]
-	backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		peers <- r.RemoteAddr
-		heads <- headLines(r, *current.Load()) + "\nbody: " + string(body) + "\ntrailer: " + r.Trailer.Get("X-Sum")
-		w.Header().Set("Trailer", "X-Echoed")
-		w.Header().Set("X-Answer", "yes")
-		w.WriteHeader(http.StatusAccepted)
-		_, _ = io.WriteString(w, "answer to "+string(body))
-		w.Header().Set("X-Echoed", "declared")
-		w.Header().Set(http.TrailerPrefix+"X-Late", "undeclared")
-	}))
-	got := map[string]string{}
-	for _, p := range h2Paths {
-		host, seen := h.publish(t, "fields-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
-		current.Store(&host)
-		c := h.client(t)
-		for range 2 { // the second goes on a channel kept from the first
-			req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "https://"+host+"/p?i=1", io.NopCloser(strings.NewReader("hello")))
-			if err != nil {
-				t.Fatal(err)
+	forEachEdgeH2(t, func(t *testing.T, h *h2Edge) {
+		heads := make(chan string, 1)
+		peers := make(chan string, 2)
+		var current atomic.Pointer[string]
+		backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			peers <- r.RemoteAddr
+			heads <- headLines(r, *current.Load()) + "\nbody: " + string(body) + "\ntrailer: " + r.Trailer.Get("X-Sum")
+			w.Header().Set("Trailer", "X-Echoed")
+			w.Header().Set("X-Answer", "yes")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, "answer to "+string(body))
+			w.Header().Set("X-Echoed", "declared")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "undeclared")
+		}))
+		got := map[string]string{}
+		for _, p := range h2Paths {
+			host, seen := h.publish(t, "fields-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
+			current.Store(&host)
+			c := h.client(t)
+			for range 2 { // the second goes on a channel kept from the first
+				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "https://"+host+"/p?i=1", io.NopCloser(strings.NewReader("hello")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("X-Tuna-User", "admin@example.com")
+				req.Header.Set("X-Tuna-Groups", "admins")
+				req.Header.Set("X-Forwarded-For", "192.0.2.66")
+				req.Header.Set("X-Forwarded-Host", "evil.example")
+				req.Header.Set("Forwarded", "for=192.0.2.66")
+				req.Header.Set("X-Client", "kept")
+				// A body of no declared length: trailers need one (HTTP/1.1
+				// carries them in a chunked body only).
+				req.Trailer = http.Header{"X-Sum": {"5"}}
+				res, err := c.Do(req)
+				if err != nil {
+					t.Fatalf("%s: %v", p.name, err)
+				}
+				body, _ := io.ReadAll(res.Body)
+				_ = res.Body.Close()
+				answer := fmt.Sprintf("%d %s %q %s %s", res.StatusCode, res.Header.Get("X-Answer"), body, res.Trailer.Get("X-Echoed"), res.Trailer.Get("X-Late"))
+				if want := `202 yes "answer to hello" declared undeclared`; res.ProtoMajor != 2 || answer != want {
+					t.Fatalf("%s: answer %s over %s, want %s", p.name, answer, res.Proto, want)
+				}
+				got[p.name] = <-heads
 			}
-			req.Header.Set("X-Tuna-User", "admin@example.com")
-			req.Header.Set("X-Tuna-Groups", "admins")
-			req.Header.Set("X-Forwarded-For", "192.0.2.66")
-			req.Header.Set("X-Forwarded-Host", "evil.example")
-			req.Header.Set("Forwarded", "for=192.0.2.66")
-			req.Header.Set("X-Client", "kept")
-			// A body of no declared length: trailers need one (HTTP/1.1
-			// carries them in a chunked body only).
-			req.Trailer = http.Header{"X-Sum": {"5"}}
-			res, err := c.Do(req)
-			if err != nil {
-				t.Fatalf("%s: %v", p.name, err)
+			if int(seen.major.Load()) != p.proto {
+				t.Fatalf("%s: the agent's handler took the stream as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
 			}
-			body, _ := io.ReadAll(res.Body)
-			_ = res.Body.Close()
-			answer := fmt.Sprintf("%d %s %q %s %s", res.StatusCode, res.Header.Get("X-Answer"), body, res.Trailer.Get("X-Echoed"), res.Trailer.Get("X-Late"))
-			if want := `202 yes "answer to hello" declared undeclared`; res.ProtoMajor != 2 || answer != want {
-				t.Fatalf("%s: answer %s over %s, want %s", p.name, answer, res.Proto, want)
+			// The second stream came on the channel the first left idle, and
+			// so on the upstream connection pinned to it.
+			if first, second := <-peers, <-peers; first != second {
+				t.Fatalf("%s: the two streams reached the backend from %s and %s: the channel was not kept", p.name, first, second)
 			}
-			got[p.name] = <-heads
-		}
-		if int(seen.major.Load()) != p.proto {
-			t.Fatalf("%s: the agent's handler took the stream as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
-		}
-		// The second stream came on the channel the first left idle, and
-		// so on the upstream connection pinned to it.
-		if first, second := <-peers, <-peers; first != second {
-			t.Fatalf("%s: the two streams reached the backend from %s and %s: the channel was not kept", p.name, first, second)
-		}
-		head := got[p.name]
-		for _, want := range []string{"X-Forwarded-For: 127.0.0.1", "X-Forwarded-Host: HOST", "X-Forwarded-Proto: https", "X-Client: kept", "body: hello", "trailer: 5"} {
-			if !strings.Contains(head, want+"\n") && !strings.HasSuffix(head, want) {
-				t.Fatalf("%s: the backend got no %q:\n%s", p.name, want, head)
+			head := got[p.name]
+			for _, want := range []string{"X-Forwarded-For: 127.0.0.1", "X-Forwarded-Host: HOST", "X-Forwarded-Proto: https", "X-Client: kept", "body: hello", "trailer: 5"} {
+				if !strings.Contains(head, want+"\n") && !strings.HasSuffix(head, want) {
+					t.Fatalf("%s: the backend got no %q:\n%s", p.name, want, head)
+				}
+			}
+			for _, spoofed := range []string{"X-Tuna-", "192.0.2.66", "evil.example", "Forwarded: "} {
+				if strings.Contains(head, spoofed) {
+					t.Fatalf("%s: a client's %q reached the backend:\n%s", p.name, spoofed, head)
+				}
 			}
 		}
-		for _, spoofed := range []string{"X-Tuna-", "192.0.2.66", "evil.example", "Forwarded: "} {
-			if strings.Contains(head, spoofed) {
-				t.Fatalf("%s: a client's %q reached the backend:\n%s", p.name, spoofed, head)
-			}
+		if got["frames"] != got["http1-channels"] {
+			t.Fatalf("the backend got different requests:\nframes:\n%s\nhttp1-channels:\n%s", got["frames"], got["http1-channels"])
 		}
-	}
-	if got["frames"] != got["http1-channels"] {
-		t.Fatalf("the backend got different requests:\nframes:\n%s\nhttp1-channels:\n%s", got["frames"], got["http1-channels"])
-	}
+	})
 }
 
 // Server-sent events are not held back on either path: each event
 // reaches the client before the backend writes the next; and a client
 // that leaves (a reset stream) ends the backend's request.
 func TestH2EventStreamAndResetOverBothPaths(t *testing.T) {
-	h := startH2Edge(t)
-	next := make(chan struct{})
-	ended := make(chan error, 1)
-	backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		rc := http.NewResponseController(w)
-		for i := 0; ; i++ {
-			if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
-				return
+	forEachEdgeH2(t, func(t *testing.T, h *h2Edge) {
+		next := make(chan struct{})
+		ended := make(chan error, 1)
+		backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			rc := http.NewResponseController(w)
+			for i := 0; ; i++ {
+				if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+					return
+				}
+				_ = rc.Flush()
+				select {
+				case <-next:
+				case <-r.Context().Done():
+					ended <- r.Context().Err()
+					return
+				}
 			}
-			_ = rc.Flush()
-			select {
-			case <-next:
-			case <-r.Context().Done():
-				ended <- r.Context().Err()
-				return
-			}
-		}
-	}))
-	for _, p := range h2Paths {
-		host, _ := h.publish(t, "events-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
-		ctx, cancel := context.WithCancel(context.Background())
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/events", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := h.client(t).Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		events := bufio.NewReader(res.Body)
-		for i := range 3 {
-			line, err := events.ReadString('\n')
-			if err != nil || line != fmt.Sprintf("data: %d\n", i) {
-				t.Fatalf("%s: event %d: %q, %v", p.name, i, line, err)
-			}
-			if _, err := events.ReadString('\n'); err != nil {
+		}))
+		for _, p := range h2Paths {
+			host, _ := h.publish(t, "events-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/events", nil)
+			if err != nil {
 				t.Fatal(err)
 			}
-			next <- struct{}{} // the backend writes the next only now
-		}
-		cancel()
-		_ = res.Body.Close()
-		select {
-		case err := <-ended:
-			if err == nil {
-				t.Fatalf("%s: the backend's request ended without an error", p.name)
+			res, err := h.client(t).Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", p.name, err)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: the client left, and the backend's request did not end", p.name)
+			events := bufio.NewReader(res.Body)
+			for i := range 3 {
+				line, err := events.ReadString('\n')
+				if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+					t.Fatalf("%s: event %d: %q, %v", p.name, i, line, err)
+				}
+				if _, err := events.ReadString('\n'); err != nil {
+					t.Fatal(err)
+				}
+				next <- struct{}{} // the backend writes the next only now
+			}
+			cancel()
+			_ = res.Body.Close()
+			select {
+			case err := <-ended:
+				if err == nil {
+					t.Fatalf("%s: the backend's request ended without an error", p.name)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s: the client left, and the backend's request did not end", p.name)
+			}
 		}
-	}
+	})
 }
 
 // Behind an access policy, the identity fields reach the backend as the
 // edge wrote them after the login (here basic auth), over both paths; the
 // copies a client sent, on this host or any, never do.
 func TestH2IdentityFieldsOverBothPaths(t *testing.T) {
-	h := startH2Edge(t)
-	const owner = "c1/team-a"
-	hash, err := bcrypt.GenerateFromPassword([]byte("opensesame"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.api.PutAccessPolicy(context.Background(), apiwire.AccessPolicy{Name: "staff", Owner: owner, Rules: []apiwire.AccessRule{
-		{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "alice:" + string(hash) + "\n"}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	type seenFields struct{ user, groups, assertion string }
-	got := make(chan seenFields, 1)
-	backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- seenFields{r.Header.Get("X-Tuna-User"), r.Header.Get("X-Tuna-Groups"), r.Header.Get("X-Tuna-Assertion")}
-	}))
-	for _, p := range h2Paths {
-		label := "staff-" + p.name
-		tk, err := h.api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
+	forEachEdgeH2(t, func(t *testing.T, h *h2Edge) {
+		const owner = "c1/team-a"
+		hash, err := bcrypt.GenerateFromPassword([]byte("opensesame"), bcrypt.MinCost)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := Config{
-			Edge: tunnelclient.Config{Addr: h.e.SSHAddr(), Key: tk.Key, HostKey: h.e.HostKey(),
-				KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
-			Bind: protocol.BindRequest{Protocol: "http", AccessPolicy: "staff"},
-		}
-		seen := &protoSeen{h: proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, nil)}
-		tun := Start(cfg, Traffic{Handler: seen, Frames: p.frames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
-		t.Cleanup(tun.Stop)
-		waitConnected(t, tun)
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://"+label+".tuna.localhost/", nil)
-		if err != nil {
+		if _, err := h.api.PutAccessPolicy(context.Background(), apiwire.AccessPolicy{Name: "staff", Owner: owner, Rules: []apiwire.AccessRule{
+			{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: "alice:" + string(hash) + "\n"}},
+		}}); err != nil {
 			t.Fatal(err)
 		}
-		req.SetBasicAuth("alice", "opensesame")
-		req.Header.Set("X-Tuna-User", "admin")
-		req.Header.Set("X-Tuna-Groups", "admins")
-		res, err := h.client(t).Do(req)
-		if err != nil {
-			t.Fatal(err)
+		type seenFields struct{ user, groups, assertion string }
+		got := make(chan seenFields, 1)
+		backend := serveBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got <- seenFields{r.Header.Get("X-Tuna-User"), r.Header.Get("X-Tuna-Groups"), r.Header.Get("X-Tuna-Assertion")}
+		}))
+		for _, p := range h2Paths {
+			label := "staff-" + p.name
+			tk, err := h.api.CreateTunnelKey(context.Background(), apiwire.CreateTunnelKey{Protocol: "http", Address: label, Owner: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{
+				Edge: tunnelclient.Config{Addr: h.e.SSHAddr(), Key: tk.Key, HostKey: h.e.HostKey(),
+					KeepaliveInterval: 500 * time.Millisecond, KeepaliveTimeout: 2 * time.Second},
+				Bind: protocol.BindRequest{Protocol: "http", AccessPolicy: "staff"},
+			}
+			seen := &protoSeen{h: proxy.NewHTTP(proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, nil)}
+			tun := Start(cfg, Traffic{Handler: seen, Frames: p.frames}, DefaultBackoff, Hooks{}, logr.Discard(), nil)
+			t.Cleanup(tun.Stop)
+			waitConnected(t, tun)
+			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://"+label+".tuna.localhost/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.SetBasicAuth("alice", "opensesame")
+			req.Header.Set("X-Tuna-User", "admin")
+			req.Header.Set("X-Tuna-Groups", "admins")
+			res, err := h.client(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusOK || res.ProtoMajor != 2 {
+				t.Fatalf("%s: %s over %s", p.name, res.Status, res.Proto)
+			}
+			f := <-got
+			if f.user != "alice" || f.groups != "" || strings.Count(f.assertion, ".") != 2 {
+				t.Fatalf("%s: the backend got user %q, groups %q, assertion %q: want the edge's alice, no groups, a signed assertion", p.name, f.user, f.groups, f.assertion)
+			}
+			if int(seen.major.Load()) != p.proto {
+				t.Fatalf("%s: the agent's handler took the stream as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
+			}
 		}
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusOK || res.ProtoMajor != 2 {
-			t.Fatalf("%s: %s over %s", p.name, res.Status, res.Proto)
-		}
-		f := <-got
-		if f.user != "alice" || f.groups != "" || strings.Count(f.assertion, ".") != 2 {
-			t.Fatalf("%s: the backend got user %q, groups %q, assertion %q: want the edge's alice, no groups, a signed assertion", p.name, f.user, f.groups, f.assertion)
-		}
-		if int(seen.major.Load()) != p.proto {
-			t.Fatalf("%s: the agent's handler took the stream as HTTP/%d, want HTTP/%d", p.name, seen.major.Load(), p.proto)
-		}
-	}
+	})
 }
 
 // By default an agent takes h2 streams in frames, whatever its
@@ -353,35 +375,36 @@ func TestH2IdentityFieldsOverBothPaths(t *testing.T) {
 // channels) as an h2c one, so the edge writes and parses no HTTP/1.1
 // for an HTTP/2 stream.
 func TestFramesByDefault(t *testing.T) {
-	h := startH2Edge(t)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	h1Backend := serveBackend(t, ok)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &http.Protocols{}
-	p.SetUnencryptedHTTP2(true)
-	h2c := &http.Server{Handler: ok, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { _ = h2c.Close() })
-	for _, c := range []struct {
-		label string
-		up    proxy.Upstream
-		proto int
-	}{
-		{"auto-http", proxy.Upstream{Scheme: "http", Addr: h1Backend, Display: "backend"}, 2},
-		{"auto-h2c", proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "h2c"}, 2},
-	} {
-		host, seen := h.publish(t, c.label, c.up, FramesAuto)
-		res, err := h.client(t).Get("https://" + host + "/")
+	forEachEdgeH2(t, func(t *testing.T, h *h2Edge) {
+		ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+		h1Backend := serveBackend(t, ok)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		if string(body) != "ok" || int(seen.major.Load()) != c.proto {
-			t.Fatalf("%s: %q, the agent's handler took the stream as HTTP/%d, want HTTP/%d", c.label, body, seen.major.Load(), c.proto)
+		p := &http.Protocols{}
+		p.SetUnencryptedHTTP2(true)
+		h2c := &http.Server{Handler: ok, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = h2c.Serve(ln) }()
+		t.Cleanup(func() { _ = h2c.Close() })
+		for _, c := range []struct {
+			label string
+			up    proxy.Upstream
+			proto int
+		}{
+			{"auto-http", proxy.Upstream{Scheme: "http", Addr: h1Backend, Display: "backend"}, 2},
+			{"auto-h2c", proxy.Upstream{Scheme: proxy.SchemeH2C, Addr: ln.Addr().String(), Display: "h2c"}, 2},
+		} {
+			host, seen := h.publish(t, c.label, c.up, FramesAuto)
+			res, err := h.client(t).Get("https://" + host + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if string(body) != "ok" || int(seen.major.Load()) != c.proto {
+				t.Fatalf("%s: %q, the agent's handler took the stream as HTTP/%d, want HTTP/%d", c.label, body, seen.major.Load(), c.proto)
+			}
 		}
-	}
+	})
 }
