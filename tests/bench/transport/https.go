@@ -22,6 +22,7 @@ const (
 	// (frames), as the reference of the h2 and gRPC rows: HTTP/1.1 on
 	// channels, to the agent's h1 relay for an http upstream; the same
 	// edge, another agent.
+	edgeH2Path    = "tuna, the edge's own HTTP/2 server (--edge-h2)"
 	framesOffPath = "tuna, agent without frames (-frames off: h2 streams as HTTP/1.1 on channels)"
 )
 
@@ -89,14 +90,15 @@ func (b *bench) httpsSection() error {
 
 // httpsEdge starts an edge with an HTTPS listener and an agent bound to
 // the plain backend; stop ends both.
-func (b *bench) httpsEdge(name, backend string) (e *edgeProc, a *agentProc, addr, host string, stop func(), err error) {
+func (b *bench) httpsEdge(name, backend string, edgeArgs ...string) (e *edgeProc, a *agentProc, addr, host string, stop func(), err error) {
 	f, _ := b.tlsFiles()
 	httpsAddr, err := takeAddrs(1)
 	if err != nil {
 		return nil, nil, "", "", nil, err
 	}
 	step("%s: starting the edge and the agent", tunaHTTPS+b.variant)
-	if e, err = b.startEdge(name, "--https-listen", httpsAddr[0], "--tls-cert-file", f.cert, "--tls-key-file", f.key); err != nil {
+	args := append([]string{"--https-listen", httpsAddr[0], "--tls-cert-file", f.cert, "--tls-key-file", f.key}, edgeArgs...)
+	if e, err = b.startEdge(name, args...); err != nil {
 		return nil, nil, "", "", nil, err
 	}
 	keys, err := e.httpKeys("secure", 1)
@@ -164,6 +166,9 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if err := b.h2FramesRow(e, backend, addr, directH2); err != nil {
 		return err
 	}
+	if err := b.h2EdgeServerRow(backend, directH2); err != nil {
+		return err
+	}
 	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
 		if _, err := b.connsRow(tunaHTTPS, addr, host, mode); err != nil {
 			return err
@@ -207,7 +212,24 @@ func (b *bench) h2FramesRow(e *edgeProc, backend, addr string, directH2 float64)
 		return err
 	}
 	defer a.stop()
+	b.metered = []int{e.pid(), a.pid()}
+	defer func() { b.metered = nil }()
 	_, err = b.h2Row(framesOffPath, "https://secure-frames."+baseDomain+"/", addr, directH2)
+	return err
+}
+
+// h2EdgeServerRow measures the h2 row through an edge that serves h2
+// connections with its own HTTP/2 server (--edge-h2), with what each
+// request cost the edge and the agent.
+func (b *bench) h2EdgeServerRow(backend string, directH2 float64) error {
+	e, a, addr, host, stop, err := b.httpsEdge("edge-https-edge-h2", backend, "--edge-h2")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	b.metered = []int{e.pid(), a.pid()}
+	defer func() { b.metered = nil }()
+	_, err = b.h2Row(edgeH2Path, "https://"+host+"/", addr, directH2)
 	return err
 }
 
