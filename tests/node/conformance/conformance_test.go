@@ -64,7 +64,8 @@ func skipTests() []string {
 // skipped are the suite's tests of the claimed profile that are not run,
 // each with its reason in docs/gateway-api.md (Conformance).
 var skipped = []string{
-	// Wildcard listener hostnames: tuna publishes one tunnel per host.
+	// Wildcard listener hostnames on Gateways without an address of their
+	// own: a wildcard listener is served on its Gateway's address only.
 	"HTTPRouteHostnameIntersection",
 	"HTTPRouteListenerHostnameMatching",
 }
