@@ -54,7 +54,7 @@ func TestRBACExact(t *testing.T) {
 		"events.k8s.io/events":                            {"create", "patch"},
 	}
 	wantCtrlNS := map[string][]string{
-		"/secrets":                   {"create", "delete", "patch"},
+		"/secrets":                   {"create", "delete", "get", "patch"},
 		"coordination.k8s.io/leases": {"create", "delete", "get", "list", "patch", "update", "watch"},
 		"/events":                    {"create", "patch"},
 	}
@@ -343,7 +343,7 @@ func TestRBACWatchNamespaces(t *testing.T) {
 		"events.k8s.io/events":                          {"create", "patch"},
 	}
 	wantCtrlOwn := map[string][]string{
-		"/secrets":                   {"create", "delete", "patch"},
+		"/secrets":                   {"create", "delete", "get", "patch"},
 		"coordination.k8s.io/leases": {"create", "delete", "get", "list", "patch", "update", "watch"},
 		"/events":                    {"create", "patch"},
 	}

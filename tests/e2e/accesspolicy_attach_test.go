@@ -85,6 +85,31 @@ func waitProtectsWithin(t *testing.T, within time.Duration, ns, policy string, a
 	}, within, 100*time.Millisecond)
 }
 
+// waitAttachmentRefused waits until the policy, which the edge has, is
+// not Accepted because nothing that attaches it puts it in force
+// (AttachmentRefused, the message mentioning each of mentions), and lists
+// no address; the object kind/name that attaches it (name "": none to
+// check) was never told the policy is in force.
+func waitAttachmentRefused(t *testing.T, ns, policy, kind, name string, mentions ...string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var p tunav1.AccessPolicy
+		require.NoError(c, env.CP.Client.Get(context.Background(), key(ns, policy), &p))
+		cond := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
+		require.NotNil(c, cond)
+		assert.Equal(c, metav1.ConditionFalse, cond.Status, "%s: %s", cond.Reason, cond.Message)
+		assert.Equal(c, tunav1.ReasonAttachmentRefused, cond.Reason, cond.Message)
+		for _, m := range mentions {
+			assert.Contains(c, cond.Message, m)
+		}
+		assert.Empty(c, p.Status.Addresses, "the addresses the policy guards")
+	}, wait, 100*time.Millisecond)
+	if name == "" {
+		return
+	}
+	assert.Zero(t, eventsOf(t, ns, kind, name, "")["AccessPolicyInForce"], "%s %s/%s is told policy %s is in force", kind, ns, name, policy)
+}
+
 func extensionRef(policy string) gwv1.HTTPRouteFilter {
 	return gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gwv1.LocalObjectReference{
 		Group: gateway.AccessPolicyGroup, Kind: gateway.AccessPolicyKind, Name: gwv1.ObjectName(policy)}}
@@ -135,6 +160,7 @@ func TestAccessPolicyOnHTTPRoute(t *testing.T) {
 	note := eventNote(t, guest, "HTTPRoute", "grab", "AccessPolicyRefused")
 	assert.Contains(t, note, "access policy open")
 	assert.Contains(t, note, "only the host's owner namespace "+owner)
+	waitAttachmentRefused(t, guest, "open", "HTTPRoute", "grab", "HTTPRoute grab", "only the host's owner namespace "+owner)
 }
 
 // A LoadBalancer Service's HTTP port takes its namespace's AccessPolicy

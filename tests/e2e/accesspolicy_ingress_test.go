@@ -68,6 +68,8 @@ func TestAccessPolicyOnIngressHost(t *testing.T) {
 	code, _ := get(t, hostURL(host)+"/shop")
 	assert.Equal(t, http.StatusUnauthorized, code, "the guest's own policy is not attached")
 	waitEvent(t, guest, "grab", "AccessPolicyRefused", "access policy open", "only the host's owner namespace "+owner)
+	waitAttachmentRefused(t, guest, "open", "Ingress", "grab", "Ingress grab", "only the host's owner namespace "+owner)
+	waitProtects(t, owner, "guard", tunav1.ProtectedAddress{Kind: "Ingress", Name: "site", Address: host})
 
 	// The Domain's policy wins over the Ingress's.
 	update(t, &tunav1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: owner, Name: "site"}}, func(d *tunav1.Domain) {
@@ -77,4 +79,7 @@ func TestAccessPolicyOnIngressHost(t *testing.T) {
 		code, _ := get(t, hostURL(host)+"/", "Authorization", "Basic dTpwdw==")
 		assert.Equal(c, http.StatusForbidden, code, "the Domain's deny policy")
 	}, wait, 100*time.Millisecond)
+	waitProtects(t, owner, "closed", tunav1.ProtectedAddress{Kind: "Domain", Name: "site", Address: host})
+	waitAttachmentRefused(t, owner, "guard", "Ingress", "", "the host's Domain attaches closed")
+	waitEvent(t, owner, "site", "AccessPolicyRefused", "access policy guard", "the host's Domain attaches closed")
 }

@@ -27,6 +27,12 @@ const (
 	// ReasonTCPNeedsIPRules: a TCP address uses the policy, which has
 	// rules other than ip: the edge refuses that address's connections.
 	ReasonTCPNeedsIPRules = "TCPNeedsIPRules"
+	// ReasonAttachmentRefused: the edge has the policy, but none of the
+	// resources that attach it puts it in force (a host of another
+	// namespace, an older policy of the namespace on the host, a Domain's
+	// policy that wins, a Tunnel whose bind was refused); the message says
+	// which and why.
+	ReasonAttachmentRefused = "AttachmentRefused"
 )
 
 // LocalAccessPolicyReference names an AccessPolicy of the same namespace.

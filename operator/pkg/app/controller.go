@@ -193,7 +193,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		return fmt.Errorf("setting up the TCPEndpoint controller: %w", err)
 	}
 	policies := &accesspolicy.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Edge: api, Recorder: rec,
-		ClusterID: o.ClusterID, Services: !o.LoadBalancer.Disabled}
+		ClusterID: o.ClusterID, Namespace: o.Namespace, Services: !o.LoadBalancer.Disabled}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the AccessPolicy controller: %w", err)
 	}

@@ -1,8 +1,6 @@
 package hosttunnel
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,47 +8,34 @@ import (
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/gateway"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
 
-// accessPolicy picks the AccessPolicy that guards a host: the one its
-// owner namespace attaches, by the annotation k8s.tuna.am/access-policy
-// of an Ingress with a rule for the host or by an ExtensionRef filter of
-// an HTTPRoute on it, the oldest first. Another namespace's attachment,
-// or a second policy of the owner's, is refused with a Warning event on
-// the object, once per change. owner "" (a key of an older controller)
-// takes none: the controller issues such keys again, with the owner.
+// accessPolicy picks the AccessPolicy that guards a host (see
+// pubhost.AccessInForce, which the AccessPolicy controller reports from):
+// the one its owner namespace attaches, by the annotation
+// k8s.tuna.am/access-policy of an Ingress with a rule for the host or by
+// an ExtensionRef filter of an HTTPRoute on it, the oldest first. Another
+// namespace's attachment, or a second policy of the owner's, is refused
+// with a Warning event on the object, once per change. owner "" (a key of
+// an older controller) takes none: the controller issues such keys again,
+// with the owner. A Domain's policy, which wins on the edge, is the
+// edge's to apply: the agent binds what the Ingresses and routes ask.
 func (r *Reconciler) accessPolicy(host, owner string, ings []*networkingv1.Ingress, routes []*gwv1.HTTPRoute) string {
-	type attachment struct {
-		obj  client.Object
-		kind string
-		name string
-	}
-	var all []attachment
+	var claims []pubhost.AccessClaim
 	for _, ing := range ings {
 		if name := ing.Annotations[tunav1.AnnotationAccessPolicy]; name != "" {
-			all = append(all, attachment{ing, "Ingress", name})
+			claims = append(claims, pubhost.AccessClaim{Obj: ing, Kind: "Ingress", Policy: name})
 		}
 	}
 	for _, rt := range routes {
 		if name := gateway.AccessPolicyOf(rt); name != "" {
-			all = append(all, attachment{rt, "HTTPRoute", name})
+			claims = append(claims, pubhost.AccessClaim{Obj: rt, Kind: "HTTPRoute", Policy: name})
 		}
 	}
-	chosen := ""
-	for _, a := range all {
-		var refusal string
-		switch {
-		case a.obj.GetNamespace() != owner:
-			refusal = fmt.Sprintf("access policy %s is not attached to host %s: only the host's owner namespace %s may attach one", a.name, host, owner)
-			if owner == "" {
-				refusal = fmt.Sprintf("access policy %s is not attached to host %s yet: waiting for the controller to name the host's owner namespace", a.name, host)
-			}
-		case chosen != "" && a.name != chosen:
-			refusal = fmt.Sprintf("access policy %s is not attached to host %s: an older %s of the namespace attaches %s, which guards the host", a.name, host, a.kind, chosen)
-		default:
-			chosen = a.name
-		}
-		r.tellAccess(a.obj, host, refusal)
+	chosen, verdicts := pubhost.AccessInForce(host, owner, "", claims)
+	for _, v := range verdicts {
+		r.tellAccess(v.Obj, host, v.Refusal)
 	}
 	return chosen
 }

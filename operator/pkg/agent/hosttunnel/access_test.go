@@ -21,7 +21,8 @@ func annotated(ns, name, policy string, age time.Duration) *networkingv1.Ingress
 }
 
 func routeWith(ns, name, policy string) *gwv1.HTTPRoute {
-	return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("rt/" + ns + "/" + name)},
+	return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("rt/" + ns + "/" + name),
+		CreationTimestamp: metav1.NewTime(time.Unix(1e9, 0))},
 		Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterExtensionRef,
 			ExtensionRef: &gwv1.LocalObjectReference{Group: "k8s.tuna.am", Kind: "AccessPolicy", Name: gwv1.ObjectName(policy)}}}}}}}
 }

@@ -48,6 +48,9 @@ type Reconciler struct {
 	Edge      Edge
 	Recorder  recorder.EventRecorder
 	ClusterID string
+	// Namespace is the operator's: it holds the hosts' key Secrets, which
+	// name each Ingress or Gateway host's owner namespace.
+	Namespace string
 	// Services: LoadBalancer Services are cached (loadBalancer.enabled),
 	// so those that attach a policy by annotation are listed.
 	Services bool
@@ -81,12 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return ""
 		})).
-		Watches(&tunav1.Domain{}, wake(func(o client.Object) string {
-			if ref := o.(*tunav1.Domain).Spec.AccessPolicyRef; ref != nil {
-				return ref.Name
-			}
-			return ""
-		})).
+		Watches(&tunav1.Domain{}, handler.EnqueueRequestsFromMapFunc(r.namespacePolicies)).
 		Watches(&networkingv1.Ingress{}, wake(func(o client.Object) string { return o.GetAnnotations()[tunav1.AnnotationAccessPolicy] })).
 		Build(&base.Reconciler[*tunav1.AccessPolicy]{
 			Client: r.Client, New: func() *tunav1.AccessPolicy { return &tunav1.AccessPolicy{} },
@@ -109,6 +107,24 @@ func (r *Reconciler) ServeGateways(mgr ctrl.Manager) error {
 	}
 	return nil
 }
+
+// namespacePolicies wakes every policy of a Domain's namespace: the
+// policy the Domain attaches, and those its policy overrides on its host.
+func (r *Reconciler) namespacePolicies(ctx context.Context, o client.Object) []reconcile.Request {
+	var list tunav1.AccessPolicyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ownerWait is how soon a policy is looked at again while a host it is
+// attached to has no key Secret yet (which names the host's owner).
+const ownerWait = 2 * time.Second
 
 func (r *Reconciler) resync() time.Duration {
 	if r.Resync > 0 {
@@ -133,7 +149,7 @@ func (r *Reconciler) converge(ctx context.Context, p *tunav1.AccessPolicy) (reco
 		return reconcile.Result{}, err
 	}
 	digest := apiwire.PolicyDigest(in)
-	if digest != p.Status.Digest || !accepted(p) {
+	if digest != p.Status.Digest || !edgeHas(p) {
 		out, err := r.Edge.PutAccessPolicy(ctx, in)
 		if err != nil {
 			f := edgeapi.Classify(err, tunav1.ReasonInvalidPolicy)
@@ -146,28 +162,47 @@ func (r *Reconciler) converge(ctx context.Context, p *tunav1.AccessPolicy) (reco
 		}
 		digest = out.Digest
 	}
-	var tcp []string
+	res := reconcile.Result{RequeueAfter: r.resync()}
+	var inForce, tcp, refused []string
 	for _, u := range users {
-		if u.tcp && !IPOnly(p) {
+		if u.pending {
+			res.RequeueAfter = min(res.RequeueAfter, ownerWait)
+		}
+		switch {
+		case u.refusal != "":
+			refused = append(refused, u.kind+" "+u.obj.GetName()+": "+u.refusal)
+		case u.tcp && !IPOnly(p):
 			tcp = append(tcp, u.kind+" "+u.obj.GetName())
+		default:
+			inForce = append(inForce, u.kind+" "+u.obj.GetName())
 		}
 	}
 	if len(tcp) > 0 {
 		return r.report(ctx, p, users, metav1.ConditionFalse, tunav1.ReasonTCPNeedsIPRules,
 			fmt.Sprintf("%s publish a TCP address, which takes only ip rules without pathPrefixes or methods: the edge refuses "+
-				"their connections; give them a policy of ip rules", strings.Join(tcp, ", ")), digest, reconcile.Result{RequeueAfter: r.resync()})
+				"their connections; give them a policy of ip rules", strings.Join(tcp, ", ")), digest, res)
+	}
+	if len(inForce) == 0 && len(refused) > 0 {
+		return r.report(ctx, p, users, metav1.ConditionFalse, tunav1.ReasonAttachmentRefused,
+			"the edge has the policy, but it guards nothing: "+strings.Join(refused, "; "), digest, res)
 	}
 	msg := "the edge enforces the policy"
 	if len(users) == 0 {
 		msg += "; nothing attaches it yet (spec.accessPolicyRef of a Tunnel or Domain, the annotation " +
 			tunav1.AnnotationAccessPolicy + " of an Ingress or LoadBalancer Service, or an ExtensionRef filter of an HTTPRoute)"
 	}
-	return r.report(ctx, p, users, metav1.ConditionTrue, tunav1.ReasonAccepted, msg, digest, reconcile.Result{RequeueAfter: r.resync()})
+	if len(refused) > 0 {
+		msg += "; not in force for " + strings.Join(refused, "; ")
+	}
+	return r.report(ctx, p, users, metav1.ConditionTrue, tunav1.ReasonAccepted, msg, digest, res)
 }
 
-func accepted(p *tunav1.AccessPolicy) bool {
+// edgeHas reports whether the status says the edge took this generation
+// of the policy (whatever becomes of its attachments).
+func edgeHas(p *tunav1.AccessPolicy) bool {
 	c := status.Find(p.Status.Conditions, tunav1.ConditionAccepted)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
+	return c != nil && c.ObservedGeneration == p.Generation && (c.Reason == tunav1.ReasonAccepted ||
+		c.Reason == tunav1.ReasonAttachmentRefused || c.Reason == tunav1.ReasonTCPNeedsIPRules)
 }
 
 // report writes the status and tells each user of a change.
@@ -176,6 +211,9 @@ func (r *Reconciler) report(ctx context.Context, p *tunav1.AccessPolicy, users [
 	cond := status.Condition(p.Status.Conditions, tunav1.ConditionAccepted, st, reason, msg, p.Generation)
 	addrs := make([]any, 0, len(users))
 	for _, u := range users {
+		if u.refusal != "" {
+			continue
+		}
 		a := map[string]any{"kind": u.kind, "name": u.obj.GetName()}
 		if u.address != "" {
 			a["address"] = u.address
@@ -198,7 +236,17 @@ func (r *Reconciler) report(ctx context.Context, p *tunav1.AccessPolicy, users [
 func (r *Reconciler) tell(p *tunav1.AccessPolicy, u user, cond metav1.Condition) {
 	key := string(u.obj.GetUID()) + "/" + p.Name
 	now := string(cond.Status) + "/" + cond.Reason + "/" + cond.Message
+	if u.refusal != "" {
+		now = "refused/" + u.refusal
+	}
 	if prev, ok := r.told.Swap(key, now); ok && prev == now {
+		return
+	}
+	if u.refusal != "" {
+		// The agent records the refusals it decides itself on the object.
+		if !u.told {
+			r.Recorder.Eventf(u.obj, p, corev1.EventTypeWarning, "AccessPolicyRefused", "Protect", "%s", u.refusal)
+		}
 		return
 	}
 	if cond.Status == metav1.ConditionTrue {
