@@ -201,18 +201,22 @@ func slowBindEdge(t *testing.T, slow time.Duration) (addr, hostKey string) {
 // (SSH answers requests in order, and x/crypto/ssh sends one request at a
 // time): it must not end a session whose edge is heard from meanwhile.
 // With a keepalive every 2 ms, binds that each take longer than the
-// keepalive timeout meet one at their start again and again.
+// keepalive timeout meet one at their start again and again. The edge's
+// own keepalives come every 50 ms: the timeout leaves a loaded machine
+// 950 ms to deliver one (250 ms were not enough at a load of 35 on two
+// cores).
 func TestKeepaliveBehindASlowBindKeepsTheSession(t *testing.T) {
-	addr, hk := slowBindEdge(t, 300*time.Millisecond)
+	const timeout = time.Second
+	addr, hk := slowBindEdge(t, timeout+100*time.Millisecond)
 	s, err := Dial(context.Background(), Config{
 		Addr: addr, Key: "k", HostKey: hk,
-		KeepaliveInterval: 2 * time.Millisecond, KeepaliveTimeout: 250 * time.Millisecond,
+		KeepaliveInterval: 2 * time.Millisecond, KeepaliveTimeout: timeout,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 16 {
+	for i := range 5 {
 		if _, err := s.Bind(context.Background(), protocol.BindRequest{Protocol: "http", Subdomain: "app"}); err != nil {
 			t.Fatalf("bind %d: %v (session: %v)", i, err, s.Err())
 		}
