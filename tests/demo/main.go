@@ -10,8 +10,8 @@
 //
 //	go tool task demo
 //
-// The task builds kube-apiserver and etcd, and the binaries into
-// .cache/demo/bin, first. kubectl and kube-controller-manager are not on
+// The task builds kube-apiserver and etcd (the demo's own, unoptimised,
+// into .cache/demo/tools), and the binaries into .cache/demo/bin, first. kubectl and kube-controller-manager are not on
 // the way to the URL: when they are not built yet, the demo builds them
 // after it, and says when each is ready.
 package main
