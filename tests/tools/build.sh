@@ -23,12 +23,14 @@ mkdir -p "$out"
 k8s_version=v1.37.2
 # -dwarf=false: the linker strips DWARF anyway (-s -w), so the compiler
 # need not make it: about 2 % less CPU over kube-apiserver's packages.
-gcflags=all=-dwarf=false
+optimised_gcflags=all=-dwarf=false
 # TUNA_TOOLS_UNOPTIMIZED=1 (the demo, into a folder of its own): no
 # optimisation and no inlining (-N -l), a quarter less compiler CPU on a
 # first-time user's way to the URL, for a kube-apiserver that needs about
 # twice the CPU; the tests keep the optimised build (docs/benchmarks.md,
-# "The newcomer path").
+# "The newcomer path"). When the optimised tools asked for are cached
+# already (the tests built them), those are the answer: nothing compiles.
+gcflags=$optimised_gcflags
 if [[ ${TUNA_TOOLS_UNOPTIMIZED:-} == 1 ]]; then gcflags="all=-N -l -dwarf=false"; fi
 ldflags="-s -w"
 ldflags+=" -X k8s.io/component-base/version.gitVersion=$k8s_version"
@@ -41,7 +43,10 @@ buildflags=(-trimpath "-gcflags=$gcflags" -ldflags "$ldflags")
 # The stamp is what the binaries are made of: the pins, etcd's main and the
 # flags (not the rest of this script, so a change to its progress output or
 # its order of work rebuilds nothing).
-stamp=$( { cat "$here/go.mod" "$here/go.sum" "$here/cmd/etcd/main.go"; echo "${buildflags[*]}"; } | sha256sum | cut -c1-16)
+stamp_of() {
+  { cat "$here/go.mod" "$here/go.sum" "$here/cmd/etcd/main.go"; echo "$*"; } | sha256sum | cut -c1-16
+}
+stamp=$(stamp_of "${buildflags[*]}")
 declare -A package=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [etcd]=./cmd/etcd
@@ -52,11 +57,24 @@ declare -A package=(
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
 )
 read -r -a want <<< "${TUNA_TOOLS:-kube-apiserver etcd kubectl}"
-missing=()
 for name in "${want[@]}"; do
   [[ -n ${package[$name]:-} ]] || { echo "tools: TUNA_TOOLS names $name; the tools are ${!package[*]}" >&2; exit 2; }
-  [[ -x $out/$name && "$(cat "$out/.stamp.$name" 2>/dev/null)" == "$stamp" ]] || missing+=("$name")
 done
+# missing_in dir stamp: the tools of want that dir lacks, or holds with another stamp.
+missing_in() {
+  local name
+  for name in "${want[@]}"; do
+    [[ -x $1/$name && "$(cat "$1/.stamp.$name" 2>/dev/null)" == "$2" ]] || echo "$name"
+  done
+}
+optimised=$root/.cache/bin
+if [[ $gcflags != "$optimised_gcflags" && $out != "$optimised" ]] &&
+  [[ -z $(missing_in "$optimised" "$(stamp_of "${buildflags[*]/#-gcflags=*/-gcflags=$optimised_gcflags}")") ]]; then
+  echo "tools: ${want[*]} ($k8s_version, optimised) cached in $optimised" >&2
+  echo "$optimised"
+  exit 0
+fi
+mapfile -t missing < <(missing_in "$out" "$stamp")
 if (( ${#missing[@]} == 0 )); then
   echo "tools: ${want[*]} ($k8s_version) cached in $out" >&2
   echo "$out"
