@@ -181,6 +181,23 @@ func TestCompileRefuses(t *testing.T) {
 	}
 }
 
+// A Secret's value put where an htpasswd file belongs (a token, a
+// password) is refused without a byte of it in the error, which becomes
+// the AccessPolicy's status message.
+func TestCompileEchoesNoSecretText(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	for _, htpasswd := range []string{
+		"s3cr3t-t0ken:notahash",
+		"s3cr3t-t0ken",
+		"s3cr3t-t0ken:" + string(hash) + "\ns3cr3t-t0ken:" + string(hash),
+	} {
+		_, err := Compile(apiwire.AccessPolicy{Owner: "o", Name: "n", Rules: []apiwire.AccessRule{{BasicAuth: &apiwire.BasicAuthRule{Htpasswd: htpasswd}}}}, nil)
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "line") {
+			t.Errorf("htpasswd %q: error %v, want one naming the line and none of the Secret's text", htpasswd, err)
+		}
+	}
+}
+
 // decideFor runs a policy's decision on a request from remote.
 func decideFor(t *testing.T, e *Engine, p *Policy, method, path, remote, authorization string) decision {
 	t.Helper()

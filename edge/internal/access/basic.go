@@ -119,10 +119,12 @@ func compileBasic(in *apiwire.BasicAuthRule) (*basicRule, error) {
 			return nil, fmt.Errorf("basic_auth: htpasswd line %d is not user:hash", i+1)
 		}
 		if _, err := bcrypt.Cost([]byte(hash)); err != nil || !isBcrypt(hash) {
-			return nil, fmt.Errorf("basic_auth: the hash of user %q (line %d) is not bcrypt: only bcrypt is accepted; make the file with `htpasswd -B`", user, i+1)
+			// The line is named by its number only: a Secret's value put in
+			// the wrong key must not reach a status message.
+			return nil, fmt.Errorf("basic_auth: the hash on htpasswd line %d is not bcrypt: only bcrypt is accepted; make the file with `htpasswd -B`", i+1)
 		}
 		if _, dup := b.users[user]; dup {
-			return nil, fmt.Errorf("basic_auth: user %q is listed twice", user)
+			return nil, fmt.Errorf("basic_auth: the user on htpasswd line %d is listed on an earlier line too", i+1)
 		}
 		b.users[user] = []byte(hash)
 	}
