@@ -89,19 +89,20 @@ func Intersection(listener string, hostnames []gwv1.Hostname) []string {
 }
 
 // wildcardOnAddress answers for an HTTP or HTTPS listener with a wildcard
-// hostname: the edge publishes no wildcard host, so the listener is
-// served on the Gateway's own address only, which a listener without a
-// hostname gives it (NeedsAddress), where requests of the hosts under the
-// wildcard reach its routes. Accepted on that address's port only.
+// hostname that the edge does not publish as a wildcard host of the
+// namespace (no --any-host, no Domain of its parent): it is served on the
+// Gateway's own address only, which a listener without a hostname gives
+// it (NeedsAddress), where requests of the hosts under the wildcard reach
+// its routes. Accepted on that address's port only.
 func wildcardOnAddress(gw *gwv1.Gateway, spec gwv1.Listener, res Reservations) Verdict {
 	if !NeedsAddress(gw) || res.Address == nil {
-		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is served only on the Gateway's own address (the edge publishes no wildcard host), and the Gateway has none: add a listener without a hostname, or list each reserved domain as its own listener", *spec.Hostname)}
+		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is not published by the edge, and the Gateway has no address of its own to serve it on: add a listener without a hostname", *spec.Hostname)}
 	}
 	v := res.Address(spec.Protocol, int32(spec.Port))
 	if !v.OK {
-		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is served only on the Gateway's own address (the edge publishes no wildcard host): %s", *spec.Hostname, v.Message)}
+		return Verdict{Message: fmt.Sprintf("wildcard hostname %s is served only on the Gateway's own address: %s", *spec.Hostname, v.Message)}
 	}
-	return Verdict{OK: true, Message: fmt.Sprintf("the listener is served on the Gateway's own address %s only: the edge publishes no wildcard host", v.Address)}
+	return Verdict{OK: true, Message: fmt.Sprintf("the listener is served on the Gateway's own address %s only", v.Address)}
 }
 
 // AddressRoute is a route as its Gateway's address serves it: its rules
@@ -169,6 +170,20 @@ func RoutesOfAddress(addr string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, 
 	return out
 }
 
+// RoutesOfWildcard are routes, attached to a wildcard listener hostname
+// host, as its tunnel serves them: the edge sends it every name under
+// host that nobody else holds, so each route holds for the hosts it has
+// in common with host (Intersection), not for all of them.
+func RoutesOfWildcard(host string, routes []*gwv1.HTTPRoute) []AddressRoute {
+	out := make([]AddressRoute, 0, len(routes))
+	for _, rt := range routes {
+		if hosts := Intersection(host, rt.Spec.Hostnames); len(hosts) > 0 {
+			out = append(out, AddressRoute{Route: rt, Hosts: hosts})
+		}
+	}
+	return out
+}
+
 // AddressRules are the rules of routes as their address serves them: each
 // rule once per host of its route, with that host as its condition (the
 // router tries an exact host first, then longer wildcards, then any host).
@@ -203,8 +218,11 @@ func AddressRules(routes []AddressRoute) []Rule {
 // holder's routes by host (RoutesOfAddress), a listener's hostname the
 // routes attached to it (RoutesOfHost).
 func RulesOfHost(host string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, nsLabels func(ns string) labels.Set) []Rule {
-	if IsAddress(host) {
+	switch {
+	case IsAddress(host):
 		return AddressRules(RoutesOfAddress(host, gws, routes, nsLabels))
+	case IsWildcard(host):
+		return AddressRules(RoutesOfWildcard(host, RoutesOfHost(host, gws, routes, nsLabels)))
 	}
 	return Rules(RoutesOfHost(host, gws, routes, nsLabels))
 }

@@ -101,7 +101,7 @@ func attachOne(r RouteInfo, ref gwv1.ParentReference, ev Evaluated) Parent {
 		if l.AnyHost || len(Intersection(l.Hostname, r.Hostnames)) > 0 {
 			hostMatch = true
 			p.Listeners = append(p.Listeners, l.Name)
-			if l.Host != "" { // a wildcard listener publishes no host of its own
+			if l.Host != "" { // a wildcard served on the address only publishes no host
 				p.Hosts = appendNew(p.Hosts, l.Host)
 			}
 		}

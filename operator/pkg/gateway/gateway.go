@@ -71,15 +71,37 @@ func ServedAmong(classes []gwv1.GatewayClass, gws []gwv1.Gateway) []*gwv1.Gatewa
 }
 
 // Host returns the host an HTTP or HTTPS listener publishes ("" for other
-// protocols, or a listener without a usable hostname).
+// protocols, or a listener without a hostname). A wildcard hostname
+// ("*.example.com") is published as such: the edge routes to its tunnel
+// every name under it that nobody else holds.
 func Host(l gwv1.Listener) string {
 	if l.Protocol != gwv1.HTTPProtocolType && l.Protocol != gwv1.HTTPSProtocolType {
 		return ""
 	}
-	if l.Hostname == nil || strings.HasPrefix(string(*l.Hostname), "*") {
+	if l.Hostname == nil {
 		return ""
 	}
 	return strings.ToLower(string(*l.Hostname))
+}
+
+// IsWildcard reports whether host is a wildcard hostname "*.parent".
+func IsWildcard(host string) bool { return strings.HasPrefix(host, "*.") }
+
+// CoveringWildcards are the wildcards that cover host, the nearest first:
+// for "a.b.example.com", "*.b.example.com" then "*.example.com"; for the
+// wildcard "*.b.example.com", "*.example.com". A wildcard's parent has
+// two labels at least, as the edge requires.
+func CoveringWildcards(host string) []string {
+	var out []string
+	rest := strings.TrimPrefix(host, "*.")
+	for {
+		_, parent, ok := strings.Cut(rest, ".")
+		if !ok || !strings.Contains(parent, ".") {
+			return out
+		}
+		out = append(out, "*."+parent)
+		rest = parent
+	}
 }
 
 // Hosts are the distinct hosts of gw's HTTP and HTTPS listeners, sorted,

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -219,5 +220,18 @@ func TestRules(t *testing.T) {
 	}
 	if rules[4].Path != "/" || rules[4].Type != pubhost.Prefix {
 		t.Fatalf("a rule without matches is not PathPrefix /: %+v", rules[4])
+	}
+}
+
+func TestCoveringWildcards(t *testing.T) {
+	for host, want := range map[string][]string{
+		"a.b.example.com": {"*.b.example.com", "*.example.com"},
+		"*.b.example.com": {"*.example.com"},
+		"example.com":     nil,
+		"*.example.com":   nil,
+	} {
+		if got := CoveringWildcards(host); !slices.Equal(got, want) {
+			t.Errorf("CoveringWildcards(%q) = %q, want %q", host, got, want)
+		}
 	}
 }

@@ -126,8 +126,8 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 		default:
 			l.Host = Host(spec)
 			key = "host/" + l.Host
-			switch {
-			case spec.Hostname == nil:
+			switch spec.Hostname {
+			case nil:
 				v := Verdict{Message: "the listener has no hostname and the edge hands out no Gateway addresses (tuna-edge serve --gateway-addresses): set hostname to a reserved domain of this namespace (kubectl get domain)"}
 				if res.Address != nil {
 					v = res.Address(spec.Protocol, int32(spec.Port))
@@ -141,15 +141,20 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 					l.Host, l.Address, l.AnyHost = v.Address, v.Address, true
 					key = "address"
 				}
-			case l.Host == "":
-				if v := wildcardOnAddress(gw, spec, res); !v.OK {
-					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
-				} else {
-					key = "wildcard/" + l.Hostname
-					accepted.Message = v.Message
-				}
 			default:
-				if v := res.Host(l.Host); !v.OK {
+				v := res.Host(l.Host)
+				if !v.OK && !v.Conflict && IsWildcard(l.Host) {
+					// A wildcard the edge cannot publish is still served
+					// on the Gateway's own address, when it has one.
+					a := wildcardOnAddress(gw, spec, res)
+					if a.OK {
+						l.Host, key = "", "wildcard/"+l.Hostname
+						accepted.Message = a.Message + " (" + v.Message + ")"
+						break
+					}
+					v.Message += "; " + a.Message
+				}
+				if !v.OK {
 					reject(gwv1.ListenerReasonUnsupportedValue, v.Message)
 					if v.Conflict {
 						conflicted = cond(string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonHostnameConflict), true, gen, v.Message)

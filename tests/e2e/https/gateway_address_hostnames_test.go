@@ -92,7 +92,8 @@ func TestGatewayAddressServesListenersWithHostnames(t *testing.T) {
 	awaitAnswer(t, at, second, second, "second "+second)
 	awaitAnswer(t, at, second, "plain.example.test", "plain plain.example.test")
 	// A wildcard listener's route, for the hosts under it (on the address
-	// only: the edge publishes no wildcard host).
+	// only: on this edge, without --any-host, the wildcard's parent is no
+	// Domain of the namespace, so it is no wildcard host of its own).
 	awaitAnswer(t, at, second, "a.wild.example.test", "wild a.wild.example.test")
 
 	// The unreserved listener is not accepted, so its route is not

@@ -44,13 +44,22 @@ func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint
 			return model.Verdict{Message: fmt.Sprintf("the listener has no hostname and all %d Gateway addresses of the edge are taken by older Gateways: set hostname to a reserved domain of this namespace, or ask the edge's admin for more addresses", edge.pool)}
 		},
 		Host: func(host string) model.Verdict {
+			// A wildcard "*.parent" is the holder's of parent: its Domain's
+			// namespace (or those it is shared with), as the edge decides.
+			name, wildcard := host, model.IsWildcard(host)
+			if wildcard {
+				name = host[2:]
+			}
 			var other *tunav1.Domain
 			for i := range domains {
 				d := &domains[i]
-				if d.Status.FQDN != host || !ready(d.Status.Conditions) {
+				if d.Status.FQDN != name || !ready(d.Status.Conditions) {
 					continue
 				}
 				if d.Namespace == ns || slices.Contains(d.Spec.SharedWith, ns) {
+					if wildcard {
+						return model.Verdict{OK: true, Address: host}
+					}
 					return model.Verdict{OK: true, Address: reservations.DNSTarget(host, d.Spec.Domain != "", d.Status.DNSRecords)}
 				}
 				other = d
@@ -59,12 +68,19 @@ func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint
 				return model.Verdict{Conflict: true, Message: fmt.Sprintf("host %s belongs to namespace %s (Domain %s): ask its owner to add namespace %s to spec.sharedWith, or choose another hostname",
 					host, other.Namespace, other.Name, ns)}
 			}
-			if first := edge.first[host]; edge.anyHost && first != ns {
+			if first := edge.first[host]; edge.anyHost && first.ns != ns {
 				return model.Verdict{Conflict: true, Message: fmt.Sprintf("host %s is published first by namespace %s, which holds it: reserve it with a Domain that lists namespace %s in spec.sharedWith to share it",
-					host, first, ns)}
+					host, first.ns, ns)}
+			}
+			if w, by := edge.coveredBy(host); edge.anyHost && by != "" && by != ns {
+				return model.Verdict{Conflict: true, Message: fmt.Sprintf("host %s is under %s, which namespace %s published first and holds with the names under it: choose a hostname outside it",
+					host, w, by)}
 			}
 			if edge.anyHost {
 				return model.Verdict{OK: true, Address: host}
+			}
+			if wildcard {
+				return model.Verdict{Message: fmt.Sprintf("wildcard %s needs %s to be a reserved domain of namespace %s: create a Domain for it there (kubectl get domain shows the reserved ones)", host, name, ns)}
 			}
 			return model.Verdict{Message: fmt.Sprintf("host %s is not a reserved domain of namespace %s: create a Domain for it there (kubectl get domain shows the reserved ones)", host, ns)}
 		},
@@ -93,9 +109,9 @@ func reserved(ns string, domains []tunav1.Domain, endpoints []tunav1.TCPEndpoint
 type edgeRules struct {
 	// anyHost: the edge takes any host (tuna-edge serve --any-host).
 	anyHost bool
-	// first is the namespace of the oldest Gateway with a listener for
-	// each host: on an any-host edge, the one an unreserved host is for.
-	first map[string]string
+	// first is the oldest Gateway with a listener for each host: on an
+	// any-host edge, its namespace is the one an unreserved host is for.
+	first map[string]publisher
 	// own is the Gateway's own address, for an HTTP or HTTPS listener
 	// without a hostname ("" when none is free), of pool Gateway addresses.
 	own  string
@@ -105,20 +121,46 @@ type edgeRules struct {
 	port, httpsPort int32
 }
 
-// firstPublishers maps each listener host of gws (oldest first) to the
-// namespace of its oldest Gateway.
-func firstPublishers(gws []*gwv1.Gateway) map[string]string {
-	out := map[string]string{}
-	for _, gw := range gws {
+// publisher is the namespace of a host's oldest Gateway, and that
+// Gateway's place among the served Gateways (oldest first).
+type publisher struct {
+	ns    string
+	order int
+}
+
+// firstPublishers maps each listener host of gws (oldest first) to its
+// oldest Gateway.
+func firstPublishers(gws []*gwv1.Gateway) map[string]publisher {
+	out := map[string]publisher{}
+	for i, gw := range gws {
 		for _, l := range gw.Spec.Listeners {
 			if h := model.Host(l); h != "" {
 				if _, ok := out[h]; !ok {
-					out[h] = gw.Namespace
+					out[h] = publisher{ns: gw.Namespace, order: i}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// coveredBy is, on an any-host edge, the name above host that was
+// published before it, and that name's namespace ("" when none): the edge
+// gives the names under a wildcard nobody held before it to the
+// wildcard's holder, the nearest first, and a wildcard "*.parent" to
+// parent's holder.
+func (e edgeRules) coveredBy(host string) (name, ns string) {
+	mine, ok := e.first[host]
+	above := model.CoveringWildcards(host)
+	if model.IsWildcard(host) {
+		above = append([]string{host[2:]}, above...)
+	}
+	for _, w := range above {
+		if p, held := e.first[w]; held && (!ok || p.order < mine.order) {
+			return w, p.ns
+		}
+	}
+	return "", ""
 }
 
 // ready: Ready is True, or Unknown (reserved, and the edge cannot confirm

@@ -260,8 +260,14 @@ type reservation struct {
 
 // reservation checks that host is a reserved domain (R3): a Ready Domain
 // of one of the Ingresses' namespaces whose status.fqdn is the host, or a
-// domain reserved on the account (and verified, for a custom one).
+// domain reserved on the account (and verified, for a custom one). A
+// wildcard "*.parent" (a Gateway listener's) is reserved with parent's
+// Domain, whose holder the edge lets claim it.
 func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []string) (reservation, error) {
+	name := host
+	if parent, ok := strings.CutPrefix(host, "*."); ok {
+		name = parent
+	}
 	for _, ns := range namespaces {
 		var domains tunav1.DomainList
 		if err := r.Client.List(ctx, &domains, client.InNamespace(ns)); err != nil {
@@ -271,9 +277,13 @@ func (r *Reconciler) reservation(ctx context.Context, host string, namespaces []
 			ready := status.Find(d.Status.Conditions, tunav1.ConditionReady)
 			// Unknown: reserved, and the edge API cannot confirm it right
 			// now; the host stays published (fail static).
-			if d.Status.FQDN == host && ready != nil && ready.Status != metav1.ConditionFalse {
-				return reservation{lbHostname: reservations.DNSTarget(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
+			if d.Status.FQDN != name || ready == nil || ready.Status == metav1.ConditionFalse {
+				continue
 			}
+			if name != host {
+				return reservation{lbHostname: host}, nil
+			}
+			return reservation{lbHostname: reservations.DNSTarget(host, d.Spec.Domain != "", d.Status.DNSRecords)}, nil
 		}
 	}
 	d, err := r.Edge.GetDomain(ctx, host)
