@@ -143,10 +143,7 @@ func RoutesOfAddress(addr string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, 
 		if !rt.DeletionTimestamp.IsZero() {
 			continue
 		}
-		info := RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}
-		if nsLabels != nil {
-			info.NamespaceLabels = nsLabels(rt.Namespace)
-		}
+		info := HTTPRouteInfo(rt, nsLabels)
 		var hosts []string
 		for _, p := range Attach(info, evaluated) {
 			if !p.Accepted {

@@ -52,6 +52,16 @@ type RouteInfo struct {
 	NamespaceLabels labels.Set
 }
 
+// HTTPRouteInfo is rt as Attach sees it; nsLabels reads its namespace's
+// labels (nil: unknown).
+func HTTPRouteInfo(rt *gwv1.HTTPRoute, nsLabels func(ns string) labels.Set) RouteInfo {
+	info := RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}
+	if nsLabels != nil {
+		info.NamespaceLabels = nsLabels(rt.Namespace)
+	}
+	return info
+}
+
 // Attach resolves a route's parentRefs that name served Gateways; refs to
 // anything else are left out (another controller answers for them).
 func Attach(r RouteInfo, gws Gateways) []Parent {

@@ -52,10 +52,7 @@ func RoutesOfHost(host string, gws []*gwv1.Gateway, routes []gwv1.HTTPRoute, nsL
 		if !rt.DeletionTimestamp.IsZero() {
 			continue
 		}
-		info := RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames, Parents: rt.Spec.ParentRefs}
-		if nsLabels != nil {
-			info.NamespaceLabels = nsLabels(rt.Namespace)
-		}
+		info := HTTPRouteInfo(rt, nsLabels)
 		for _, p := range Attach(info, evaluated) {
 			if p.Accepted && contains(p.Hosts, host) {
 				out = append(out, rt)

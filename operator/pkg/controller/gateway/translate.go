@@ -105,12 +105,7 @@ func translate(in snapshot) (translation, error) {
 	}
 	for i := range in.httpRoutes {
 		rt := &in.httpRoutes[i]
-		var nsLabels labels.Set
-		if in.namespaceLabels != nil {
-			nsLabels = in.namespaceLabels(rt.Namespace)
-		}
-		parents := model.Attach(model.RouteInfo{Kind: "HTTPRoute", Namespace: rt.Namespace, Hostnames: rt.Spec.Hostnames,
-			Parents: rt.Spec.ParentRefs, NamespaceLabels: nsLabels}, out.evaluated)
+		parents := model.Attach(model.HTTPRouteInfo(rt, in.namespaceLabels), out.evaluated)
 		count(parents)
 		resolved, err := resolvedRefs(rt, in.grants, in.service)
 		if err != nil {
