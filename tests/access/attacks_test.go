@@ -130,6 +130,52 @@ func TestAttacksAreRefused(t *testing.T) {
 		}
 	})
 
+	t.Run("callback replayed with its captured login cookie", func(t *testing.T) {
+		// The attacker has both halves of a finished login: the callback
+		// URL and the login cookie the browser held for it. The code is
+		// spent at the provider, so the sign-in is refused and no session
+		// is made.
+		victim := w.browserless(true)
+		jar := &recordingJar{CookieJar: victim.Jar}
+		victim.Jar = jar
+		_, callback := w.login(t, victim, app+"/me", alice)
+		loginCookie := jar.first("tuna-login-")
+		if loginCookie == nil {
+			t.Fatal("the login set no login cookie")
+		}
+		res, body := do(t, w.browserless(false), http.MethodGet, callback, nil, "Cookie", loginCookie.Name+"="+loginCookie.Value)
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "Sign-in was refused") {
+			t.Fatalf("a replayed callback with its login cookie: %d, want 403 Sign-in was refused\n%s", res.StatusCode, body)
+		}
+		for _, ck := range res.Cookies() {
+			if ck.Name == "tuna-session" && ck.Value != "" {
+				t.Fatal("a replayed callback made a session")
+			}
+		}
+	})
+
+	t.Run("login asks for PKCE and a nonce", func(t *testing.T) {
+		params := func() url.Values {
+			res, body := do(t, w.browserless(false), http.MethodGet, app+"/me", nil)
+			toLogin(t, res, body)
+			u, err := url.Parse(res.Header.Get("Location"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u.Query()
+		}
+		a, b := params(), params()
+		if a.Get("code_challenge_method") != "S256" || len(a.Get("code_challenge")) != 43 {
+			t.Fatalf("the authorization request's PKCE: method %q, challenge %q; want S256 and a SHA-256 in base64url",
+				a.Get("code_challenge_method"), a.Get("code_challenge"))
+		}
+		for _, name := range []string{"state", "nonce", "code_challenge"} {
+			if a.Get(name) == "" || a.Get(name) == b.Get(name) {
+				t.Errorf("%s: %q and %q in two logins, want a fresh value each", name, a.Get(name), b.Get(name))
+			}
+		}
+	})
+
 	t.Run("expired link", func(t *testing.T) {
 		share := w.origin("share")
 		host := "share." + baseDomain

@@ -115,6 +115,32 @@ func do(t testing.TB, c *http.Client, method, target string, form url.Values, hd
 }
 
 // sessionCookie returns the session cookie the jar holds for origin.
+// recordingJar keeps every cookie the edge set, also those it removed
+// later: what an attacker who read the traffic would hold.
+type recordingJar struct {
+	http.CookieJar
+	set []*http.Cookie
+}
+
+func (j *recordingJar) SetCookies(u *url.URL, cookies []*http.Cookie) {
+	for _, ck := range cookies {
+		if ck.Value != "" {
+			j.set = append(j.set, ck)
+		}
+	}
+	j.CookieJar.SetCookies(u, cookies)
+}
+
+// first is the first cookie set whose name starts with prefix.
+func (j *recordingJar) first(prefix string) *http.Cookie {
+	for _, ck := range j.set {
+		if strings.HasPrefix(ck.Name, prefix) {
+			return ck
+		}
+	}
+	return nil
+}
+
 func sessionCookie(t testing.TB, c *http.Client, origin string) *http.Cookie {
 	t.Helper()
 	u, _ := url.Parse(origin)
