@@ -68,17 +68,40 @@ func TestAccessPolicyInTheCLI(t *testing.T) {
 		t.Errorf("a policy guarding nothing yet, without --host: %s", r)
 	}
 
+	// The status the AccessPolicy controller writes (no controller runs
+	// here): in force, guarding one address through two users.
+	shared, err := env.dyn.Resource(cluster.AccessPolicies.GVR()).Namespace("reports").Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.Object["status"] = map[string]any{
+		"conditions": []any{map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "the edge enforces the policy",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": shared.GetGeneration()}},
+		"addresses": []any{map[string]any{"kind": "Domain", "name": "reports", "address": "reports.example.com"},
+			map[string]any{"kind": "Tunnel", "name": "reports", "address": "reports.example.com"}},
+	}
+	if _, err := env.dyn.Resource(cluster.AccessPolicies.GVR()).Namespace("reports").UpdateStatus(ctx, shared, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	r = tuna(t, "status", "-n", "reports", "-o", "json")
 	expectCode(t, r, cmd.ExitOK)
 	st := decode[map[string][]cluster.Status](t, r)["items"]
-	kinds := map[string]bool{}
+	got := map[string]cluster.Status{}
 	for _, s := range st {
 		if s.Kind == "AccessPolicy" {
-			kinds[s.Name] = true
+			got[s.Name] = s
 		}
 	}
-	if !kinds["shared"] || !kinds["partners"] {
-		t.Errorf("status does not list the AccessPolicies: %s", r)
+	if s := got["shared"]; s.Ready != "True" || s.Reason != "Accepted" || s.Address != "reports.example.com" {
+		t.Errorf("status of a policy in force: %+v, want Accepted True guarding reports.example.com (once)\n%s", s, r)
+	}
+	if s, ok := got["partners"]; !ok || s.Ready == "True" || s.Address != "-" {
+		t.Errorf("status of a policy without a status yet: %+v (listed %v), want not ready, guarding nothing\n%s", s, ok, r)
+	}
+	r = tuna(t, "status", "-n", "reports")
+	expectCode(t, r, cmd.ExitOK)
+	if !strings.Contains(r.stdout, "reports.example.com") {
+		t.Errorf("the table does not show the address a policy guards:\n%s", r.stdout)
 	}
 
 	r = tuna(t, append([]string{"preflight", "-o", "json"}, valuesArgs(env.Edge.OperatorKey)...)...)
