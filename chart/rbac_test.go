@@ -67,6 +67,7 @@ func TestRBACExact(t *testing.T) {
 	}
 	wantAgentCluster := map[string][]string{
 		"k8s.tuna.am/tunnels":                          {"get", "list", "watch"},
+		"k8s.tuna.am/accesspolicies":                   {"get"},
 		"k8s.tuna.am/tunnels/status":                   {"get", "patch", "update"},
 		"networking.k8s.io/ingresses":                  {"get", "list", "watch"},
 		"networking.k8s.io/ingresses/status":           {"get", "patch", "update"},
@@ -364,6 +365,7 @@ func TestRBACWatchNamespaces(t *testing.T) {
 	})
 	wantAgentWatched := map[string][]string{
 		"k8s.tuna.am/tunnels":                          {"get", "list", "watch"},
+		"k8s.tuna.am/accesspolicies":                   {"get"},
 		"k8s.tuna.am/tunnels/status":                   {"get", "patch", "update"},
 		"networking.k8s.io/ingresses":                  {"get", "list", "watch"},
 		"networking.k8s.io/ingresses/status":           {"get", "patch", "update"},

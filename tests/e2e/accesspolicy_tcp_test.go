@@ -19,9 +19,10 @@ import (
 )
 
 // A tcp Tunnel takes only a policy of ip rules without pathPrefixes or
-// methods (docs/access.md): with any other rule the policy says
-// TCPNeedsIPRules, the Tunnel is told so in an event, and the edge refuses
-// every connection; an ip-only policy lets the allowed clients through.
+// methods (docs/access.md): with any other rule the policy's Accepted and
+// the Tunnel's Ready say TCPNeedsIPRules, the Tunnel is told so in an
+// event, and the edge refuses every connection; an ip-only policy lets the
+// allowed clients through and the Tunnel is Ready again.
 func TestAccessPolicyOnTCPTunnel(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -52,6 +53,9 @@ func TestAccessPolicyOnTCPTunnel(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Positive(c, eventsOf(c, ns, "Tunnel", "postgres", "Warning")["AccessPolicyNotInForce"])
 	}, wait, 100*time.Millisecond, "the Tunnel is told that its policy is not in force")
+	refused := waitReady(t, key(ns, "postgres"), metav1.ConditionFalse, tunav1.ReasonTCPNeedsIPRules)
+	assert.Contains(t, status.Find(refused.Status.Conditions, tunav1.ConditionReady).Message, "the edge refuses every connection")
+	assert.Equal(t, "tcp://"+ep.Status.Address, refused.Status.URL, "the tunnel stays published")
 	// The bind carries the policy once the agent has seen the change; from
 	// then on no connection reaches the backend.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -66,6 +70,7 @@ func TestAccessPolicyOnTCPTunnel(t *testing.T) {
 	policy.Spec.Rules = []tunav1.AccessRule{{IP: &tunav1.AccessIPRule{AllowCIDRs: []string{"127.0.0.0/8"}}}}
 	require.NoError(t, env.CP.Client.Update(ctx, policy))
 	waitAccepted(t, key(ns, "db"), metav1.ConditionTrue, tunav1.ReasonAccepted)
+	waitReady(t, key(ns, "postgres"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.True(c, greeted(c, ep.Status.Address), "an allowed client does not get through")
 	}, wait, 100*time.Millisecond)

@@ -308,6 +308,11 @@ watchNamespaces is empty, else in a Role of each listed namespace.
 - apiGroups: ["k8s.tuna.am"]
   resources: ["tunnels"]
   verbs: ["get", "list", "watch"]
+# get only: the AccessPolicy of a tcp Tunnel, whose Ready says when the
+# edge refuses its connections (a policy a TCP address cannot take).
+- apiGroups: ["k8s.tuna.am"]
+  resources: ["accesspolicies"]
+  verbs: ["get"]
 - apiGroups: ["k8s.tuna.am"]
   resources: ["tunnels/status"]
   verbs: ["get", "patch", "update"]

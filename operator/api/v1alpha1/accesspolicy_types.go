@@ -26,6 +26,7 @@ const (
 	ReasonInvalidPolicy = "InvalidPolicy"
 	// ReasonTCPNeedsIPRules: a TCP address uses the policy, which has
 	// rules other than ip: the edge refuses that address's connections.
+	// The policy's Accepted and the tcp Tunnel's Ready both say so.
 	ReasonTCPNeedsIPRules = "TCPNeedsIPRules"
 	// ReasonAttachmentRefused: the edge has the policy, but none of the
 	// resources that attach it puts it in force (a host of another

@@ -33,10 +33,11 @@ func entryOf(replica string, st session.State) tunav1.TunnelAgentStatus {
 		// One session per edge node: one with a single edge.
 		e.Sessions = int32(max(st.Sessions, 1))
 	}
-	// A live session whose https upstream fails verification stays
-	// published (checkTLS): not Ready, but its url and session are real,
-	// and fixing the certificate takes effect without a reconnect.
-	if st.Reason == tunav1.ReasonUpstreamTLSFailed {
+	// A live session whose https upstream fails verification (checkTLS), or
+	// whose policy a TCP address cannot take (checkTCPPolicy), stays
+	// published: not Ready, but its url and session are real, and the fix
+	// takes effect without a reconnect.
+	if st.Reason == tunav1.ReasonUpstreamTLSFailed || st.Reason == tunav1.ReasonTCPNeedsIPRules {
 		e.URL, e.SessionID = st.URL, st.SessionID
 	}
 	return e

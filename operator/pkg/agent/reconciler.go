@@ -114,7 +114,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			"keyID", apikey.ID(cfg.Edge.Key), "previousKeyID", apikey.ID(running.Config().Edge.Key))
 	}
 	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
-	return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, checkTLS(ctx, up, t.State()))
+	st, err := r.checkTCPPolicy(ctx, &tun, checkTLS(ctx, up, t.State()))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	again := resync
+	if st.Reason == tunav1.ReasonTCPNeedsIPRules {
+		again = policyRecheck
+	}
+	return reconcile.Result{RequeueAfter: again}, r.report(ctx, &tun, st)
+}
+
+// policyRecheck is how soon a tcp Tunnel whose policy it cannot take looks
+// at the policy again: the agent only gets policies, it does not watch
+// them, and a fixed policy should show in Ready within seconds.
+const policyRecheck = 5 * time.Second
+
+// checkTCPPolicy shows in Ready that the edge refuses every connection to
+// a connected tcp Tunnel whose access policy has rules other than ip rules
+// (TCPNeedsIPRules), as the policy's own status says; the tunnel stays up,
+// and an ip-only policy takes effect without a reconnect. The policy is
+// read with get (no watch): a policy that becomes one a TCP address cannot
+// take shows within resync, a fixed one within policyRecheck.
+func (r *Reconciler) checkTCPPolicy(ctx context.Context, tun *tunav1.Tunnel, st session.State) (session.State, error) {
+	ref := tun.Spec.AccessPolicyRef
+	if tun.Spec.Protocol != tunav1.ProtocolTCP || ref == nil || st.Phase != session.PhaseConnected {
+		return st, nil
+	}
+	var p tunav1.AccessPolicy
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: tun.Namespace, Name: ref.Name}, &p); err != nil {
+		// A missing policy is refused at the edge like any other address's
+		// and said on the policy side; nothing more to tell here.
+		return st, client.IgnoreNotFound(err)
+	}
+	if p.Spec.IPOnly() {
+		return st, nil
+	}
+	st.Phase, st.Reason = session.PhaseConnecting, tunav1.ReasonTCPNeedsIPRules
+	st.Message = fmt.Sprintf("the tunnel is published at %s, but the edge refuses every connection: access policy %s has rules "+
+		"other than ip rules without pathPrefixes or methods, which a TCP address cannot take", st.URL, ref.Name)
+	return st, nil
 }
 
 // forget stops the tunnel of a Tunnel that goes and drops what the

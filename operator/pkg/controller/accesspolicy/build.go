@@ -115,14 +115,3 @@ func edits(in *tunav1.HeaderEdits) *apiwire.HeaderEdits {
 	}
 	return &apiwire.HeaderEdits{Set: in.Set, Remove: in.Remove}
 }
-
-// IPOnly reports whether a policy can guard a TCP address: every rule is
-// an ip rule for all requests.
-func IPOnly(p *tunav1.AccessPolicy) bool {
-	for _, r := range p.Spec.Rules {
-		if r.IP == nil || len(r.PathPrefixes) > 0 || len(r.Methods) > 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -171,7 +171,7 @@ func (r *Reconciler) converge(ctx context.Context, p *tunav1.AccessPolicy) (reco
 		switch {
 		case u.refusal != "":
 			refused = append(refused, u.kind+" "+u.obj.GetName()+": "+u.refusal)
-		case u.tcp && !IPOnly(p):
+		case u.tcp && !p.Spec.IPOnly():
 			tcp = append(tcp, u.kind+" "+u.obj.GetName())
 		default:
 			inForce = append(inForce, u.kind+" "+u.obj.GetName())
