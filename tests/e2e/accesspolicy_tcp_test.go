@@ -15,7 +15,6 @@ import (
 
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
-	"code.tuna.am/tuna/k8s-operator/tests/harness"
 )
 
 // A tcp Tunnel takes only a policy of ip rules without pathPrefixes or
@@ -26,15 +25,7 @@ import (
 func TestAccessPolicyOnTCPTunnel(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	svc, err := harness.CreateService(ctx, env.CP.Client, ns, "postgres", harness.ServicePort{Port: 5432})
-	require.NoError(t, err)
-	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
-	applyExample(t, ns, "tunnel-tcp.yaml", nil) // TCPEndpoint postgres + Tunnel postgres
-	t.Cleanup(func() {
-		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "postgres"))
-		deleteAndWait(t, &tunav1.TCPEndpoint{}, key(ns, "postgres"))
-	})
-	ep := waitEndpoint(t, ns, "postgres", tunav1.ReasonReserved)
+	_, ep := publishTCPExample(t, ns)
 	waitReady(t, key(ns, "postgres"), metav1.ConditionTrue, tunav1.ReasonConnected)
 
 	// An ip rule limited to a path: a TCP connection has no path.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -64,10 +65,11 @@ func waitEndpoint(t *testing.T, ns, name, reason string) *tunav1.TCPEndpoint {
 	return &e
 }
 
-// Real TCP traffic through a TCPEndpoint and a tcp Tunnel, both ways, with
-// the seed's manifests.
-func TestTCPTunnelThroughEndpoint(t *testing.T) {
-	ns := namespace(t)
+// publishTCPExample applies examples/tunnel-tcp.yaml in ns, with a
+// greeter behind its Service postgres, and waits for its TCPEndpoint's
+// reservation; it returns the Service and the TCPEndpoint.
+func publishTCPExample(t *testing.T, ns string) (*corev1.Service, *tunav1.TCPEndpoint) {
+	t.Helper()
 	svc, err := harness.CreateService(context.Background(), env.CP.Client, ns, "postgres", harness.ServicePort{Port: 5432})
 	require.NoError(t, err)
 	serveGreeter(t, svc.Spec.ClusterIP, 5432, nil)
@@ -76,8 +78,14 @@ func TestTCPTunnelThroughEndpoint(t *testing.T) {
 		deleteAndWait(t, &tunav1.Tunnel{}, key(ns, "postgres"))
 		deleteAndWait(t, &tunav1.TCPEndpoint{}, key(ns, "postgres"))
 	})
+	return svc, waitEndpoint(t, ns, "postgres", tunav1.ReasonReserved)
+}
 
-	ep := waitEndpoint(t, ns, "postgres", tunav1.ReasonReserved)
+// Real TCP traffic through a TCPEndpoint and a tcp Tunnel, both ways, with
+// the seed's manifests.
+func TestTCPTunnelThroughEndpoint(t *testing.T) {
+	ns := namespace(t)
+	svc, ep := publishTCPExample(t, ns)
 	require.NotZero(t, ep.Status.Port)
 	require.Equal(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ep.Status.Port))), ep.Status.Address)
 	tun := waitReady(t, key(ns, "postgres"), metav1.ConditionTrue, tunav1.ReasonConnected)
