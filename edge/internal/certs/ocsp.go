@@ -2,9 +2,11 @@ package certs
 
 import (
 	"bytes"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"golang.org/x/crypto/ocsp"
@@ -101,6 +103,9 @@ func (m *Manager) ocspResponse(e *entry) ([]byte, ocspWindow, error) {
 		return nil, ocspWindow{}, err
 	}
 	now := m.cfg.Now()
+	if err := responderDelegated(r.Certificate, e.issuer, now); err != nil {
+		return nil, ocspWindow{}, err
+	}
 	switch {
 	case r.Status != ocsp.Good:
 		return nil, ocspWindow{}, fmt.Errorf("the certificate's status is %s", ocspStatus(r.Status))
@@ -112,6 +117,27 @@ func (m *Manager) ocspResponse(e *entry) ([]byte, ocspWindow, error) {
 		return nil, ocspWindow{}, fmt.Errorf("the response expired at %s", r.NextUpdate.Format(time.RFC3339))
 	}
 	return der, ocspWindow{this: r.ThisUpdate, next: r.NextUpdate}, nil
+}
+
+// responderDelegated checks the certificate that signed an answer, when
+// the answer carries one (RFC 6960, 4.2.2.2): the issuer itself, or a
+// certificate the issuer made for signing OCSP answers
+// (id-kp-OCSPSigning), valid at now. x/crypto/ocsp checks only that the
+// issuer signed it, and any certificate of the same CA would pass that,
+// another site's included: whoever holds its key could then sign a good
+// answer for a revoked certificate, on a fetch that is plain HTTP.
+func responderDelegated(signer, issuer *x509.Certificate, now time.Time) error {
+	if signer == nil || signer.Equal(issuer) {
+		return nil
+	}
+	if !slices.Contains(signer.ExtKeyUsage, x509.ExtKeyUsageOCSPSigning) {
+		return fmt.Errorf("the response is signed by %q, which its issuer did not delegate OCSP signing to (no OCSPSigning extended key usage)", signer.Subject)
+	}
+	if now.Before(signer.NotBefore) || now.After(signer.NotAfter) {
+		return fmt.Errorf("the response is signed by %q, whose certificate is not valid now (%s to %s)", signer.Subject,
+			signer.NotBefore.Format(time.RFC3339), signer.NotAfter.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func ocspStatus(s int) string {

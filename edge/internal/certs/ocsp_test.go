@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,7 @@ type ocspResponder struct {
 	status int
 	this   time.Time
 	next   time.Time
-	signer *testCA // nil: the CA itself
+	signer *testCA // nil: the CA itself; else its certificate goes in the answer
 }
 
 func startOCSPResponder(t *testing.T, ca *testCA) *ocspResponder {
@@ -49,7 +50,9 @@ func startOCSPResponder(t *testing.T, ca *testCA) *ocspResponder {
 		}
 		signer := r.ca
 		if r.signer != nil {
-			signer = r.signer
+			// A responder other than the CA sends its certificate along,
+			// for the client to check that the CA delegated to it.
+			signer, tmpl.Certificate = r.signer, r.signer.cert
 		}
 		r.mu.Unlock()
 		der, err := ocsp.CreateResponse(r.ca.cert, signer.cert, tmpl, crypto.Signer(signer.key))
@@ -166,12 +169,20 @@ func TestOCSPStapling(t *testing.T) {
 	}
 
 	// Answers that are good but not trustworthy or not current are not
-	// stapled either.
+	// stapled either. The CA's other certificates (another site's, whose
+	// holder could sign a good answer for a revoked certificate) and a
+	// lapsed responder are no responders the CA delegated to.
 	other := newTestCA(t)
+	wall := time.Now()
+	ocspSigning := []x509.ExtKeyUsage{x509.ExtKeyUsageOCSPSigning}
+	site := ca.delegate(t, "another site", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, wall.Add(-time.Hour), wall.Add(48*time.Hour))
+	lapsed := ca.delegate(t, "lapsed responder", ocspSigning, wall.Add(-2*time.Hour), wall.Add(-time.Hour))
 	for name, bad := range map[string]func(now time.Time){
-		"signed by another CA": func(now time.Time) { resp.answer(ocsp.Good, now, now.Add(time.Hour), other) },
-		"expired":              func(now time.Time) { resp.answer(ocsp.Good, now.Add(-2*time.Hour), now.Add(-time.Hour), nil) },
-		"from the future":      func(now time.Time) { resp.answer(ocsp.Good, now.Add(time.Hour), now.Add(2*time.Hour), nil) },
+		"signed by another CA":                 func(now time.Time) { resp.answer(ocsp.Good, now, now.Add(time.Hour), other) },
+		"signed by another site's certificate": func(now time.Time) { resp.answer(ocsp.Good, now, now.Add(time.Hour), site) },
+		"signed by a lapsed responder":         func(now time.Time) { resp.answer(ocsp.Good, now, now.Add(time.Hour), lapsed) },
+		"expired":                              func(now time.Time) { resp.answer(ocsp.Good, now.Add(-2*time.Hour), now.Add(-time.Hour), nil) },
+		"from the future":                      func(now time.Time) { resp.answer(ocsp.Good, now.Add(time.Hour), now.Add(2*time.Hour), nil) },
 	} {
 		clock.Advance(ocspRetry + time.Second)
 		bad(clock.Now())
@@ -180,6 +191,44 @@ func TestOCSPStapling(t *testing.T) {
 			t.Fatalf("an answer %s was stapled", name)
 		}
 	}
+
+	// A responder the CA delegated to, with its certificate in the
+	// answer: stapled.
+	delegated := ca.delegate(t, "delegated responder", ocspSigning, wall.Add(-time.Hour), wall.Add(48*time.Hour))
+	clock.Advance(ocspRetry + time.Second)
+	now = clock.Now()
+	resp.answer(ocsp.Good, now.Add(-time.Minute), now.Add(time.Hour), delegated)
+	awaitFetch("a fetch of the delegated responder's answer", resp.requests.Load())
+	if s := staple(); s == nil || s.Status != ocsp.Good || s.Certificate == nil || !s.Certificate.Equal(delegated.cert) {
+		t.Fatalf("the delegated responder's good answer: stapled %+v", s)
+	}
+}
+
+// TestOCSPStaplingOfTheDefaultCertificate: the certificate served for
+// names the store has none for (--tls-cert-file) is stapled too.
+func TestOCSPStaplingOfTheDefaultCertificate(t *testing.T) {
+	st, _ := openStore(t)
+	ca := newTestCA(t)
+	resp := startOCSPResponder(t, ca)
+	now := time.Now()
+	resp.answer(ocsp.Good, now.Add(-time.Minute), now.Add(time.Hour), nil)
+	def := ca.certificate(t, "default.example", resp.srv.URL)
+	m, err := New(Config{Store: st, Seal: testSealer(t), Default: &def})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLS(t, m.TLSConfig())
+	waitUntil(t, "a staple on the default certificate", func() bool {
+		raw := handshake(t, addr, "default.example", ca.pool()).OCSPResponse
+		if raw == nil {
+			return false
+		}
+		r, err := ocsp.ParseResponseForCert(raw, def.Leaf, ca.cert)
+		if err != nil || r.Status != ocsp.Good {
+			t.Fatalf("the staple on the default certificate: %v, %v", r, err)
+		}
+		return true
+	})
 }
 
 // fakeClock is a clock the test moves.

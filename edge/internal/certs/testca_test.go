@@ -92,6 +92,31 @@ func (ca *testCA) issueWithKey(t testing.TB, key *ecdsa.PrivateKey, host, ocspUR
 	return chainPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), leaf
 }
 
+// delegate returns a signer whose certificate ca issued with ekus, valid
+// from notBefore to notAfter: an OCSP responder ca delegated to (with
+// x509.ExtKeyUsageOCSPSigning), or another of its certificates.
+func (ca *testCA) delegate(t testing.TB, name string, ekus []x509.ExtKeyUsage, notBefore, notAfter time.Time) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: name},
+		NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: ekus,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key}
+}
+
 func (ca *testCA) certificate(t testing.TB, host, ocspURL string) tls.Certificate {
 	t.Helper()
 	chain, key, _ := ca.issue(t, host, ocspURL, time.Now().Add(24*time.Hour))
