@@ -80,16 +80,22 @@ func withChildren(pids []int) []int {
 // costNote says what the requests between before and after cost, for a
 // row's notes; empty when nothing is metered.
 func costNote(pids []int, before usage, requests float64) string {
-	if len(pids) == 0 || requests <= 0 {
+	return costNoteOf(pids, before, requests, "request")
+}
+
+// costNoteOf is costNote for n units of work named per (request,
+// message, call).
+func costNoteOf(pids []int, before usage, n float64, per string) string {
+	if len(pids) == 0 || n <= 0 {
 		return ""
 	}
 	after := usageOf(pids)
 	if before.missing || after.missing {
 		return ""
 	}
-	return fmt.Sprintf("%.1f µs CPU, %.2f read + %.2f write syscalls per request",
-		float64((after.cpu-before.cpu).Microseconds())/requests,
-		float64(after.reads-before.reads)/requests, float64(after.writes-before.writes)/requests)
+	return fmt.Sprintf("%.1f µs CPU, %.2f read + %.2f write syscalls per %s",
+		float64((after.cpu-before.cpu).Microseconds())/n,
+		float64(after.reads-before.reads)/n, float64(after.writes-before.writes)/n, per)
 }
 
 // joinNotes joins the non-empty notes of a row.

@@ -105,6 +105,7 @@ func grpcClient(a []string) error {
 func (b *bench) grpcRow(path, addr, authority, caFile string, direct float64) (float64, error) {
 	step("%s: gRPC unary calls for %s", path, b.duration)
 	load := loadavg()
+	spent := usageOf(b.metered)
 	out, err := runRole(b.self, "grpc-client", addr, authority, caFile, strconv.Itoa(int(b.duration.Seconds())))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
@@ -114,7 +115,8 @@ func (b *bench) grpcRow(path, addr, authority, caFile string, direct float64) (f
 	if _, err := fmt.Sscan(out, &perSec, &p50, &p99); err != nil {
 		return 0, fmt.Errorf("%s: reading %q: %w", path, out, err)
 	}
-	b.rows = append(b.rows, row{bench: grpcBench, path: path, value: perSec, unit: "call/s", p50: p50, p99: p99, direct: direct, load: load})
+	note := costNoteOf(b.metered, spent, perSec*b.duration.Seconds(), "call")
+	b.rows = append(b.rows, row{bench: grpcBench, path: path, value: perSec, unit: "call/s", p50: p50, p99: p99, direct: direct, load: load, note: note})
 	return perSec, nil
 }
 
@@ -150,11 +152,14 @@ func (b *bench) streamsSection() error {
 			return err
 		}
 	}
+	b.metered = []int{ws.pid()}
 	directWS, err := b.wsRow("direct", wsAddr, "echo", 0)
 	if err != nil {
 		return err
 	}
+	b.metered = []int{gs.pid()}
 	directGRPC, err := b.grpcRow("direct (cleartext HTTP/2)", grpcAddr, "grpc", "-", 0)
+	b.metered = nil
 	if err != nil {
 		return err
 	}
@@ -182,10 +187,14 @@ func (b *bench) streamsSection() error {
 		return err
 	}
 	defer ga.stop()
+	b.metered = []int{e.pid(), wa.pid()}
 	if _, err := b.wsRow("tuna (edge + agent, 1 session)", e.httpAddr, "ws."+baseDomain, directWS); err != nil {
 		return err
 	}
-	if _, err := b.grpcRow("tuna (TLS h2 to the edge, h2c from the agent)", httpsAddr, "grpc."+baseDomain, f.ca, directGRPC); err != nil {
+	b.metered = []int{e.pid(), ga.pid()}
+	_, err = b.grpcRow("tuna (TLS h2 to the edge, h2c from the agent)", httpsAddr, "grpc."+baseDomain, f.ca, directGRPC)
+	b.metered = nil
+	if err != nil {
 		return err
 	}
 	if keys, err = e.httpKeys("grpc-h1", 1); err != nil {
@@ -196,7 +205,10 @@ func (b *bench) streamsSection() error {
 		return err
 	}
 	defer oa.stop()
-	if _, err := b.grpcRow(framesOffPath, httpsAddr, "grpc-h1."+baseDomain, f.ca, directGRPC); err != nil {
+	b.metered = []int{e.pid(), oa.pid()}
+	_, err = b.grpcRow(framesOffPath, httpsAddr, "grpc-h1."+baseDomain, f.ca, directGRPC)
+	b.metered = nil
+	if err != nil {
 		return err
 	}
 	if b.profileDir == "" {

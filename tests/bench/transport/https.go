@@ -169,12 +169,18 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if err := b.h2EdgeServerRow(backend, directH2); err != nil {
 		return err
 	}
+	// The default server's h2 row again, so that the --edge-h2 row sits
+	// between two of them: a load that drifts during the run weighs on
+	// both sides of the comparison.
+	if err := b.meteredH2Row(e, a, tunaHTTPS+", again after --edge-h2", "https://"+host+"/", addr, directH2); err != nil {
+		return err
+	}
 	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
 		if _, err := b.connsRow(tunaHTTPS, addr, host, mode); err != nil {
 			return err
 		}
 	}
-	if err := b.idleConns(e, addr, host); err != nil {
+	if err := b.idleConns(e, addr, host, "", "http/1.1", "h2"); err != nil {
 		return err
 	}
 	if b.profileDir == "" {
@@ -220,16 +226,36 @@ func (b *bench) h2FramesRow(e *edgeProc, backend, addr string, directH2 float64)
 
 // h2EdgeServerRow measures the h2 row through an edge that serves h2
 // connections with its own HTTP/2 server (--edge-h2), with what each
-// request cost the edge and the agent.
+// request cost the edge and the agent, its memory per idle h2
+// connection, and (-profile) CPU profiles of it under h2load, beside the
+// default server's h2 rows and profile: what deciding the default needs,
+// in one run.
 func (b *bench) h2EdgeServerRow(backend string, directH2 float64) error {
 	e, a, addr, host, stop, err := b.httpsEdge("edge-https-edge-h2", backend, "--edge-h2")
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if err := b.meteredH2Row(e, a, edgeH2Path, "https://"+host+"/", addr, directH2); err != nil {
+		return err
+	}
+	if err := b.idleConns(e, addr, host, " (--edge-h2)", "h2"); err != nil {
+		return err
+	}
+	if b.profileDir == "" {
+		return nil
+	}
+	return b.profile("h2-edge-h2", e, a, func(d time.Duration) error {
+		_, err := runH2load("https://"+host+"/", addr, d)
+		return err
+	})
+}
+
+// meteredH2Row is h2Row with what each request cost the edge and the agent.
+func (b *bench) meteredH2Row(e *edgeProc, a *agentProc, path, url, addr string, directH2 float64) error {
 	b.metered = []int{e.pid(), a.pid()}
 	defer func() { b.metered = nil }()
-	_, err = b.h2Row(edgeH2Path, "https://"+host+"/", addr, directH2)
+	_, err := b.h2Row(path, url, addr, directH2)
 	return err
 }
 

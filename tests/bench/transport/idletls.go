@@ -12,15 +12,16 @@ import (
 const idleConnBench = "edge memory per idle client connection"
 
 // idleConns measures the edge's resident memory before and after b.idle
-// idle HTTPS connections are open, first HTTP/1.1 ones, then h2 ones:
-// each has answered one request, as a browser's connection has between
-// page loads.
-func (b *bench) idleConns(e *edgeProc, addr, host string) error {
+// idle HTTPS connections of each of protos (http/1.1, h2) are open, one
+// protocol after the other: each has answered one request, as a
+// browser's connection has between page loads. variant is added to the
+// rows' paths.
+func (b *bench) idleConns(e *edgeProc, addr, host, variant string, protos ...string) error {
 	f, err := b.tlsFiles()
 	if err != nil {
 		return err
 	}
-	for _, proto := range []string{"http/1.1", "h2"} {
+	for _, proto := range protos {
 		before, err := settledRSS(e.pid())
 		if err != nil {
 			return err
@@ -46,7 +47,7 @@ func (b *bench) idleConns(e *edgeProc, addr, host string) error {
 		if err != nil {
 			return err
 		}
-		b.rows = append(b.rows, row{bench: idleConnBench, path: fmt.Sprintf("tuna-edge, %d idle TLS %s connections", b.idle, proto),
+		b.rows = append(b.rows, row{bench: idleConnBench, path: fmt.Sprintf("tuna-edge, %d idle TLS %s connections%s", b.idle, proto, variant),
 			value: float64(after-before) / float64(b.idle), unit: "KiB/conn", noRatio: true, load: load,
 			note: fmt.Sprintf("VmRSS %d KiB before, %d KiB after", before, after)})
 	}

@@ -209,10 +209,15 @@ func wsEchoLoop(addr, host string, deadline time.Time) ([]time.Duration, error) 
 	return lat, nil
 }
 
-// wsRow runs the ws-client role against addr for host and records the row.
+// wsRow runs the ws-client role against addr for host and records the
+// row, with what each message cost the processes b.metered (the echo
+// server for direct; the edge and the agent through tuna, where each
+// message is read and written once each way at both: that copy is all a
+// message should cost them).
 func (b *bench) wsRow(path, addr, host string, direct float64) (float64, error) {
 	step("%s: WebSocket echo for %s", path, b.duration)
 	load := loadavg()
+	spent := usageOf(b.metered)
 	out, err := runRole(b.self, "ws-client", addr, host, strconv.Itoa(int(b.duration.Seconds())))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
@@ -222,6 +227,7 @@ func (b *bench) wsRow(path, addr, host string, direct float64) (float64, error) 
 	if _, err := fmt.Sscan(out, &perSec, &p50, &p99); err != nil {
 		return 0, fmt.Errorf("%s: reading %q: %w", path, out, err)
 	}
-	b.rows = append(b.rows, row{bench: wsBench, path: path, value: perSec, unit: "msg/s", p50: p50, p99: p99, direct: direct, load: load})
+	note := costNoteOf(b.metered, spent, perSec*b.duration.Seconds(), "message")
+	b.rows = append(b.rows, row{bench: wsBench, path: path, value: perSec, unit: "msg/s", p50: p50, p99: p99, direct: direct, load: load, note: note})
 	return perSec, nil
 }
