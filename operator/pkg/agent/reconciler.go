@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,6 +27,7 @@ import (
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/apikey"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/edgeapi"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/upstream"
@@ -35,6 +38,27 @@ import (
 // and Secrets (R21), so it cannot watch them. A changed own key is thus
 // picked up within resync, and the session reconnects with it.
 const resync = 30 * time.Second
+
+// resyncRate bounds those re-reads over all of an agent's Tunnels, in
+// Tunnels a second: each costs two GETs and a TLS handshake with an https
+// upstream. Above resyncRate × resync Tunnels (600) the period grows with
+// their count: at 10,000 a fixed 30 s asked for 333 reconciles a second,
+// more than the agent and the apiserver could serve, so the queue never
+// drained and the Tunnels listed at start (queued behind every resync, at
+// the priority queue's low priority) were never opened after a restart.
+const resyncRate = 20
+
+// resyncAfter is when a tunnel is re-read next: resync, or longer for an
+// agent serving more than 600 Tunnels, spread by up to a fifth so that
+// Tunnels created together do not come due together.
+func (r *Reconciler) resyncAfter() time.Duration {
+	return edgeapi.Jitter(resyncPeriod(r.tunnels.Load()))
+}
+
+// resyncPeriod is the period for n Tunnels: resync, or n/resyncRate seconds.
+func resyncPeriod(n int64) time.Duration {
+	return max(resync, time.Duration(n)*time.Second/resyncRate)
+}
 
 // Reconciler runs and reports the tunnel of each Tunnel resource.
 type Reconciler struct {
@@ -56,11 +80,25 @@ type Reconciler struct {
 	Replicas int
 
 	transitions status.Transitions
+	// tunnels counts the Tunnels in the cache, for resyncAfter.
+	tunnels atomic.Int64
 }
 
 // SetupWithManager registers the reconciler: it follows Tunnels (spec and
 // the controller's status) and the state changes of running tunnels.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &tunav1.Tunnel{})
+	if err != nil {
+		return fmt.Errorf("the Tunnel informer: %w", err)
+	}
+	// The informer's own count, cheap on every reconcile (a List of 10,000
+	// would not be): the initial list adds each Tunnel once.
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.tunnels.Add(1) },
+		DeleteFunc: func(any) { r.tunnels.Add(-1) },
+	}); err != nil {
+		return fmt.Errorf("counting Tunnels: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tunnel-agent").
 		For(&tunav1.Tunnel{}).
@@ -90,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		r.Registry.Stop(req.NamespacedName)
 		// A missing Service may appear later; poll, since we cannot watch.
-		return reconcile.Result{RequeueAfter: resync}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
+		return reconcile.Result{RequeueAfter: r.resyncAfter()}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
 	}
 
 	cfg, pending, err := r.connection(ctx, &tun)
@@ -103,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if tun.Spec.APIKeySecretRef != nil {
 			// The user's Secret may appear or be fixed later; no event
 			// tells us, so look again.
-			again.RequeueAfter = resync
+			again.RequeueAfter = r.resyncAfter()
 		}
 		return again, r.report(ctx, &tun, *pending)
 	}
@@ -118,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	again := resync
+	again := r.resyncAfter()
 	if st.Reason == tunav1.ReasonTCPNeedsIPRules {
 		again = policyRecheck
 	}

@@ -306,19 +306,18 @@ func share(part, all int) float64 {
 }
 
 func (r report) String() string {
+	return row(r.n, "cold start", r.cold) + row(r.n, "restart", r.restart)
+}
+
+// row is one phase's line of the table in docs/benchmarks.md.
+func row(n int, name string, p phase) string {
 	var s strings.Builder
-	for _, ph := range []struct {
-		name string
-		p    phase
-	}{{"cold start", r.cold}, {"restart", r.restart}} {
-		p := ph.p
-		fmt.Fprintf(&s, "| %d | %s | %.1f s | %d calls (%.3f/Tunnel), %d answered 429 (%.2f %%) | ",
-			r.n, ph.name, p.took.Seconds(), p.calls, float64(p.calls)/float64(r.n), p.refused, share(p.refused, p.calls))
-		for _, u := range p.procs {
-			fmt.Fprintf(&s, "%s %.0f MiB (%.0f before, peak %.0f), %.1f s CPU; ", u.name, float64(u.mem.RSS)/1024,
-				float64(u.before)/1024, float64(u.mem.Peak)/1024, u.cpu.Seconds())
-		}
-		fmt.Fprintf(&s, "| %s → %s | %s; calls by route %v; %s |\n", p.load[0], p.load[1], p.note, p.byRoute, p.apf)
+	fmt.Fprintf(&s, "| %d | %s | %.1f s | %d calls (%.3f/Tunnel), %d answered 429 (%.2f %%) | ",
+		n, name, p.took.Seconds(), p.calls, float64(p.calls)/float64(n), p.refused, share(p.refused, p.calls))
+	for _, u := range p.procs {
+		fmt.Fprintf(&s, "%s %.0f MiB (%.0f before, peak %.0f), %.1f s CPU; ", u.name, float64(u.mem.RSS)/1024,
+			float64(u.before)/1024, float64(u.mem.Peak)/1024, u.cpu.Seconds())
 	}
+	fmt.Fprintf(&s, "| %s → %s | %s; calls by route %v; %s |\n", p.load[0], p.load[1], p.note, p.byRoute, p.apf)
 	return s.String()
 }

@@ -123,6 +123,8 @@ func measure(b *testing.B, bin string, n int, profile string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Logged now, so that a restart that fails does not take it along.
+	b.Log("\n" + row(n, "cold start", cold))
 	restart, err := w.restart(ctx, n)
 	if err != nil {
 		b.Fatal(err)
