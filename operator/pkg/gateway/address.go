@@ -36,6 +36,28 @@ func AddressHolder(addr string, gws []*gwv1.Gateway) *gwv1.Gateway {
 	return nil
 }
 
+// AddressServes reports whether a Gateway's own address serves one of
+// its evaluated listeners ls with a hostname: accepted (the hostname is
+// the namespace's), HTTP on httpPort or HTTPS on httpsPort, the ports the
+// edge serves its addresses on (0: no HTTPS there). Only then does a
+// Gateway whose listeners all have hostnames want an address
+// (AssignAddresses), and its status list it: a client that dials the
+// address at the listener's port reaches the listener's routes.
+func AddressServes(ls []Listener, httpPort, httpsPort int32) bool {
+	return slices.ContainsFunc(ls, func(l Listener) bool {
+		if !l.Accepted || l.Hostname == "" || l.AnyHost {
+			return false
+		}
+		switch l.Protocol {
+		case gwv1.HTTPProtocolType:
+			return l.Port == httpPort
+		case gwv1.HTTPSProtocolType:
+			return httpsPort != 0 && l.Port == httpsPort
+		}
+		return false
+	})
+}
+
 // StatusAccepted reports whether gw's status says that its listener name
 // is accepted, for the Gateway's current generation: what the controller
 // decided against the namespace's reservations, which the agent cannot

@@ -182,7 +182,7 @@ func TestWildcardListenerOnTheAddressOnly(t *testing.T) {
 	if h := Hosts(gw); !slices.Equal(h, []string{"*.other.example", "*.wildcard.example", "192.0.2.7"}) {
 		t.Fatalf("hosts %v", h)
 	}
-	_, addrs := GatewayConditions(gw, ls)
+	_, addrs := GatewayConditions(gw, ls, "")
 	if len(addrs) != 1 || addrs[0].Value != "192.0.2.7" {
 		t.Fatalf("addresses %+v", addrs)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestListenerWithoutHostname(t *testing.T) {
 	if !ls[1].AnyHost || ls[1].Host != "192.0.2.7" || !ls[2].AnyHost || ls[2].Host != "192.0.2.7" {
 		t.Fatalf("listeners without hostname: %+v, %+v", ls[1], ls[2])
 	}
-	_, addrs := GatewayConditions(gw, ls)
+	_, addrs := GatewayConditions(gw, ls, "")
 	if len(addrs) != 2 || *addrs[0].Type != gwv1.IPAddressType || addrs[0].Value != "192.0.2.7" ||
 		*addrs[1].Type != gwv1.HostnameAddressType || addrs[1].Value != "mine.example" {
 		t.Fatalf("addresses %+v", addrs)
@@ -71,7 +72,10 @@ func TestListenerWithoutHostname(t *testing.T) {
 
 // Each Gateway that needs an address keeps the one its status holds while
 // it is in the pool and no older Gateway holds it; the others take the
-// free ones, oldest first, until none is left.
+// free ones, oldest first, until none is left. A Gateway whose listeners
+// all have hostnames only wants one: it keeps or takes one while some are
+// free after those that need one, and gives its own up to one that needs
+// it when none is.
 func TestAssignAddresses(t *testing.T) {
 	at := func(name string, sec int, s gwv1.GatewayStatus, ls ...gwv1.Listener) *gwv1.Gateway {
 		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
@@ -79,31 +83,104 @@ func TestAssignAddresses(t *testing.T) {
 	}
 	any := gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80}
 	named := gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")}
+	tcp := gwv1.Listener{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 5432}
 	gws := []*gwv1.Gateway{
 		at("old", 1, gwv1.GatewayStatus{}, any),
 		at("kept", 2, ipStatus("10.0.0.3"), any),
-		at("named", 3, ipStatus("10.0.0.1"), named), // needs none
+		at("named", 3, ipStatus("10.0.0.1"), named), // wants one: keeps it while there is room
 		at("stale", 4, ipStatus("10.9.9.9"), any),   // not in the pool any more
 		at("dup", 5, ipStatus("10.0.0.3"), any),     // an older one holds it
 		at("late", 6, gwv1.GatewayStatus{}, any),
+		at("named-new", 7, gwv1.GatewayStatus{}, named),
+		at("tcp", 8, gwv1.GatewayStatus{}, tcp), // neither
 	}
-	got := AssignAddresses(gws, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"})
 	key := func(n string) client.ObjectKey { return types.NamespacedName{Namespace: "a", Name: n} }
-	want := map[client.ObjectKey]string{key("kept"): "10.0.0.3", key("old"): "10.0.0.1", key("stale"): "10.0.0.2", key("dup"): "10.0.0.4"}
-	if len(got) != len(want) {
-		t.Fatalf("assigned %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: %q, want %q (all: %v)", k, got[k], v, got)
+	for _, c := range []struct {
+		pool []string
+		want map[client.ObjectKey]string
+	}{
+		// Room for all: the named ones too.
+		{[]string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"},
+			map[client.ObjectKey]string{key("kept"): "10.0.0.3", key("named"): "10.0.0.1", key("old"): "10.0.0.2", key("stale"): "10.0.0.4",
+				key("dup"): "10.0.0.5", key("late"): "10.0.0.6"}},
+		// Four: those that need one first; dup takes named's.
+		{[]string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"},
+			map[client.ObjectKey]string{key("kept"): "10.0.0.3", key("old"): "10.0.0.2", key("stale"): "10.0.0.4", key("dup"): "10.0.0.1"}},
+	} {
+		got := AssignAddresses(gws, c.pool, nil)
+		if len(got) != len(c.want) {
+			t.Fatalf("pool %v: assigned %v, want %v", c.pool, got, c.want)
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("pool %v: %s: %q, want %q (all: %v)", c.pool, k, got[k], v, got)
+			}
 		}
 	}
-	if OwnAddress(gws[1]) != "10.0.0.3" || OwnAddress(gws[2]) != "" {
+	if OwnAddress(gws[1]) != "10.0.0.3" || OwnAddress(gws[2]) != "10.0.0.1" || OwnAddress(at("t", 9, ipStatus("10.0.0.1"), tcp)) != "" {
 		t.Fatalf("OwnAddress: %q %q", OwnAddress(gws[1]), OwnAddress(gws[2]))
 	}
 	if h := Hosts(gws[1]); len(h) != 1 || h[0] != "10.0.0.3" {
 		t.Fatalf("Hosts of a Gateway with an address: %v", h)
 	}
+}
+
+// Over reconciles, each writing the addresses it assigned into the
+// Gateways' status as the controller does: a Gateway whose listeners all
+// have hostnames is given a free address and keeps it from one reconcile
+// to the next; a Gateway that needs one and finds none free takes it back,
+// and the other does not take it again; it gets one again once one is
+// free; one that its address would not serve (served) gives it up. No two
+// Gateways ever share an address.
+func TestAssignAddressesOverReconciles(t *testing.T) {
+	at := func(name string, sec int, ls ...gwv1.Listener) *gwv1.Gateway {
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "gw", CreationTimestamp: metav1.NewTime(time.Unix(int64(sec), 0))},
+			Spec: gwv1.GatewaySpec{Listeners: ls}}
+	}
+	any := gwv1.Listener{Name: "any", Protocol: gwv1.HTTPProtocolType, Port: 80}
+	named := gwv1.Listener{Name: "web", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("mine.example")}
+	pool := []string{"10.0.0.1", "10.0.0.2"}
+	hostnamed, first, second := at("hostnamed", 1, named), at("first", 2, any), at("second", 3, any)
+	serves := map[*gwv1.Gateway]bool{hostnamed: true}
+	served := func(gw *gwv1.Gateway) bool { return serves[gw] }
+	// reconcile assigns twice, writing status in between, and returns the
+	// first assignment once the second is the same.
+	reconcile := func(gws ...*gwv1.Gateway) map[string]string {
+		t.Helper()
+		var rounds [2]map[string]string
+		for i := range rounds {
+			got := AssignAddresses(gws, pool, served)
+			rounds[i] = map[string]string{}
+			held := map[string]string{}
+			for _, gw := range gws {
+				a := got[client.ObjectKeyFromObject(gw)]
+				gw.Status = ipStatus()
+				if a != "" {
+					gw.Status = ipStatus(a)
+					rounds[i][gw.Namespace] = a
+					if other, dup := held[a]; dup {
+						t.Fatalf("%s and %s share %s", other, gw.Namespace, a)
+					}
+					held[a] = gw.Namespace
+				}
+			}
+		}
+		if !maps.Equal(rounds[0], rounds[1]) {
+			t.Fatalf("not stable: %v, then %v", rounds[0], rounds[1])
+		}
+		return rounds[0]
+	}
+	want := func(step string, got map[string]string, w map[string]string) {
+		t.Helper()
+		if !maps.Equal(got, w) {
+			t.Fatalf("%s: %v, want %v", step, got, w)
+		}
+	}
+	want("given", reconcile(hostnamed, first), map[string]string{"first": "10.0.0.1", "hostnamed": "10.0.0.2"})
+	want("taken back", reconcile(hostnamed, first, second), map[string]string{"first": "10.0.0.1", "second": "10.0.0.2"})
+	want("free again", reconcile(hostnamed, second), map[string]string{"hostnamed": "10.0.0.1", "second": "10.0.0.2"})
+	serves[hostnamed] = false
+	want("not served", reconcile(hostnamed, second), map[string]string{"second": "10.0.0.2"})
 }
 
 // On a Gateway's address every route attaches whatever its hostnames, and
@@ -207,7 +284,7 @@ func TestGatewayWithStaticAddressesPublishesNothing(t *testing.T) {
 			t.Errorf("listener %s is accepted or programmed", l.Name)
 		}
 	}
-	conds, addrs := GatewayConditions(gw, ls)
+	conds, addrs := GatewayConditions(gw, ls, "")
 	if len(addrs) != 0 || conds[0].Status != metav1.ConditionFalse || conds[0].Reason != string(gwv1.GatewayReasonUnsupportedAddress) {
 		t.Fatalf("Gateway status %+v, addresses %v", conds, addrs)
 	}

@@ -39,6 +39,9 @@ type Gateways map[types.NamespacedName]Evaluated
 type Evaluated struct {
 	Gateway   *gwv1.Gateway
 	Listeners []Listener
+	// Own is the Gateway's own address when it serves a listener with a
+	// hostname there (AddressServes), which status.addresses lists first.
+	Own string
 }
 
 // RouteInfo is what attachment needs of a route.

@@ -138,11 +138,23 @@ func NeedsAddress(gw *gwv1.Gateway) bool {
 	})
 }
 
+// WantsAddress reports whether gw has an HTTP or HTTPS listener, with a
+// hostname or without: a Gateway whose listeners all have hostnames gets
+// an address of its own too while the edge has one free after those that
+// need one (AssignAddresses), so that its status lists an address that
+// clients reach whatever their DNS says, as an in-cluster Gateway's load
+// balancer address; the address serves its listeners' routes by Host.
+func WantsAddress(gw *gwv1.Gateway) bool {
+	return !Static(gw) && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
+		return l.Protocol == gwv1.HTTPProtocolType || l.Protocol == gwv1.HTTPSProtocolType
+	})
+}
+
 // OwnAddress is the Gateway's own address as its status holds it (the
 // controller assigns it, AssignAddresses): the first IPAddress of
-// status.addresses, when an HTTP listener has no hostname; "" otherwise.
+// status.addresses, when it has an HTTP or HTTPS listener; "" otherwise.
 func OwnAddress(gw *gwv1.Gateway) string {
-	if !NeedsAddress(gw) {
+	if !WantsAddress(gw) {
 		return ""
 	}
 	for _, a := range gw.Status.Addresses {
@@ -155,35 +167,70 @@ func OwnAddress(gw *gwv1.Gateway) string {
 	return ""
 }
 
-// AssignAddresses gives each Gateway that needs one (NeedsAddress) an
-// address of pool: the one its status holds when it is still in the pool
-// and no older Gateway holds it, else the first free one, oldest Gateway
-// first. gws are oldest first (Source.Served); a Gateway left out has none free.
-func AssignAddresses(gws []*gwv1.Gateway, pool []string) map[client.ObjectKey]string {
+// AssignAddresses gives Gateways addresses of pool: first each that needs
+// one (NeedsAddress), then each that only wants one (WantsAddress) and
+// that the address would serve (served: a listener with a hostname that
+// is accepted, on the port the address serves its protocol on; nil: every
+// one), while some are free. A Gateway keeps the one its status holds when
+// it is still in the pool and no older Gateway holds it; the others get
+// the first free one, oldest Gateway first. When none is free, a Gateway
+// that needs one takes the address of the youngest Gateway that only
+// wants one, which then has none (its hostnames still serve it on the
+// edge's names). gws are oldest first (Source.Served); a Gateway left out
+// has none.
+func AssignAddresses(gws []*gwv1.Gateway, pool []string, served func(*gwv1.Gateway) bool) map[client.ObjectKey]string {
 	out := map[client.ObjectKey]string{}
-	taken := map[string]bool{}
-	var waiting []*gwv1.Gateway
+	holder := map[string]*gwv1.Gateway{}
+	var needing, wanting []*gwv1.Gateway
 	for _, gw := range gws {
-		if !NeedsAddress(gw) {
+		needs := NeedsAddress(gw)
+		if !WantsAddress(gw) || (!needs && served != nil && !served(gw)) {
 			continue
 		}
-		if a := OwnAddress(gw); a != "" && slices.Contains(pool, a) && !taken[a] {
-			taken[a] = true
+		if a := OwnAddress(gw); a != "" && slices.Contains(pool, a) && holder[a] == nil {
+			holder[a] = gw
 			out[client.ObjectKeyFromObject(gw)] = a
 			continue
 		}
-		waiting = append(waiting, gw)
-	}
-	next := 0
-	for _, gw := range waiting {
-		for next < len(pool) && taken[pool[next]] {
-			next++
+		if needs {
+			needing = append(needing, gw)
+		} else {
+			wanting = append(wanting, gw)
 		}
-		if next == len(pool) {
+	}
+	free := func() string {
+		for _, a := range pool {
+			if holder[a] == nil {
+				return a
+			}
+		}
+		return ""
+	}
+	give := func(gw *gwv1.Gateway, a string) {
+		holder[a] = gw
+		out[client.ObjectKeyFromObject(gw)] = a
+	}
+	for _, gw := range needing {
+		if a := free(); a != "" {
+			give(gw, a)
+			continue
+		}
+		// The youngest Gateway that holds an address it only wants.
+		for i := len(gws) - 1; i >= 0; i-- {
+			key := client.ObjectKeyFromObject(gws[i])
+			if a := out[key]; a != "" && !NeedsAddress(gws[i]) {
+				delete(out, key)
+				give(gw, a)
+				break
+			}
+		}
+	}
+	for _, gw := range wanting {
+		a := free()
+		if a == "" {
 			break
 		}
-		taken[pool[next]] = true
-		out[client.ObjectKeyFromObject(gw)] = pool[next]
+		give(gw, a)
 	}
 	return out
 }

@@ -98,7 +98,7 @@ func TestEvaluateListeners(t *testing.T) {
 			t.Errorf("%s: Programmed %s, usable %v, want %v", l.Name, p.Status, l.Accepted, wantProgrammed)
 		}
 	}
-	conds, addrs := GatewayConditions(gw, ls)
+	conds, addrs := GatewayConditions(gw, ls, "")
 	if conds[0].Status != metav1.ConditionTrue || conds[0].Reason != "ListenersNotValid" || conds[1].Reason != "Programmed" {
 		t.Fatalf("gateway conditions %+v", conds)
 	}
@@ -106,7 +106,7 @@ func TestEvaluateListeners(t *testing.T) {
 		t.Fatalf("addresses %+v", addrs)
 	}
 	bad := gateway(gwv1.Listener{Name: "x", Protocol: gwv1.HTTPProtocolType, Port: 80, Hostname: hostname("nobody.example")})
-	conds, addrs = GatewayConditions(bad, Evaluate(bad, res))
+	conds, addrs = GatewayConditions(bad, Evaluate(bad, res), "")
 	if conds[0].Status != metav1.ConditionFalse || conds[0].Reason != "ListenersNotValid" || conds[1].Reason != "Invalid" || len(addrs) != 0 {
 		t.Fatalf("all listeners invalid: %+v %+v", conds, addrs)
 	}

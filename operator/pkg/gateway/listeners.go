@@ -225,8 +225,12 @@ func Evaluate(gw *gwv1.Gateway, res Reservations) []Listener {
 }
 
 // GatewayConditions are the Gateway's Accepted and Programmed conditions
-// and its addresses, from its evaluated listeners.
-func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []gwv1.GatewayStatusAddress) {
+// and its addresses, from its evaluated listeners and own, the Gateway's
+// own address when it serves a listener with a hostname there (the
+// controller decides it: AddressServes); a listener without a hostname
+// carries the address itself. The own address comes first: clients, and
+// the conformance suite, take the first.
+func GatewayConditions(gw *gwv1.Gateway, ls []Listener, own string) ([]metav1.Condition, []gwv1.GatewayStatusAddress) {
 	gen := gw.Generation
 	ok := 0
 	var addrs []gwv1.GatewayStatusAddress
@@ -244,14 +248,14 @@ func GatewayConditions(gw *gwv1.Gateway, ls []Listener) ([]metav1.Condition, []g
 		if a != "" && !seen[a] {
 			seen[a] = true
 			if l.AnyHost {
-				// The Gateway's own address (an IP address of the edge)
-				// comes first: clients, and the conformance suite, take
-				// the first.
 				addrs = slices.Insert(addrs, 0, gwv1.GatewayStatusAddress{Type: &ip, Value: a})
 			} else {
 				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: &hostname, Value: a})
 			}
 		}
+	}
+	if own != "" && ok > 0 && !seen[own] {
+		addrs = slices.Insert(addrs, 0, gwv1.GatewayStatusAddress{Type: &ip, Value: own})
 	}
 	accepted := cond(string(gwv1.GatewayConditionAccepted), string(gwv1.GatewayReasonAccepted), true, gen, "every listener is accepted")
 	switch {

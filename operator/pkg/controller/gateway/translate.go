@@ -71,14 +71,13 @@ func translate(in snapshot) (translation, error) {
 	if edgeInfo == nil {
 		edgeInfo = &apiwire.EdgeInfo{}
 	}
-	own := model.AssignAddresses(in.gateways, edgeInfo.GatewayAddresses)
 	edge := edgeRules{anyHost: edgeInfo.AnyHost, pool: len(edgeInfo.GatewayAddresses), port: int32(edgeInfo.GatewayHTTPPort), httpsPort: int32(edgeInfo.GatewayHTTPSPort), first: firstPublishers(in.gateways)}
 	out := translation{evaluated: model.Gateways{}, attached: map[types.NamespacedName]map[string]int32{}}
 	var readErr error
-	for _, gw := range in.gateways {
-		key := client.ObjectKeyFromObject(gw)
-		edge.own = own[key]
-		res := reserved(gw.Namespace, in.domains, in.endpoints, edge)
+	evaluate := func(gw *gwv1.Gateway, own string) []model.Listener {
+		rules := edge
+		rules.own = own
+		res := reserved(gw.Namespace, in.domains, in.endpoints, rules)
 		res.Certificates = func(l gwv1.Listener) model.CertVerdict {
 			v, err := model.ResolveCertificateRefs(gw.Namespace, l, in.grants, in.secret)
 			if err != nil && readErr == nil {
@@ -86,7 +85,31 @@ func translate(in snapshot) (translation, error) {
 			}
 			return v
 		}
-		out.evaluated[key] = model.Evaluated{Gateway: gw, Listeners: model.Evaluate(gw, res)}
+		return model.Evaluate(gw, res)
+	}
+	// The listeners of a Gateway whose listeners all have hostnames do not
+	// depend on an address, so they are evaluated first: whether its
+	// address would serve one of them decides whether it wants one.
+	hostnamed := map[types.NamespacedName][]model.Listener{}
+	for _, gw := range in.gateways {
+		if !model.NeedsAddress(gw) {
+			hostnamed[client.ObjectKeyFromObject(gw)] = evaluate(gw, "")
+		}
+	}
+	own := model.AssignAddresses(in.gateways, edgeInfo.GatewayAddresses, func(gw *gwv1.Gateway) bool {
+		return model.AddressServes(hostnamed[client.ObjectKeyFromObject(gw)], edge.port, edge.httpsPort)
+	})
+	for _, gw := range in.gateways {
+		key := client.ObjectKeyFromObject(gw)
+		ls, ok := hostnamed[key]
+		if !ok {
+			ls = evaluate(gw, own[key])
+		}
+		ev := model.Evaluated{Gateway: gw, Listeners: ls}
+		if model.AddressServes(ls, edge.port, edge.httpsPort) {
+			ev.Own = own[key]
+		}
+		out.evaluated[key] = ev
 	}
 	if readErr != nil {
 		return translation{}, readErr
@@ -126,7 +149,7 @@ func translate(in snapshot) (translation, error) {
 // had keep their transition times.
 func gatewayStatus(ev model.Evaluated, attached map[string]int32) gwv1.GatewayStatus {
 	gw := ev.Gateway
-	conds, addrs := model.GatewayConditions(gw, ev.Listeners)
+	conds, addrs := model.GatewayConditions(gw, ev.Listeners, ev.Own)
 	next := gw.Status.DeepCopy()
 	for _, c := range conds {
 		meta.SetStatusCondition(&next.Conditions, c)

@@ -236,9 +236,15 @@ func routeTables(tr translation, in snapshot) []tableOut {
 		key := client.ObjectKeyFromObject(gw)
 		written := gw.DeepCopy()
 		written.Status = gatewayStatus(tr.evaluated[key], tr.attached[key])
+		hosts := []string{model.OwnAddress(written)}
 		for _, l := range tr.evaluated[key].Listeners {
-			if l.Accepted && l.Host != "" && !slices.Contains(publishers[l.Host], written) {
-				publishers[l.Host] = append(publishers[l.Host], written)
+			if l.Accepted {
+				hosts = append(hosts, l.Host)
+			}
+		}
+		for _, h := range hosts {
+			if h != "" && !slices.Contains(publishers[h], written) {
+				publishers[h] = append(publishers[h], written)
 			}
 		}
 	}

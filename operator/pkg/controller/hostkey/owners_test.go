@@ -112,3 +112,38 @@ func TestFirstPublisherClaimsAnUnreservedHost(t *testing.T) {
 		}
 	}
 }
+
+// A Gateway address the controller moves to a publisher of another
+// namespace (the gateway controller decides who holds it) gets that
+// namespace's key: the previous holder's keys are revoked first, since the
+// edge lets a new owner claim the address only once the old owner's last
+// key for it is gone.
+func TestGatewayAddressMovesToAnotherNamespace(t *testing.T) {
+	const addr = "192.0.2.7"
+	first := tunaIngress("first", "shop", addr)
+	f := newFixture(t, first)
+	f.edge.gatewayAddresses, f.edge.claims = []string{addr}, true
+	r := f.reconciler()
+	request := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), pubhost.Request(addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request()
+	keys, _ := f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: addr})
+	if len(keys) != 1 || keys[0].Owner != "c1/first" {
+		t.Fatalf("keys %+v, want one of owner c1/first", keys)
+	}
+	if err := f.kube.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Create(context.Background(), tunaIngress("second", "shop", addr)); err != nil {
+		t.Fatal(err)
+	}
+	request()
+	keys, _ = f.edge.ListTunnelKeys(context.Background(), map[string]string{edgeapi.LabelHost: addr})
+	if len(keys) != 1 || keys[0].Owner != "c1/second" {
+		t.Fatalf("keys %+v, want one of owner c1/second (events %v)", keys, f.drain())
+	}
+}

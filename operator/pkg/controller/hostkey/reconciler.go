@@ -383,6 +383,9 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 		// Renewals were missed: a new key, revoking the expired one.
 		log.FromContext(ctx).Info("the Ingress host's key expired before it was renewed; issuing a new one", "host", host, "keyID", keep)
 	}
+	if keys, err = r.handBack(ctx, host, keys, edgeapi.Owner(r.ClusterID, ten.owner)); err != nil {
+		return 0, err
+	}
 	labels := r.keyLabels(host)
 	labels[labelNamespaces] = ten.digest()
 	key, err := r.Edge.CreateTunnelKey(ctx, apiwire.CreateTunnelKey{Protocol: "http", Address: host, Labels: labels,
@@ -411,6 +414,34 @@ func (r *Reconciler) ensureKey(ctx context.Context, host, lb string, ten tenancy
 		next = max(at.Sub(r.now()), time.Second)
 	}
 	return next, r.revoke(ctx, keys, key.ID)
+}
+
+// handBack revokes, before a key of owner is issued for host, the keys
+// of other owners when host is one of the edge's Gateway addresses, and
+// returns the keys left. The controller decides which Gateway holds an
+// address (gateway.AssignAddresses), and may move it to a Gateway of
+// another namespace (freed, or taken back from a Gateway that only wants
+// one); the edge lets the new owner claim it only once the previous
+// owner's last key for it is gone, so the previous holder's tunnel ends
+// here rather than holding the address forever.
+func (r *Reconciler) handBack(ctx context.Context, host string, keys []apiwire.TunnelKey, owner string) ([]apiwire.TunnelKey, error) {
+	info, err := r.Info.Get(ctx)
+	if err != nil || !slices.Contains(info.GatewayAddresses, host) {
+		return keys, nil
+	}
+	var left, gone []apiwire.TunnelKey
+	for _, k := range keys {
+		if k.Owner == owner {
+			left = append(left, k)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	if len(gone) == 0 {
+		return keys, nil
+	}
+	log.FromContext(ctx).Info("the Gateway address moved to another namespace; revoking the previous holder's keys", "host", host, "owner", owner)
+	return left, r.revoke(ctx, gone, "")
 }
 
 // release revokes the host's keys and deletes its Secret.

@@ -43,6 +43,25 @@ type edge struct {
 	// the fake's facts.
 	anyHost          bool
 	gatewayAddresses []string
+	// claims refuses a key for an address that another owner's key
+	// names, as the real edge refuses it while that owner's claim holds
+	// (edge/internal/store issueKey): the fake keeps no claims.
+	claims bool
+}
+
+func (e *edge) CreateTunnelKey(ctx context.Context, in apiwire.CreateTunnelKey) (*apiwire.TunnelKey, error) {
+	if e.claims {
+		keys, err := e.fakeEdge.ListTunnelKeys(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if k.Address == in.Address && k.Owner != in.Owner {
+				return nil, &apiwire.APIError{Status: http.StatusForbidden, Code: apiwire.CodeAddressOwned, Owner: k.Owner, Address: k.Address, Claim: true}
+			}
+		}
+	}
+	return e.fakeEdge.CreateTunnelKey(ctx, in)
 }
 
 func (e *edge) Edge(ctx context.Context) (*apiwire.EdgeInfo, error) {
