@@ -56,10 +56,13 @@ func TestAccessPolicyOnTCPTunnel(t *testing.T) {
 		assert.False(t, greeted(t, ep.Status.Address), "a connection reached the backend through a policy a tcp address cannot take")
 	}
 
-	// Only ip rules: accepted, and the allowed clients get through.
+	// Only ip rules: accepted, and the allowed clients get through. A
+	// patch, not an update: the controller writes the policy's status
+	// meanwhile, and an update from a read before that is refused.
 	require.NoError(t, env.CP.Client.Get(ctx, key(ns, "db"), policy))
+	patch = client.MergeFrom(policy.DeepCopy())
 	policy.Spec.Rules = []tunav1.AccessRule{{IP: &tunav1.AccessIPRule{AllowCIDRs: []string{"127.0.0.0/8"}}}}
-	require.NoError(t, env.CP.Client.Update(ctx, policy))
+	require.NoError(t, env.CP.Client.Patch(ctx, policy, patch))
 	waitAccepted(t, key(ns, "db"), metav1.ConditionTrue, tunav1.ReasonAccepted)
 	waitReady(t, key(ns, "postgres"), metav1.ConditionTrue, tunav1.ReasonConnected)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
