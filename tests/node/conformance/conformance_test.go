@@ -62,13 +62,8 @@ func skipTests() []string {
 }
 
 // skipped are the suite's tests of the claimed profile that are not run,
-// each with its reason in docs/gateway-api.md (Conformance).
-var skipped = []string{
-	// Gateways whose listeners all have hostnames, served on a lent
-	// Gateway address: not claimed until the suite has passed them.
-	"HTTPRouteHostnameIntersection",
-	"HTTPRouteListenerHostnameMatching",
-}
+// each with its reason in docs/gateway-api.md (Conformance): none.
+var skipped []string
 
 func TestConformance(t *testing.T) {
 	scheme := runtime.NewScheme()
