@@ -39,25 +39,28 @@ type gwBackend struct {
 
 // gatewayRules returns the HTTPRoute rules served on host: those of routes
 // attached to served Gateways of the namespaces allowed to publish it
-// (allowed nil: any). Without the Gateway API installed there are none.
-func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []string) ([]gwEntry, error) {
+// (allowed nil: any), and whether served Gateways of other namespaces
+// publish it too. Without the Gateway API installed there are none.
+func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []string) (_ []gwEntry, others bool, _ error) {
 	if !r.gateways.Load() {
-		return nil, nil
+		return nil, false, nil
 	}
 	gws, err := gateway.Source.ServedFor(ctx, r.Client, host)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if allowed != nil {
+		n := len(gws)
 		gws = slices.DeleteFunc(gws, func(gw *gwv1.Gateway) bool { return !slices.Contains(allowed, gw.Namespace) })
+		others = len(gws) < n
 	}
 	rules, err := gateway.RulesFor(ctx, r.Client, host, gws, gateway.NamespaceLabels(ctx, r.Reader))
 	if err != nil || len(rules) == 0 {
-		return nil, err
+		return nil, others, err
 	}
 	var grants gwv1.ReferenceGrantList
 	if err := r.Client.List(ctx, &grants); err != nil {
-		return nil, fmt.Errorf("listing ReferenceGrants: %w", err)
+		return nil, others, fmt.Errorf("listing ReferenceGrants: %w", err)
 	}
 	var out []gwEntry
 	for _, rule := range rules {
@@ -68,13 +71,13 @@ func (r *Reconciler) gatewayRules(ctx context.Context, host string, allowed []st
 		for _, b := range rule.Backends {
 			gb, err := r.gatewayBackend(ctx, rule.Route, b, grants.Items)
 			if err != nil {
-				return nil, err
+				return nil, others, err
 			}
 			e.backends = append(e.backends, gb)
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, others, nil
 }
 
 func (r *Reconciler) gatewayBackend(ctx context.Context, rt *gwv1.HTTPRoute, b gwv1.HTTPBackendRef, grants []gwv1.ReferenceGrant) (gwBackend, error) {

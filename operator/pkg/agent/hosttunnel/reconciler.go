@@ -102,6 +102,10 @@ type Reconciler struct {
 
 	statusMu sync.Mutex
 	written  map[types.NamespacedName]written // the loadBalancer hostnames last applied
+
+	// othersSince: the hosts published only by namespaces their key
+	// Secret does not name, since when (recheckOthers).
+	othersSince sync.Map // host -> time.Time
 }
 
 // hostState is what the agent keeps of one served host between
@@ -137,19 +141,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	publishers := len(served)
 	served, allowed, err := r.tenants(ctx, host, served)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	merged := ingress.Merge(host, served)
-	gwRules, err := r.gatewayRules(ctx, host, allowed)
+	gwRules, gwOthers, err := r.gatewayRules(ctx, host, allowed)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if len(merged.Ingresses) == 0 && len(gwRules) == 0 {
 		r.stop(ctx, host)
+		if publishers > len(served) || gwOthers {
+			return reconcile.Result{RequeueAfter: r.recheckOthers(host)}, nil
+		}
+		r.forgetOthers(host)
 		return reconcile.Result{}, nil
 	}
+	r.forgetOthers(host)
 	entries, err := r.resolve(ctx, merged)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -408,6 +418,21 @@ func (r *Reconciler) connection(ctx context.Context, host string, policy func(ow
 	bind := protocol.BindRequest{Protocol: protocol.ProtocolHTTP, Domain: addr, AccessPolicy: policy(c.Owner)}
 	return session.Config{Edge: edge, Bind: bind}, lb, "", nil
 }
+
+// recheckOthers is when to look again at a host that only namespaces its
+// key Secret does not name publish. The Secret may be about to name them:
+// a Gateway address moves between namespaces by the Gateways' status
+// first and the Secret's new key after, and the agent cannot watch
+// Secrets, so no event would wake the host once the key is there. It
+// polls, more rarely the longer it waits (a host another namespace owns
+// for good is looked at every resync period).
+func (r *Reconciler) recheckOthers(host string) time.Duration {
+	v, _ := r.othersSince.LoadOrStore(host, time.Now())
+	return min(max(time.Since(v.(time.Time))/4, 100*time.Millisecond), r.resync())
+}
+
+// forgetOthers ends the host's recheckOthers wait.
+func (r *Reconciler) forgetOthers(host string) { r.othersSince.Delete(host) }
 
 // stop closes the tunnel of a host no served Ingress has a rule for.
 func (r *Reconciler) stop(ctx context.Context, host string) {

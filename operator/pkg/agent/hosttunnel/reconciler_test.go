@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +16,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/proxy"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/agent/session"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/ingress"
+	"code.tuna.am/tuna/k8s-operator/operator/pkg/keysecret"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/metrics"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/pubhost"
 )
@@ -107,5 +113,50 @@ func TestResolveAndApply(t *testing.T) {
 	r.applyRoutes("h.example", h, entries, nil)
 	if got := testutil.ToFloat64(metrics.IngressRouteUpdates.WithLabelValues("h.example")) - before; got != 2 {
 		t.Errorf("a re-resolved Service must swap the table")
+	}
+}
+
+// A host that only Ingresses of namespaces its key Secret does not name
+// publish is looked at again, sooner while the wait is young: the Secret
+// may be about to name them (a Gateway address moving between
+// namespaces), and no event wakes the host when it does. A host nobody
+// publishes is not.
+func TestHostOfOtherNamespacesIsLookedAtAgain(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	const host = "h.example"
+	class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ingress.ClassName},
+		Spec: networkingv1.IngressClassSpec{Controller: ingress.ControllerName}}
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "app", UID: "u1"},
+		Spec: networkingv1.IngressSpec{IngressClassName: ptr(ingress.ClassName), Rules: []networkingv1.IngressRule{{Host: host}}}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tuna-system", Name: keysecret.HostName(host)},
+		Data: map[string][]byte{keysecret.KeyNamespaces: []byte("a")}}
+	kube := crfake.NewClientBuilder().WithScheme(s).WithObjects(class, ing, secret).
+		WithIndex(&networkingv1.Ingress{}, pubhost.Index, ingress.Source.IndexHosts).Build()
+	r := &Reconciler{Client: kube, Reader: kube, Namespace: "tuna-system",
+		Registry: agent.NewRegistry(logr.Discard(), session.DefaultBackoff, nil, nil)}
+	req := pubhost.Request(host)
+
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 100*time.Millisecond {
+		t.Errorf("a host only namespace b publishes, under a key for namespace a: look again in %v, want 100ms", res.RequeueAfter)
+	}
+	r.othersSince.Store(host, time.Now().Add(-time.Hour))
+	if res, _ := r.Reconcile(context.Background(), req); res.RequeueAfter != 30*time.Second {
+		t.Errorf("after an hour's wait: look again in %v, want the resync period 30s", res.RequeueAfter)
+	}
+	if err := kube.Delete(context.Background(), ing); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := r.Reconcile(context.Background(), req); res.RequeueAfter != 0 {
+		t.Errorf("a host nobody publishes: look again in %v, want never", res.RequeueAfter)
+	}
+	if _, waiting := r.othersSince.Load(host); waiting {
+		t.Error("the wait is not forgotten once nobody publishes the host")
 	}
 }
