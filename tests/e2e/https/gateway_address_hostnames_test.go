@@ -62,7 +62,7 @@ func TestGatewayAddressServesListenersWithHostnames(t *testing.T) {
 	neighbourName := "neighbour-" + owner + ".example.test"
 	tlsSecret(t, neighbour, neighbourName)
 	echo(t, neighbour, "intruder")
-	require.NoError(t, cp.Client.Create(ctx, addressGateway(neighbour, port)))
+	createGateway(t, addressGateway(neighbour, port))
 	require.NoError(t, cp.Client.Create(ctx, echoRoute(neighbour, "intruder", gwv1.ParentReference{Name: "gw"}, gwv1.Hostname(second), "neighbour-only.example.test")))
 	neighbourAt := net.JoinHostPort(gatewayAddress(t, neighbour), strconv.Itoa(int(port)))
 	awaitAnswer(t, neighbourAt, neighbourName, second, "intruder "+second)
@@ -79,7 +79,7 @@ func TestGatewayAddressServesListenersWithHostnames(t *testing.T) {
 	for _, name := range []string{"unreserved", "plain", "second", "wild"} {
 		echo(t, owner, name)
 	}
-	require.NoError(t, cp.Client.Create(ctx, gw))
+	createGateway(t, gw)
 	require.NoError(t, cp.Client.Create(ctx, echoRoute(owner, "unreserved", gwv1.ParentReference{Name: "gw", SectionName: ptr(gwv1.SectionName("unreserved"))})))
 	require.NoError(t, cp.Client.Create(ctx, echoRoute(owner, "plain", gwv1.ParentReference{Name: "gw"}, "plain.example.test")))
 	require.NoError(t, cp.Client.Create(ctx, echoRoute(owner, "second", gwv1.ParentReference{Name: "gw", SectionName: ptr(gwv1.SectionName("second"))})))

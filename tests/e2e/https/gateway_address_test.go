@@ -39,11 +39,11 @@ func TestGatewayListenerWithoutHostnameServesHTTPS(t *testing.T) {
 		fmt.Fprintf(w, "%s %s %s", r.Header.Get("X-Forwarded-Proto"), r.Host, r.URL.Path)
 	}))
 	port := gwv1.PortNumber(edge.Options.GatewayHTTPSPort)
-	require.NoError(t, cp.Client.Create(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{
+	createGateway(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}, Spec: gwv1.GatewaySpec{
 		GatewayClassName: gatewayclass.ClassName,
 		Listeners: []gwv1.Listener{{Name: "https", Protocol: gwv1.HTTPSProtocolType, Port: port,
 			TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}}},
-	}}))
+	}})
 	require.NoError(t, cp.Client.Create(ctx, &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
 		Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr(gwv1.PortNumber(8080))}}}}}},

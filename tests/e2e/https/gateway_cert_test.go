@@ -59,8 +59,8 @@ func TestGatewayListenerCertificateServedByTheEdge(t *testing.T) {
 	ownerCert, neighbourCert := tlsSecret(t, owner, host), tlsSecret(t, neighbour, host)
 	// The neighbour's Gateway first: the older, which the controller
 	// tries first and the edge refuses.
-	require.NoError(t, cp.Client.Create(ctx, httpsGateway(neighbour, host)))
-	require.NoError(t, cp.Client.Create(ctx, httpsGateway(owner, host)))
+	createGateway(t, httpsGateway(neighbour, host))
+	createGateway(t, httpsGateway(owner, host))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.Equal(c, ownerCert.Raw, servedLeaf(c, host).Raw, "the served leaf is not the owner's listener's certificate")
