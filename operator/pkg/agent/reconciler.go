@@ -84,6 +84,8 @@ type Reconciler struct {
 	transitions status.Transitions
 	// tunnels counts the Tunnels in the cache, for resyncAfter.
 	tunnels atomic.Int64
+	// reads keeps each Tunnel's last reads of its Service and key Secret.
+	reads reads
 }
 
 // SetupWithManager registers the reconciler: it follows Tunnels (spec and
@@ -122,30 +124,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 
-	up, err := r.resolve(ctx, &tun)
-	if err != nil {
-		var ref *upstream.Refusal
-		if !errors.As(err, &ref) {
+	up, cfg, ok := r.reads.fresh(req.NamespacedName, &tun, time.Now())
+	if !ok {
+		r.reads.forget(req.NamespacedName)
+		readAt := time.Now()
+		var err error
+		up, err = r.resolve(ctx, &tun)
+		if err != nil {
+			var ref *upstream.Refusal
+			if !errors.As(err, &ref) {
+				return reconcile.Result{}, err
+			}
+			r.Registry.Stop(req.NamespacedName)
+			// A missing Service may appear later; poll, since we cannot watch.
+			return reconcile.Result{RequeueAfter: r.resyncAfter()}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
+		}
+		var pending *session.State
+		cfg, pending, err = r.connection(ctx, &tun)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
-		r.Registry.Stop(req.NamespacedName)
-		// A missing Service may appear later; poll, since we cannot watch.
-		return reconcile.Result{RequeueAfter: r.resyncAfter()}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
-	}
-
-	cfg, pending, err := r.connection(ctx, &tun)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if pending != nil {
-		r.Registry.Stop(req.NamespacedName)
-		var again reconcile.Result
-		if tun.Spec.APIKeySecretRef != nil {
-			// The user's Secret may appear or be fixed later; no event
-			// tells us, so look again.
-			again.RequeueAfter = r.resyncAfter()
+		if pending != nil {
+			r.Registry.Stop(req.NamespacedName)
+			var again reconcile.Result
+			if tun.Spec.APIKeySecretRef != nil {
+				// The user's Secret may appear or be fixed later; no event
+				// tells us, so look again.
+				again.RequeueAfter = r.resyncAfter()
+			}
+			return again, r.report(ctx, &tun, *pending)
 		}
-		return again, r.report(ctx, &tun, *pending)
+		r.reads.store(req.NamespacedName, &tun, readAt, up, cfg)
 	}
 	if running := r.Registry.Get(req.NamespacedName); running != nil && tun.Spec.APIKeySecretRef != nil &&
 		running.Config().Edge.Key != cfg.Edge.Key {
@@ -201,6 +210,7 @@ func (r *Reconciler) checkTCPPolicy(ctx context.Context, tun *tunav1.Tunnel, st 
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Registry.Stop(key)
 	r.transitions.Forget(key)
+	r.reads.forget(key)
 }
 
 // resolve applies the upstream policy and finds the address to dial, and
