@@ -5,7 +5,6 @@
 package ssh
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -38,8 +37,10 @@ type transport struct {
 	reader connectionState
 	writer connectionState
 
-	bufReader *bufio.Reader
-	bufWriter *bufio.Writer
+	// tuna-edge patch: buffers held only while a packet is read or
+	// written (idlebuf.go), not a bufio.Reader and Writer for life.
+	bufReader *idleReader
+	bufWriter *idleWriter
 	rand      io.Reader
 	isClient  bool
 	io.Closer
@@ -137,7 +138,7 @@ func (t *transport) readPacket() (p []byte, err error) {
 	return p, err
 }
 
-func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, error) {
+func (s *connectionState) readPacket(r io.Reader, strictMode bool) ([]byte, error) {
 	packet, err := s.packetCipher.readCipherPacket(s.seqNum, r)
 	s.seqNum++
 	if err == nil && len(packet) == 0 {
@@ -186,7 +187,7 @@ func (t *transport) writePacket(packet []byte) error {
 	return t.writer.writePacket(t.bufWriter, t.rand, packet, t.strictMode)
 }
 
-func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []byte, strictMode bool) error {
+func (s *connectionState) writePacket(w *idleWriter, rand io.Reader, packet []byte, strictMode bool) error {
 	changeKeys := len(packet) > 0 && packet[0] == msgNewKeys
 
 	err := s.packetCipher.writeCipherPacket(s.seqNum, w, rand, packet)
@@ -213,8 +214,8 @@ func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []
 
 func newTransport(rwc io.ReadWriteCloser, rand io.Reader, isClient bool) *transport {
 	t := &transport{
-		bufReader: bufio.NewReader(rwc),
-		bufWriter: bufio.NewWriter(rwc),
+		bufReader: &idleReader{r: rwc},
+		bufWriter: &idleWriter{w: rwc},
 		rand:      rand,
 		reader: connectionState{
 			packetCipher:     &streamPacketCipher{cipher: noneCipher{}},
