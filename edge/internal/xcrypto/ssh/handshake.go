@@ -105,6 +105,15 @@ type handshakeTransport struct {
 	startKex    chan *pendingKex
 	kexLoopDone chan struct{} // closed (with writeError non-nil) when kexLoop exits
 
+	// kexMu guards kexRunning: whether a kexLoop goroutine runs. It runs
+	// only while a key exchange is due or the transport is closing, and
+	// an idle connection holds none (tuna-edge patch: a goroutine fewer
+	// per idle connection). startKexLoop starts it.
+	// readerDone (under kexMu) is set once the reader closed t.startKex.
+	kexMu      sync.Mutex
+	kexRunning bool
+	readerDone bool
+
 	// data for host key checking
 	hostKeyCallback HostKeyCallback
 	dialAddress     string
@@ -142,8 +151,11 @@ func newHandshakeTransport(conn keyingTransport, config *Config, clientVersion, 
 		clientVersion: clientVersion,
 		incoming:      make(chan []byte, chanSize),
 		requestKex:    make(chan struct{}, 1),
-		startKex:      make(chan *pendingKex),
-		kexLoopDone:   make(chan struct{}),
+		// tuna-edge patch: buffered, so that the reader hands over the other side's
+		// kexInit without a kexLoop already waiting for it: it starts
+		// one after (startKexLoop).
+		startKex:    make(chan *pendingKex, 1),
+		kexLoopDone: make(chan struct{}),
 
 		config: config,
 	}
@@ -168,7 +180,7 @@ func newClientTransport(conn keyingTransport, clientVersion, serverVersion []byt
 		t.hostKeyAlgorithms = defaultHostKeyAlgos
 	}
 	go t.readLoop()
-	go t.kexLoop()
+	t.startKexLoop()
 	return t
 }
 
@@ -177,7 +189,7 @@ func newServerTransport(conn keyingTransport, clientVersion, serverVersion []byt
 	t.hostKeys = config.hostKeys
 	t.publicKeyAuthAlgorithms = config.PublicKeyAuthAlgorithms
 	go t.readLoop()
-	go t.kexLoop()
+	t.startKexLoop()
 	return t
 }
 
@@ -256,6 +268,11 @@ func (t *handshakeTransport) readLoop() {
 
 	// Unblock the writer should it wait for this.
 	close(t.startKex)
+	// A kexLoop that ended while idle must run once more to close down.
+	t.kexMu.Lock()
+	t.readerDone = true
+	t.kexMu.Unlock()
+	t.startKexLoop()
 
 	// Don't close t.requestKex; it's also written to from writePacket.
 }
@@ -288,6 +305,32 @@ func (t *handshakeTransport) requestKeyExchange() {
 	default:
 		// something already requested a kex, so do nothing.
 	}
+	t.startKexLoop()
+}
+
+// startKexLoop (tuna-edge patch) starts kexLoop unless it runs. Call it after a send on
+// t.requestKex or t.startKex, or after closing t.startKex: a kexLoop that
+// found both empty has ended (kexLoopIdle) and would not see it.
+func (t *handshakeTransport) startKexLoop() {
+	t.kexMu.Lock()
+	defer t.kexMu.Unlock()
+	if !t.kexRunning {
+		t.kexRunning = true
+		go t.kexLoop()
+	}
+}
+
+// kexLoopIdle reports, and records, that kexLoop may end: no key exchange
+// is due and the reader has not closed t.startKex. Lock order: t.mu, then
+// t.kexMu (writePacket requests a key exchange under t.mu).
+func (t *handshakeTransport) kexLoopIdle() bool {
+	t.kexMu.Lock()
+	defer t.kexMu.Unlock()
+	if len(t.requestKex) > 0 || len(t.startKex) > 0 || t.readerDone {
+		return false
+	}
+	t.kexRunning = false
+	return true
 }
 
 func (t *handshakeTransport) resetWriteThresholds() {
@@ -305,6 +348,13 @@ func (t *handshakeTransport) kexLoop() {
 
 write:
 	for t.getWriteError() == nil {
+		// tuna-edge patch: between key exchanges an idle connection needs no goroutine:
+		// the next request or kexInit starts another kexLoop. Once the
+		// reader closed t.startKex, the select below sees it and the
+		// loop closes down.
+		if t.kexLoopIdle() {
+			return
+		}
 		var request *pendingKex
 		var sent bool
 
@@ -455,6 +505,7 @@ func (t *handshakeTransport) readOnePacket(first bool) ([]byte, error) {
 		otherInit: p,
 	}
 	t.startKex <- &kex
+	t.startKexLoop()
 	err = <-kex.done
 
 	if debugHandshake {
