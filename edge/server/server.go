@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
 	"golang.org/x/time/rate"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/access"

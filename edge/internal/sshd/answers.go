@@ -1,7 +1,7 @@
 package sshd
 
 import (
-	"golang.org/x/crypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/protocol"
 )

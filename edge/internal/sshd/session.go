@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/chanconn"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"

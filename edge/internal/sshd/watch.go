@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"sync"
 
-	"golang.org/x/crypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
 )
 
 // x/crypto/ssh hands a connection's requests and channels to its user on
