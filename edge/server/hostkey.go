@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/store"
 	"code.tuna.am/tuna/k8s-operator/internal/atomicfile"

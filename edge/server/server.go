@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 	"golang.org/x/time/rate"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/access"

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/access"
 	"code.tuna.am/tuna/k8s-operator/edge/internal/auth"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 
 	"code.tuna.am/tuna/k8s-operator/edge/internal/registry"
 	"code.tuna.am/tuna/k8s-operator/edge/metrics"

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"sync"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 )
 
 // x/crypto/ssh hands a connection's requests and channels to its user on

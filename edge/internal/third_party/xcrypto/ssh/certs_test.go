@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh/testdata"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh/testdata"
 )
 
 func TestParseCert(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"crypto/rand"
 	"fmt"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh/testdata"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh/testdata"
 )
 
 var (

@@ -25,7 +25,7 @@ import (
 	"strings"
 	"testing"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh/testdata"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh/testdata"
 )
 
 func rawKey(pub PublicKey) interface{} {

@@ -30,7 +30,7 @@ import (
 	"slices"
 	"strings"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh/internal/bcrypt_pbkdf"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh/internal/bcrypt_pbkdf"
 )
 
 // Public key algorithms names. These values can appear in PublicKey.Type,

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"sync"
 
-	"code.tuna.am/tuna/k8s-operator/edge/internal/xcrypto/ssh"
+	"code.tuna.am/tuna/k8s-operator/edge/internal/third_party/xcrypto/ssh"
 	"golang.org/x/crypto/ssh/terminal"
 )
 
