@@ -197,12 +197,14 @@ type Config struct {
 	// once and pipes bodies; net/http keeps the rest.
 	NoHTTPRelay bool
 
-	// EdgeH2 serves the h2 connections of the public HTTPS listener with
-	// the edge's own HTTP/2 server (package edge/internal/h2serve), which
-	// writes each answer's frames inline and one write per batch, rather
-	// than net/http's. Off by default; without the h1 relay
-	// (NoHTTPRelay) net/http serves them either way.
-	EdgeH2 bool
+	// NetHTTPH2 serves the h2 connections of the public HTTPS listener
+	// with net/http's HTTP/2 server. By default the edge's own HTTP/2
+	// server (package edge/internal/h2serve) serves them: it writes each
+	// answer's frames inline and one write per batch, about a quarter
+	// less CPU per request (docs/benchmarks.md); this is the way back for
+	// an operator who hits a problem with it (tuna-edge --edge-h2=false).
+	// Without the h1 relay (NoHTTPRelay) net/http serves them either way.
+	NetHTTPH2 bool
 
 	// TunnelKeyTTL is how long a tunnel key lives from its creation or last
 	// renewal (POST /v1/tunnel-keys/{id}/renew); an expired key cannot log

@@ -321,7 +321,7 @@ func (e *Edge) start(ctx context.Context) error {
 			e.serveHTTP("public HTTPS", srv, ln, true)
 		} else {
 			var h2 *h2serve.Server
-			if e.cfg.EdgeH2 {
+			if !e.cfg.NetHTTPH2 {
 				h2 = e.public.H2("https")
 			}
 			relay := e.public.TLSRelay(srv, tlsCfg, h2)

@@ -184,7 +184,7 @@ func TestH2ServersDeliverTheSameRequests(t *testing.T) {
 	outcomes := map[bool][]string{}
 	backends := map[bool][]string{}
 	for _, edgeH2 := range []bool{false, true} {
-		s := startStack(t, options{https: true, edgeH2: edgeH2})
+		s := startStack(t, options{https: true, netHTTPH2: !edgeH2})
 		s.backend.SetAnswer(answerEcho)
 		c := dialH2(t, s)
 		for _, r := range h2Requests {

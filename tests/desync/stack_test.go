@@ -64,9 +64,9 @@ type options struct {
 	// readHeader bounds the edge's wait for a head, and its TLS
 	// handshakes; 0: 1 s.
 	readHeader time.Duration
-	// edgeH2: the edge's own HTTP/2 server serves h2 connections
-	// (--edge-h2), not net/http's.
-	edgeH2 bool
+	// netHTTPH2: net/http's HTTP/2 server serves h2 connections
+	// (--edge-h2=false), not the edge's own.
+	netHTTPH2 bool
 }
 
 func startStack(t *testing.T, o options) *stack {
@@ -88,7 +88,7 @@ func startStack(t *testing.T, o options) *stack {
 		// ends within a test's patience.
 		Public:                  harness.PublicTimeouts{ReadHeader: o.readHeader, Idle: 2 * time.Second, Body: 2 * time.Second},
 		NoHTTPRelay:             o.netHTTP,
-		EdgeH2:                  o.edgeH2,
+		NetHTTPH2:               o.netHTTPH2,
 		MaxConnectionsPerTunnel: o.maxInFlight,
 	}
 	var clientTLS *tls.Config

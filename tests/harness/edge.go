@@ -69,9 +69,10 @@ type EdgeOptions struct {
 	// --no-http-relay does.
 	Public      PublicTimeouts
 	NoHTTPRelay bool
-	// EdgeH2 serves the HTTPS listener's h2 connections with the edge's
-	// own HTTP/2 server, as --edge-h2 does.
-	EdgeH2 bool
+	// NetHTTPH2 serves the HTTPS listener's h2 connections with
+	// net/http's HTTP/2 server, as --edge-h2=false does (by default the
+	// edge's own serves them).
+	NetHTTPH2 bool
 	// MaxConnectionsPerTunnel caps each host's requests in flight
 	// (default: what ships).
 	MaxConnectionsPerTunnel int
@@ -144,7 +145,7 @@ func StartEdge(ctx context.Context, dataDir string, o EdgeOptions) (*Edge, error
 		PublicBodyTimeout:       o.Public.Body,
 		PublicExchangeTimeout:   o.Public.Exchange,
 		NoHTTPRelay:             o.NoHTTPRelay,
-		EdgeH2:                  o.EdgeH2,
+		NetHTTPH2:               o.NetHTTPH2,
 		MaxConnectionsPerTunnel: o.MaxConnectionsPerTunnel,
 		GatewayAddresses:        o.GatewayAddresses,
 		GatewayHTTPPort:         o.GatewayHTTPPort,

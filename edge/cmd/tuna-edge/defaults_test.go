@@ -24,6 +24,8 @@ func TestServeFlagsTakeTheEdgeDefaults(t *testing.T) {
 		"max-handshakes":              strconv.Itoa(server.DefaultMaxHandshakes),
 		"max-sessions-per-tunnel-key": strconv.Itoa(server.DefaultMaxSessionsPerTunnelKey),
 		"node-ttl":                    server.DefaultNodeTTL.String(),
+		// The edge's own HTTP/2 server; --edge-h2=false is the way back.
+		"edge-h2": "true",
 	} {
 		got := f.Lookup(flag)
 		if got == nil {

@@ -28,10 +28,13 @@ func newServe() *cobra.Command {
 		// gatewayAddrs is --gateway-addresses, parsed by
 		// server.ParseAddresses.
 		gatewayAddrs string
-		logLevel     string
-		logFormat    string
-		bootstrap    string
-		pprofAddr    string
+		// edgeH2 is --edge-h2, on by default: Config.NetHTTPH2 is its
+		// opposite, so that a Config's zero value serves h2 the default way.
+		edgeH2    bool
+		logLevel  string
+		logFormat string
+		bootstrap string
+		pprofAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,6 +49,7 @@ func newServe() *cobra.Command {
 			if cfg.GatewayAddresses, err = server.ParseAddresses(gatewayAddrs); err != nil {
 				return fmt.Errorf("--gateway-addresses: %w", err)
 			}
+			cfg.NetHTTPH2 = !edgeH2
 			if cfg.Logger, err = newLogger(logLevel, logFormat); err != nil {
 				return err
 			}
@@ -123,7 +127,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.KeepaliveInterval, "keepalive-interval", server.DefaultKeepaliveInterval, "SSH keepalive interval")
 	f.DurationVar(&cfg.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "drop a session whose keepalive is unanswered this long")
 	f.DurationVar(&cfg.TunnelKeyTTL, "tunnel-key-ttl", server.DefaultTunnelKeyTTL, "lifetime of a tunnel key from its creation or last renewal (-1s: keys never expire)")
-	f.BoolVar(&cfg.EdgeH2, "edge-h2", false, "serve the public HTTPS listener's HTTP/2 connections with the edge's own HTTP/2 server (frames written inline, one write per batch of answers) rather than net/http's")
+	f.BoolVar(&edgeH2, "edge-h2", true, "serve the public HTTPS listener's HTTP/2 connections with the edge's own HTTP/2 server (frames written inline, one write per batch of answers); --edge-h2=false serves them with net/http's instead")
 	f.BoolVar(&cfg.NoHTTPRelay, "no-http-relay", false, "serve every public HTTP request with net/http, not plain HTTP/1.1 requests through the relay that parses each head once")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "carry TCP endpoints' connections on SSH channels only, not on stream connections that agents dial to the SSH port")
 	f.IntVar(&cfg.MaxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "SSH connections still logging in; more are closed at once (-1: no limit)")

@@ -22,7 +22,7 @@ const (
 	// (frames), as the reference of the h2 and gRPC rows: HTTP/1.1 on
 	// channels, to the agent's h1 relay for an http upstream; the same
 	// edge, another agent.
-	edgeH2Path    = "tuna, the edge's own HTTP/2 server (--edge-h2)"
+	netHTTPH2Path = "tuna, net/http's HTTP/2 server at the edge (--edge-h2=false)"
 	framesOffPath = "tuna, agent without frames (-frames off: h2 streams as HTTP/1.1 on channels)"
 )
 
@@ -166,13 +166,13 @@ func (b *bench) httpsTuna(backend string, directH1, directH2 float64) error {
 	if err := b.h2FramesRow(e, backend, addr, directH2); err != nil {
 		return err
 	}
-	if err := b.h2EdgeServerRow(backend, directH2); err != nil {
+	if err := b.h2NetHTTPRow(backend, directH2); err != nil {
 		return err
 	}
-	// The default server's h2 row again, so that the --edge-h2 row sits
-	// between two of them: a load that drifts during the run weighs on
-	// both sides of the comparison.
-	if err := b.meteredH2Row(e, a, tunaHTTPS+", again after --edge-h2", "https://"+host+"/", addr, directH2); err != nil {
+	// The default server's h2 row again, so that the --edge-h2=false row
+	// sits between two of them: a load that drifts during the run weighs
+	// on both sides of the comparison.
+	if err := b.meteredH2Row(e, a, tunaHTTPS+", again after --edge-h2=false", "https://"+host+"/", addr, directH2); err != nil {
 		return err
 	}
 	for _, mode := range []string{"full", "resumed", "full, hybrid"} {
@@ -224,28 +224,29 @@ func (b *bench) h2FramesRow(e *edgeProc, backend, addr string, directH2 float64)
 	return err
 }
 
-// h2EdgeServerRow measures the h2 row through an edge that serves h2
-// connections with its own HTTP/2 server (--edge-h2), with what each
+// h2NetHTTPRow measures the h2 row through an edge that serves h2
+// connections with net/http's HTTP/2 server (--edge-h2=false, the way
+// back from the default, the edge's own), with what each
 // request cost the edge and the agent, its memory per idle h2
 // connection, and (-profile) CPU profiles of it under h2load, beside the
 // default server's h2 rows and profile: what deciding the default needs,
 // in one run.
-func (b *bench) h2EdgeServerRow(backend string, directH2 float64) error {
-	e, a, addr, host, stop, err := b.httpsEdge("edge-https-edge-h2", backend, "--edge-h2")
+func (b *bench) h2NetHTTPRow(backend string, directH2 float64) error {
+	e, a, addr, host, stop, err := b.httpsEdge("edge-https-net-http-h2", backend, "--edge-h2=false")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := b.meteredH2Row(e, a, edgeH2Path, "https://"+host+"/", addr, directH2); err != nil {
+	if err := b.meteredH2Row(e, a, netHTTPH2Path, "https://"+host+"/", addr, directH2); err != nil {
 		return err
 	}
-	if err := b.idleConns(e, addr, host, " (--edge-h2)", "h2"); err != nil {
+	if err := b.idleConns(e, addr, host, " (--edge-h2=false)", "h2"); err != nil {
 		return err
 	}
 	if b.profileDir == "" {
 		return nil
 	}
-	return b.profile("h2-edge-h2", e, a, func(d time.Duration) error {
+	return b.profile("h2-net-http-h2", e, a, func(d time.Duration) error {
 		_, err := runH2load("https://"+host+"/", addr, d)
 		return err
 	})

@@ -24,7 +24,7 @@ func BenchmarkH2Paths(b *testing.B) {
 		_, _ = io.WriteString(w, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
 	}))
 	for _, srv := range edgeH2Servers {
-		h := startH2Edge(b, func(c *server.Config) { c.EdgeH2 = srv.on })
+		h := startH2Edge(b, func(c *server.Config) { c.NetHTTPH2 = srv.netHTTP })
 		for _, p := range h2Paths {
 			host, _ := h.publish(b, "bench-"+p.name, proxy.Upstream{Scheme: "http", Addr: backend, Display: "backend"}, p.frames)
 			c := h.client(b)

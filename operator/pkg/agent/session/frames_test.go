@@ -52,17 +52,18 @@ type h2Edge struct {
 }
 
 // edgeH2Servers are the edge's two HTTP/2 servers for its HTTPS
-// listener: net/http's and the edge's own (server.Config.EdgeH2).
+// listener: the edge's own (the default) and net/http's
+// (server.Config.NetHTTPH2, --edge-h2=false).
 var edgeH2Servers = []struct {
-	name string
-	on   bool
-}{{"net-http-h2", false}, {"edge-h2", true}}
+	name    string
+	netHTTP bool
+}{{"edge-h2", false}, {"net-http-h2", true}}
 
 // forEachEdgeH2 runs test against an edge with each HTTP/2 server.
 func forEachEdgeH2(t *testing.T, test func(t *testing.T, h *h2Edge)) {
 	for _, s := range edgeH2Servers {
 		t.Run(s.name, func(t *testing.T) {
-			test(t, startH2Edge(t, func(c *server.Config) { c.EdgeH2 = s.on }))
+			test(t, startH2Edge(t, func(c *server.Config) { c.NetHTTPH2 = s.netHTTP }))
 		})
 	}
 }
