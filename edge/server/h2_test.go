@@ -102,3 +102,44 @@ func TestHTTP2StreamsKeepTheirChannels(t *testing.T) {
 		t.Fatalf("%d rounds of %d concurrent streams opened %d channels, want at most %d", rounds, streams, n, 2*streams)
 	}
 }
+
+// The HTTPS listener's h2 connections are served by the edge's own HTTP/2
+// server unless NetHTTPH2 (--edge-h2=false) hands them to net/http's: the
+// two tell apart on the wire by the Date field, which net/http adds to
+// every answer and the edge's own server, like the h1 relay, does not.
+func TestHTTPSListenerH2ServerByDefaultAndWayBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		netHTTP  bool
+		wantDate bool
+	}{{"default", false, false}, {"edge-h2=false", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			certFile, keyFile, pool := writeWildcardCert(t, t.TempDir())
+			e := startEdge(t, t.TempDir(), func(c *server.Config) {
+				c.HTTPSListen = "127.0.0.1:0"
+				c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
+				c.NetHTTPH2 = tc.netHTTP
+			})
+			tr := &http.Transport{
+				TLSClientConfig:   &tls.Config{RootCAs: pool},
+				ForceAttemptHTTP2: true,
+				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, network, e.HTTPSAddr())
+				},
+			}
+			defer tr.CloseIdleConnections()
+			resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Get("https://nobody." + baseDomain + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("got %s %s, want HTTP/2.0 404 for a host nobody holds", resp.Proto, resp.Status)
+			}
+			if got := resp.Header.Get("Date") != ""; got != tc.wantDate {
+				t.Fatalf("Date present: %v, want %v (net/http's HTTP/2 server adds it, the edge's own does not): %v", got, tc.wantDate, resp.Header)
+			}
+		})
+	}
+}
