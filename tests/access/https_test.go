@@ -14,12 +14,12 @@ import (
 	"code.tuna.am/tuna/k8s-operator/tests/browser"
 )
 
-// A person in a browser logs in through the edge's HTTPS listener: the
-// session cookie the browser keeps is __Host-tuna-session, Secure,
-// HttpOnly, SameSite=Lax, Path=/, for the exact host that made it (no
-// Domain attribute); the login's own cookie is gone; the backend verifies
-// an assertion issued for the https origin; and the next host of the same
-// edge asks for a login of its own.
+// A person in a browser logs in through the edge's HTTPS listener, over
+// HTTP/2: the session cookie the browser keeps is __Host-tuna-session,
+// Secure, HttpOnly, SameSite=Lax, Path=/, for the exact host that made it
+// (no Domain attribute); the login's own cookie is gone; the backend
+// verifies an assertion issued for the https origin; and the next host of
+// the same edge asks for a login of its own.
 func TestBrowserLoginOverHTTPS(t *testing.T) {
 	w := start(t)
 	w.putPolicy(apiwire.AccessPolicy{Name: "staff", Rules: []apiwire.AccessRule{{OIDC: w.oidcRule("example.com")}}})
@@ -32,6 +32,11 @@ func TestBrowserLoginOverHTTPS(t *testing.T) {
 	got := loginAs(t, b, alice, page)
 	if got.User != alice.Email || got.Verified != alice.ID || got.AssertionErr != "" {
 		t.Fatalf("the backend over HTTPS got user %q, verified %q (%s)", got.User, got.Verified, got.AssertionErr)
+	}
+	// Chromium speaks HTTP/2 to the HTTPS listener: the login went through
+	// the edge's HTTP/2 server, as every browser's visit does.
+	if p := browser.Get(t, b, "the page's protocol", chromedp.Evaluate[string](`performance.getEntriesByType("navigation")[0].nextHopProtocol`)); p != "h2" {
+		t.Fatalf("the browser got %s over %q, want h2", page, p)
 	}
 
 	u, _ := url.Parse(page)
