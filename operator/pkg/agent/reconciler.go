@@ -18,6 +18,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -62,6 +63,13 @@ func resyncPeriod(n int64) time.Duration {
 	return max(resync, time.Duration(n)*time.Second/resyncRate)
 }
 
+// DefaultWorkers is the Tunnel reconciler's concurrency unless
+// --concurrency asks for more. A reconcile mostly waits on the apiserver
+// (a Service and a Secret read, a status write, each a round trip): with
+// 4 workers, 10,000 Tunnels applied at once queued behind reconciles of
+// 160 ms each while the agent used a tenth of a core.
+const DefaultWorkers = 16
+
 // Reconciler runs and reports the tunnel of each Tunnel resource.
 type Reconciler struct {
 	// Client reads Tunnels from the cache and writes their status.
@@ -80,6 +88,9 @@ type Reconciler struct {
 	// Replicas is how many replicas run, for the Degraded condition.
 	Replica  string
 	Replicas int
+	// Workers is how many Tunnels are reconciled at once (0: the
+	// manager's --concurrency).
+	Workers int
 
 	transitions status.Transitions
 	// tunnels counts the Tunnels in the cache, for resyncAfter.
@@ -107,6 +118,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("tunnel-agent").
 		For(&tunav1.Tunnel{}).
 		WatchesRawSource(r.Registry.Wakes()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Complete(r)
 }
 
@@ -122,6 +134,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !tun.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
+	}
+	if wait, quiet := awaitingKey(&tun, time.Now()); quiet {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	up, cfg, ok := r.reads.fresh(req.NamespacedName, &tun, time.Now())
@@ -163,6 +178,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			"keyID", apikey.ID(cfg.Edge.Key), "previousKeyID", apikey.ID(running.Config().Edge.Key))
 	}
 	t := r.Registry.Ensure(req.NamespacedName, cfg, up)
+	age, opening := t.Opening()
+	if wait, quiet := openingQuietly(&tun, age, opening); quiet {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	st, err := r.checkTCPPolicy(ctx, &tun, checkTLS(ctx, up, t.State()))
 	if err != nil {
 		return reconcile.Result{}, err

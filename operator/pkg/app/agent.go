@@ -81,6 +81,7 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		Recorder: mgr.GetEventRecorder("tuna-agent"),
 		Edge:     tunnelclient.Config{KeepaliveInterval: o.KeepaliveInterval, KeepaliveTimeout: o.KeepaliveTimeout},
 		Replica:  o.Replica, Replicas: max(o.Replicas, 1),
+		Workers: max(o.Concurrency, agent.DefaultWorkers),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel agent: %w", err)

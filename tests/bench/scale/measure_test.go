@@ -148,7 +148,7 @@ func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, er
 	}
 	p.took = time.Since(start)
 	p.note = fmt.Sprintf("the %d creates took %s", n, created.Round(100*time.Millisecond))
-	p.apf = w.apfSince(apf)
+	p.apf = w.apfSince(apf, n)
 	profiles.Wait()
 	if err := w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent"); err != nil {
 		return p, err
@@ -206,7 +206,7 @@ func (w *world) restart(ctx context.Context, n int) (phase, error) {
 	p.took = time.Since(start)
 	p.note = fmt.Sprintf("the controller confirmed every key after %s; the agent had every Tunnel Ready on a new session after %s; stopping both took %s",
 		keysAt.Round(100*time.Millisecond), p.took.Round(100*time.Millisecond), stopped.Round(100*time.Millisecond))
-	p.apf = w.apfSince(apf)
+	p.apf = w.apfSince(apf, n)
 	return p, w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent")
 }
 

@@ -115,6 +115,8 @@ type Tunnel struct {
 
 	// served: a link of the tunnel has held a session, once at least.
 	served atomic.Bool
+	// started is when Start ran, for Opening.
+	started time.Time
 
 	// hookMu orders the Connected and Disconnected hooks, called when the
 	// first link connects and the last one ends.
@@ -137,10 +139,11 @@ func Start(cfg Config, traffic Traffic, backoff Backoff, hooks Hooks, log logr.L
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Tunnel{
 		cfg: cfg, traffic: traffic, notify: notify, log: log, backoff: backoff, hooks: hooks,
-		state:  connecting(),
-		ctx:    ctx,
-		cancel: cancel,
-		byAddr: map[string]*link{}, views: map[*link]protocol.NodeList{}, dropped: map[string]bool{},
+		state:   connecting(),
+		started: time.Now(),
+		ctx:     ctx,
+		cancel:  cancel,
+		byAddr:  map[string]*link{}, views: map[*link]protocol.NodeList{}, dropped: map[string]bool{},
 	}
 	t.mu.Lock()
 	t.startLink(cfg.Edge.Addr, "")
@@ -155,6 +158,23 @@ func connecting() State {
 // Served reports whether the tunnel has held an edge session since it
 // started, once at least.
 func (t *Tunnel) Served() bool { return t.served.Load() }
+
+// Opening reports how long ago the tunnel started while its first connect
+// is still under way: no link has held a session or failed since Start.
+// The state then says nothing a status needs: the attempt ends within the
+// dial timeout, and its end changes the state (and calls notify).
+func (t *Tunnel) Opening() (time.Duration, bool) {
+	if t.served.Load() {
+		return 0, false
+	}
+	t.mu.Lock()
+	first := t.state == connecting()
+	t.mu.Unlock()
+	if !first {
+		return 0, false
+	}
+	return time.Since(t.started), true
+}
 
 // Config returns the connection config the tunnel runs with.
 func (t *Tunnel) Config() Config { return t.cfg }
