@@ -3,8 +3,6 @@ package agent
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	tunav1 "code.tuna.am/tuna/k8s-operator/operator/api/v1alpha1"
 	"code.tuna.am/tuna/k8s-operator/operator/pkg/status"
 )
@@ -18,15 +16,17 @@ import (
 //   - KeyPending, while the controller has not looked at a new Tunnel (no
 //     KeyIssued condition): after keyPendingQuiet from the Tunnel's
 //     creation. The controller's KeyIssued write wakes the agent sooner.
-//   - Connecting, while a new session's first connect is under way: after
-//     openQuietly from the session's start. The attempt's end (connected
-//     or failed) changes the session's state, which wakes the reconcile
-//     that writes it.
+//   - Connecting, while a new session's first connect is under way (the
+//     agent's start, a new key): after openQuietly from the session's
+//     start. The attempt's end (connected or failed) changes the session's
+//     state, which wakes the reconcile that writes it. Meanwhile a Ready
+//     True stays, as it does for the few hundred milliseconds of a key
+//     rotation's reconnect; a session that drops is not a first connect
+//     and shows at once.
 //
-// Neither is kept off a status that says something else: a Ready True (a
-// session that ends shows at once), a reason other than KeyPending or
-// Connecting (a fix shows at once), or a Ready condition of an older
-// generation (a spec change shows at once).
+// Neither is kept off a status that says something else: a reason other
+// than KeyPending, Connecting or Connected (a fix shows at once), or a
+// Ready condition of an older generation (a spec change shows at once).
 const (
 	keyPendingQuiet = 15 * time.Second
 	openQuietly     = 5 * time.Second
@@ -50,10 +50,13 @@ func openingQuietly(tun *tunav1.Tunnel, age time.Duration, opening bool) (time.D
 	if !opening || age >= openQuietly {
 		return 0, false
 	}
-	if ready := status.Find(tun.Status.Conditions, tunav1.ConditionReady); ready != nil &&
-		(ready.Status == metav1.ConditionTrue || ready.ObservedGeneration != tun.Generation ||
-			ready.Reason != tunav1.ReasonKeyPending && ready.Reason != tunav1.ReasonConnecting) {
-		return 0, false
+	if ready := status.Find(tun.Status.Conditions, tunav1.ConditionReady); ready != nil {
+		switch {
+		case ready.ObservedGeneration != tun.Generation:
+			return 0, false
+		case ready.Reason != tunav1.ReasonKeyPending && ready.Reason != tunav1.ReasonConnecting && ready.Reason != tunav1.ReasonConnected:
+			return 0, false
+		}
 	}
 	return openQuietly - age, true
 }
