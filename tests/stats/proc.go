@@ -101,11 +101,17 @@ func LoadAvg() string {
 
 // Fetch copies url's body (a profile, say) to path, bounded by ctx.
 func Fetch(ctx context.Context, url, path string) error {
+	return FetchWith(ctx, http.DefaultClient, url, path)
+}
+
+// FetchWith is Fetch with hc (one that authenticates to a kube-apiserver,
+// say).
+func FetchWith(ctx context.Context, hc *http.Client, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"code.tuna.am/tuna/k8s-operator/tests/stats"
 )
 
@@ -115,6 +117,11 @@ func (w *world) since(p *phase, calls, refused int, byRoute map[string]int, cpu 
 	return nil
 }
 
+// processNames name the processes a phase measures, in markCPU's order:
+// the three of the product, the control plane, and the bench itself
+// (its writers and its view of the Tunnels share the machine).
+var processNames = []string{"edge", "controller", "agent", "kube-apiserver", "etcd", "bench"}
+
 // coldStart applies n Tunnels and waits until all are Ready.
 func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, error) {
 	p := phase{load: [2]string{stats.LoadAvg()}}
@@ -122,7 +129,7 @@ func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, er
 	if err != nil {
 		return p, err
 	}
-	cpu, err := markCPU(w.edge.PID, w.controller.PID(), w.agent.PID())
+	cpu, err := markCPU(w.edge.PID, w.controller.PID(), w.agent.PID(), w.apiserver, w.etcd, os.Getpid())
 	if err != nil {
 		return p, err
 	}
@@ -150,7 +157,7 @@ func (w *world) coldStart(ctx context.Context, n int, profile string) (phase, er
 	p.note = fmt.Sprintf("the %d creates took %s", n, created.Round(100*time.Millisecond))
 	p.apf = w.apfSince(apf, n)
 	profiles.Wait()
-	if err := w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent"); err != nil {
+	if err := w.since(&p, calls, refused, byRoute, cpu, processNames...); err != nil {
 		return p, err
 	}
 	if profile != "" {
@@ -185,7 +192,7 @@ func (w *world) restart(ctx context.Context, n int) (phase, error) {
 	if err := w.startOperator(); err != nil {
 		return p, err
 	}
-	cpu, err := markCPU(w.edge.PID, w.controller.PID(), w.agent.PID())
+	cpu, err := markCPU(w.edge.PID, w.controller.PID(), w.agent.PID(), w.apiserver, w.etcd, os.Getpid())
 	if err != nil {
 		return p, err
 	}
@@ -207,7 +214,7 @@ func (w *world) restart(ctx context.Context, n int) (phase, error) {
 	p.note = fmt.Sprintf("the controller confirmed every key after %s; the agent had every Tunnel Ready on a new session after %s; stopping both took %s",
 		keysAt.Round(100*time.Millisecond), p.took.Round(100*time.Millisecond), stopped.Round(100*time.Millisecond))
 	p.apf = w.apfSince(apf, n)
-	return p, w.since(&p, calls, refused, byRoute, cpu, "edge", "controller", "agent")
+	return p, w.since(&p, calls, refused, byRoute, cpu, processNames...)
 }
 
 // await polls cond (every 250 ms) until it holds or patience runs out, or
@@ -249,20 +256,25 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// profile takes CPU profiles of the three processes at once, for d, after
-// a delay.
+// profile takes CPU profiles of the three processes and of the
+// kube-apiserver at once, for d, after a delay.
 func (w *world) profile(dir, tag string, delay, d time.Duration) {
 	time.Sleep(delay) // into the middle of the phase
 	var wg sync.WaitGroup
+	fetch := func(name, url string, hc *http.Client) {
+		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+		defer cancel()
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s.cpu.pprof", name, tag))
+		if err := stats.FetchWith(ctx, hc, url, path); err != nil {
+			fmt.Printf("profile of the %s: %v\n", name, err)
+		}
+	}
+	query := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
 	for name, addr := range map[string]string{"edge": w.edge.PprofAddr, "controller": w.controller.pprof, "agent": w.agent.pprof} {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
-			defer cancel()
-			path := filepath.Join(dir, fmt.Sprintf("%s-%s.cpu.pprof", name, tag))
-			if err := stats.Fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())), path); err != nil {
-				fmt.Printf("profile of the %s: %v\n", name, err)
-			}
-		})
+		wg.Go(func() { fetch(name, "http://"+addr+query, http.DefaultClient) })
+	}
+	if hc, err := rest.HTTPClientFor(w.cp.Config); err == nil {
+		wg.Go(func() { fetch("kube-apiserver", strings.TrimSuffix(w.cp.Config.Host, "/")+query, hc) })
 	}
 	wg.Wait()
 }
