@@ -82,7 +82,7 @@ func holder(t *testing.T) string {
 }
 
 // controllerLease is the controller's leader election id.
-const controllerLease = "tuna-controller.k8s.tuna.am"
+const controllerLease = app.ControllerLeaderID
 
 // The leader is the shipped binary in a process of its own, killed with
 // SIGKILL: it releases nothing, and the standby (another process) takes

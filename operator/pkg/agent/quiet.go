@@ -14,8 +14,10 @@ import (
 // are what the cold start waits on (docs/benchmarks.md). So each is written
 // only once it has lasted:
 //   - KeyPending, while the controller has not looked at a new Tunnel (no
-//     KeyIssued condition): after keyPendingQuiet from the Tunnel's
-//     creation. The controller's KeyIssued write wakes the agent sooner.
+//     KeyIssued condition): not while the controller runs (its leader
+//     Lease is live: at 10,000 Tunnels applied at once it takes minutes to
+//     reach the last), else after keyPendingQuiet from the Tunnel's
+//     creation. The controller's KeyIssued write wakes the agent.
 //   - Connecting, while a new session's first connect is under way (the
 //     agent's start, a new key): after openQuietly from the session's
 //     start. The attempt's end (connected or failed) changes the session's
@@ -33,11 +35,16 @@ const (
 )
 
 // awaitingKey says how long a Tunnel the controller has not looked at yet
-// stays unreported, if it does.
-func awaitingKey(tun *tunav1.Tunnel, now time.Time) (time.Duration, bool) {
+// stays unreported, if it does; controllerUntil is when the controller
+// stops counting as running (ControllerLease.AliveUntil). While it runs,
+// the Tunnel is looked at again every keyPendingQuiet, in case it stops.
+func awaitingKey(tun *tunav1.Tunnel, now, controllerUntil time.Time) (time.Duration, bool) {
 	if status.Find(tun.Status.Conditions, tunav1.ConditionKeyIssued) != nil ||
 		status.Find(tun.Status.Conditions, tunav1.ConditionReady) != nil {
 		return 0, false
+	}
+	if now.Before(controllerUntil) {
+		return keyPendingQuiet, true
 	}
 	left := keyPendingQuiet - now.Sub(tun.CreationTimestamp.Time)
 	return left, left > 0

@@ -20,22 +20,32 @@ func ready(st metav1.ConditionStatus, reason string, generation int64) metav1.Co
 	return metav1.Condition{Type: tunav1.ConditionReady, Status: st, Reason: reason, ObservedGeneration: generation}
 }
 
-// A new Tunnel the controller has not looked at is reported KeyPending
-// only once keyPendingQuiet has passed since its creation; one with a key
-// condition or a Ready condition is reported at once.
+// A new Tunnel the controller has not looked at is not reported KeyPending
+// while the controller runs (its Lease is live), and otherwise only once
+// keyPendingQuiet has passed since its creation; one with a key condition
+// or a Ready condition is reported at once.
 func TestKeyPendingIsReportedOnceItLasts(t *testing.T) {
 	now := time.Unix(5000, 0)
-	left, quiet := awaitingKey(tunnelWith(now.Add(-time.Second), 1), now)
+	noController := time.Time{}
+	left, quiet := awaitingKey(tunnelWith(now.Add(-time.Second), 1), now, noController)
 	if !quiet || left != keyPendingQuiet-time.Second {
-		t.Fatalf("a Tunnel created 1 s ago: awaitingKey = %v, %v", left, quiet)
+		t.Fatalf("a Tunnel created 1 s ago, no controller: awaitingKey = %v, %v", left, quiet)
 	}
-	for name, tun := range map[string]*tunav1.Tunnel{
-		"created keyPendingQuiet ago": tunnelWith(now.Add(-keyPendingQuiet), 1),
-		"with a KeyIssued condition": tunnelWith(now, 1, metav1.Condition{Type: tunav1.ConditionKeyIssued,
-			Status: metav1.ConditionFalse, Reason: tunav1.ReasonKeyIssueFailed}),
-		"with a Ready condition": tunnelWith(now, 1, ready(metav1.ConditionFalse, tunav1.ReasonKeyPending, 1)),
+	left, quiet = awaitingKey(tunnelWith(now.Add(-time.Hour), 1), now, now.Add(time.Second))
+	if !quiet || left != keyPendingQuiet {
+		t.Fatalf("a Tunnel created an hour ago, the controller running: awaitingKey = %v, %v", left, quiet)
+	}
+	for name, c := range map[string]struct {
+		tun        *tunav1.Tunnel
+		controller time.Time
+	}{
+		"created keyPendingQuiet ago":             {tunnelWith(now.Add(-keyPendingQuiet), 1), noController},
+		"created keyPendingQuiet ago, Lease over": {tunnelWith(now.Add(-keyPendingQuiet), 1), now},
+		"with a KeyIssued condition": {tunnelWith(now, 1, metav1.Condition{Type: tunav1.ConditionKeyIssued,
+			Status: metav1.ConditionFalse, Reason: tunav1.ReasonKeyIssueFailed}), now.Add(time.Minute)},
+		"with a Ready condition": {tunnelWith(now, 1, ready(metav1.ConditionFalse, tunav1.ReasonKeyPending, 1)), now.Add(time.Minute)},
 	} {
-		if _, quiet := awaitingKey(tun, now); quiet {
+		if _, quiet := awaitingKey(c.tun, now, c.controller); quiet {
 			t.Errorf("%s: not reported", name)
 		}
 	}

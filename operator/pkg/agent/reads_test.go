@@ -31,9 +31,10 @@ func TestReadsAreReusedOnlyWhileFreshAndUnchanged(t *testing.T) {
 	up := proxy.Upstream{Scheme: "http", Addr: "10.0.0.4:8080"}
 	cfg := session.Config{Bind: bindRequest(read, "web")}
 	var r reads
-	r.store(key, read, at, up, cfg)
+	within := freshFor(10)
+	r.store(key, read, at, within, up, cfg)
 
-	gotUp, gotCfg, ok := r.fresh(key, tunnel(1, "k1", "Issued"), at.Add(freshFor-time.Millisecond))
+	gotUp, gotCfg, ok := r.fresh(key, tunnel(1, "k1", "Issued"), at.Add(within-time.Millisecond))
 	if !ok || gotUp != up || gotCfg.Bind.Subdomain != "web" {
 		t.Fatalf("the same Tunnel within freshFor: reads not reused (%v, %+v, %+v)", ok, gotUp, gotCfg)
 	}
@@ -41,7 +42,7 @@ func TestReadsAreReusedOnlyWhileFreshAndUnchanged(t *testing.T) {
 		tun *tunav1.Tunnel
 		now time.Time
 	}{
-		"freshFor later":            {tunnel(1, "k1", "Issued"), at.Add(freshFor)},
+		"freshFor later":            {tunnel(1, "k1", "Issued"), at.Add(within)},
 		"a changed spec":            {tunnel(2, "k1", "Issued"), at.Add(time.Second)},
 		"a new key":                 {tunnel(1, "k2", "Issued"), at.Add(time.Second)},
 		"the key's condition":       {tunnel(1, "k1", "Revoked"), at.Add(time.Second)},
@@ -55,7 +56,9 @@ func TestReadsAreReusedOnlyWhileFreshAndUnchanged(t *testing.T) {
 	if _, _, ok := r.fresh(key, read, at); ok {
 		t.Error("forgotten reads were reused")
 	}
-	if freshFor*5/4 > resync {
-		t.Errorf("freshFor %v: a periodic re-read, due four fifths of resync (%v) after the last read, must read", freshFor, resync)
+	for _, n := range []int64{0, 10, 600, 601, 10_000, 100_000} {
+		if p := resyncPeriod(n); freshFor(n) >= p*4/5 {
+			t.Errorf("%d Tunnels: freshFor %v; a periodic re-read, due four fifths of the period (%v) after the last read, must read", n, freshFor(n), p)
+		}
 	}
 }

@@ -91,6 +91,9 @@ type Reconciler struct {
 	// Workers is how many Tunnels are reconciled at once (0: the
 	// manager's --concurrency).
 	Workers int
+	// Controller tells whether the controller runs, so that a new Tunnel
+	// it is about to take shows no KeyPending (nil: it is not known).
+	Controller *ControllerLease
 
 	transitions status.Transitions
 	// tunnels counts the Tunnels in the cache, for resyncAfter.
@@ -135,24 +138,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	if wait, quiet := awaitingKey(&tun, time.Now()); quiet {
+	if wait, quiet := r.awaitingKey(ctx, &tun); quiet {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	up, cfg, ok := r.reads.fresh(req.NamespacedName, &tun, time.Now())
 	if !ok {
 		r.reads.forget(req.NamespacedName)
-		readAt := time.Now()
-		var err error
-		up, err = r.resolve(ctx, &tun)
+		readAt, within := time.Now(), freshFor(r.tunnels.Load())
+		// The upstream policy, the key, then the Service: while the key is
+		// pending (the controller has not issued it, or refused), the
+		// Service is not read at all.
+		target, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams)
 		if err != nil {
-			var ref *upstream.Refusal
-			if !errors.As(err, &ref) {
-				return reconcile.Result{}, err
-			}
-			r.Registry.Stop(req.NamespacedName)
-			// A missing Service may appear later; poll, since we cannot watch.
-			return reconcile.Result{RequeueAfter: r.resyncAfter()}, r.report(ctx, &tun, notReady(ref.Reason, ref.Message))
+			return r.refused(ctx, &tun, err)
 		}
 		var pending *session.State
 		cfg, pending, err = r.connection(ctx, &tun)
@@ -169,7 +168,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			return again, r.report(ctx, &tun, *pending)
 		}
-		r.reads.store(req.NamespacedName, &tun, readAt, up, cfg)
+		if up, err = r.resolve(ctx, &tun, target); err != nil {
+			return r.refused(ctx, &tun, err)
+		}
+		r.reads.store(req.NamespacedName, &tun, readAt, within, up, cfg)
 	}
 	if running := r.Registry.Get(req.NamespacedName); running != nil && tun.Spec.APIKeySecretRef != nil &&
 		running.Config().Edge.Key != cfg.Edge.Key {
@@ -191,6 +193,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		again = policyRecheck
 	}
 	return reconcile.Result{RequeueAfter: again}, r.report(ctx, &tun, st)
+}
+
+// awaitingKey is awaitingKey with this agent's view of the controller:
+// the Lease is read only for a Tunnel without conditions.
+func (r *Reconciler) awaitingKey(ctx context.Context, tun *tunav1.Tunnel) (time.Duration, bool) {
+	if len(tun.Status.Conditions) > 0 {
+		return 0, false
+	}
+	now := time.Now()
+	return awaitingKey(tun, now, r.Controller.AliveUntil(ctx, now))
 }
 
 // policyRecheck is how soon a tcp Tunnel whose policy it cannot take looks
@@ -232,15 +244,24 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.reads.forget(key)
 }
 
-// resolve applies the upstream policy and finds the address to dial, and
-// how to speak to it: cleartext HTTP/2 for an h2c:// URL or a Service port
-// of appProtocol h2c, and for https:// the TLS settings of
-// spec.upstream.tls (its CA bundle read with get).
-func (r *Reconciler) resolve(ctx context.Context, tun *tunav1.Tunnel) (proxy.Upstream, error) {
-	target, err := upstream.Parse(tun.Spec.Upstream.URL, string(tun.Spec.Protocol), tun.Namespace, r.AllowExternalUpstreams)
-	if err != nil {
-		return proxy.Upstream{}, err
+// refused stops the tunnel of a Tunnel whose upstream is refused (an
+// upstream.Refusal: the policy, a missing Service) and reports why; any
+// other error is retried.
+func (r *Reconciler) refused(ctx context.Context, tun *tunav1.Tunnel, err error) (reconcile.Result, error) {
+	var ref *upstream.Refusal
+	if !errors.As(err, &ref) {
+		return reconcile.Result{}, err
 	}
+	r.Registry.Stop(client.ObjectKeyFromObject(tun))
+	// A missing Service may appear later; poll, since we cannot watch.
+	return reconcile.Result{RequeueAfter: r.resyncAfter()}, r.report(ctx, tun, notReady(ref.Reason, ref.Message))
+}
+
+// resolve finds the address of a target the upstream policy allowed
+// (upstream.Parse), and how to speak to it: cleartext HTTP/2 for an
+// h2c:// URL or a Service port of appProtocol h2c, and for https:// the
+// TLS settings of spec.upstream.tls (its CA bundle read with get).
+func (r *Reconciler) resolve(ctx context.Context, tun *tunav1.Tunnel, target upstream.Target) (proxy.Upstream, error) {
 	addr, port, err := upstream.ResolvePort(ctx, r.Reader, tun.Namespace, target, r.AllowExternalUpstreams)
 	if err != nil {
 		return proxy.Upstream{}, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -82,6 +83,8 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 		Edge:     tunnelclient.Config{KeepaliveInterval: o.KeepaliveInterval, KeepaliveTimeout: o.KeepaliveTimeout},
 		Replica:  o.Replica, Replicas: max(o.Replicas, 1),
 		Workers: max(o.Concurrency, agent.DefaultWorkers),
+		Controller: &agent.ControllerLease{Reader: mgr.GetAPIReader(),
+			Key: types.NamespacedName{Namespace: o.Namespace, Name: ControllerLeaderID}},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tunnel agent: %w", err)

@@ -94,6 +94,10 @@ type SecretSyncOptions struct {
 	Wait time.Duration
 }
 
+// ControllerLeaderID names the controller's leader Lease, in the
+// operator's namespace; the agent reads it to know the controller runs.
+const ControllerLeaderID = "tuna-controller.k8s.tuna.am"
+
 // RunController runs the controller until ctx ends.
 func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) error {
 	if o.EdgeAPIURL == "" {
@@ -111,7 +115,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 	if !o.LoadBalancer.Disabled {
 		filters = append(filters, loadbalancer.CacheFilter)
 	}
-	mgr, err := newElectedManager(cfg, o.Common, o.LeaderElection, o.Election, "tuna-controller.k8s.tuna.am", filters...)
+	mgr, err := newElectedManager(cfg, o.Common, o.LeaderElection, o.Election, ControllerLeaderID, filters...)
 	if err != nil {
 		return err
 	}
