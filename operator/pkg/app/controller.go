@@ -167,7 +167,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o ControllerOptions) e
 		ClusterID: o.ClusterID, Recorder: rec, Resync: o.ReservationResync,
 		Hooks: hostkey.Hooks{Issued: metrics.KeysIssued.Inc, Revoked: metrics.KeysRevoked.Inc}}
 	apiReader := mgr.GetAPIReader()
-	gc := &orphans.Collector{Reader: apiReader, Writer: mgr.GetClient(), Edge: keysAPI, ClusterID: o.ClusterID,
+	gc := &orphans.Collector{Reader: apiReader, Cached: mgr.GetClient(), Writer: mgr.GetClient(), Edge: keysAPI, ClusterID: o.ClusterID,
 		Namespace: o.Namespace, Revoked: metrics.KeysRevoked.Inc,
 		Watches: func(ns string) bool { return watches(o.WatchNamespaces, ns) },
 		IngressHosts: func(ctx context.Context) (map[string]bool, error) {

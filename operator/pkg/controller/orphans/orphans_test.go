@@ -120,3 +120,44 @@ func TestCollectTunnel(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the reads that reach a reader (the apiserver, in
+// the controller), so that the test sees which owners were read directly.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// With a cache, an owner it holds with the key's UID is not read again;
+// one it does not hold yet (a cache behind a create) or holds with another
+// UID is read directly, and the apiserver's answer decides: the newer
+// Tunnel's key is kept, the re-created Tunnel's old key revoked.
+func TestCollectAsksTheCacheFirst(t *testing.T) {
+	ctx := context.Background()
+	cachedWeb := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-web"}}
+	newer := &tunav1.Tunnel{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "newer", UID: "uid-newer"}}
+	cache := crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(cachedWeb.DeepCopy()).Build()
+	api := &countingReader{Reader: crfake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(cachedWeb.DeepCopy(), newer.DeepCopy()).Build()}
+	edge := fake.New()
+	web := edge.AddKey(labels("c1", "team", "web", "uid-web"))
+	fresh := edge.AddKey(labels("c1", "team", "newer", "uid-newer"))
+	stale := edge.AddKey(labels("c1", "team", "web", "uid-web-before"))
+
+	c := &Collector{Reader: api, Cached: cache, Writer: cache, Edge: edge, ClusterID: "c1", Namespace: "tuna-system"}
+	n, err := c.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || edge.Has(stale) || !edge.Has(web) || !edge.Has(fresh) {
+		t.Errorf("revoked %d; kept: web %v, newer %v, the re-created web's old key %v; want only the old key revoked",
+			n, edge.Has(web), edge.Has(fresh), edge.Has(stale))
+	}
+	if api.gets != 2 {
+		t.Errorf("%d direct reads, want 2: the owner the cache lacks and the one it holds with another UID", api.gets)
+	}
+}
