@@ -115,13 +115,16 @@ func RunAgent(ctx context.Context, cfg *rest.Config, o AgentOptions) error {
 	}
 	err = mgr.Start(ctx)
 	// Leave the pools first, so that the other replicas' merged status no
-	// longer counts this one, then drain what is in flight.
+	// longer counts this one, then drain what is in flight. The Lease goes
+	// before the entries: one request, where Leave takes all of its 5 s
+	// with thousands of Tunnels (the other replicas remove the entries it
+	// did not reach once the Lease is gone).
 	leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if lerr := r.Leave(leaveCtx); lerr != nil {
-		log.Error(lerr, "removing this replica from the Tunnels' status")
-	}
 	if lerr := hb.Release(leaveCtx); lerr != nil {
 		log.Error(lerr, "deleting this replica's Lease")
+	}
+	if lerr := r.Leave(leaveCtx); lerr != nil {
+		log.Error(lerr, "removing this replica from the Tunnels' status")
 	}
 	cancel()
 	reg.DrainAll(max(o.DrainGrace, 0))
